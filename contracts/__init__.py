@@ -1,0 +1,85 @@
+"""Gatehouse contracts: every envelope's model and schema, and the error codes.
+
+Imports nothing else of Gatehouse; every other package imports this one.
+"""
+
+from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
+from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
+from contracts._schemas import SCHEMA_MODELS, schema_id, schema_registry, validate_instance
+from contracts.episode import Episode
+from contracts.intent import IntentAccepted, IntentRequest, Mode
+from contracts.job import APPROVAL_TOPIC, INTENT_QUEUE, INTENT_WORKFLOW, IntentJob
+from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
+from contracts.recipe import Recipe
+from contracts.run import (
+    ApprovalRequest,
+    ApprovalView,
+    CallView,
+    Decision,
+    DecisionAccepted,
+    EpisodeView,
+    PlanCardView,
+    RunList,
+    RunStatus,
+    RunSummary,
+    RunView,
+    StepView,
+)
+from contracts.tool_pool import (
+    Approval,
+    CommandRule,
+    Connector,
+    Destination,
+    Limits,
+    PolicyProfile,
+    ToolPool,
+)
+
+__all__ = [
+    "APPROVAL_TOPIC",
+    "INTENT_QUEUE",
+    "INTENT_WORKFLOW",
+    "SCHEMA_MODELS",
+    "Approval",
+    "ApprovalRequest",
+    "ApprovalView",
+    "CallView",
+    "CommandRule",
+    "Connector",
+    "Decision",
+    "DecisionAccepted",
+    "Destination",
+    "DriverKind",
+    "Episode",
+    "EpisodeView",
+    "ErrorCode",
+    "ErrorSpec",
+    "GatehouseError",
+    "InputFrom",
+    "IntentAccepted",
+    "IntentJob",
+    "IntentRequest",
+    "JsonObject",
+    "JsonValue",
+    "Limits",
+    "Mode",
+    "OnError",
+    "Plan",
+    "PlanCardView",
+    "PlanStep",
+    "PolicyProfile",
+    "Recipe",
+    "RunList",
+    "RunStatus",
+    "RunSummary",
+    "RunView",
+    "StepView",
+    "ToolPool",
+    "Verb",
+    "canonical_json",
+    "digest_of",
+    "schema_id",
+    "schema_registry",
+    "sha256_hex",
+    "validate_instance",
+]

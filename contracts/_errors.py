@@ -1,0 +1,178 @@
+"""The closed set of Gatehouse error codes.
+
+Exception tree::
+
+    Exception
+     └── GatehouseError          carries one ErrorCode, a message and JSON details
+          (every foreign exception is translated into this once, at the
+           boundary where it enters: ``raise GatehouseError(...) from exc``)
+
+Each code carries its HTTP status and whether retrying the same request can
+succeed. Codes are stable identifiers: never renamed, renumbered or reused.
+README.md lists them all; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import NamedTuple
+
+from contracts._json import JsonObject
+
+__all__ = ["ErrorCode", "ErrorSpec", "GatehouseError"]
+
+
+class ErrorSpec(NamedTuple):
+    number: int
+    http_status: int
+    retryable: bool
+    summary: str
+
+
+class ErrorCode(Enum):
+    """Stable error codes. The value is the wire identifier."""
+
+    # ingress: the request itself is wrong (nothing is written)
+    INVALID_JSON = "invalid_json"
+    INVALID_REQUEST = "invalid_request"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNKNOWN_RECIPE = "unknown_recipe"
+    UNKNOWN_PROFILE = "unknown_profile"
+    UNKNOWN_TOOL_POOL = "unknown_tool_pool"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    # plan gate: the plan is refused (at compile time or again before a step runs)
+    PLAN_INVALID = "plan_invalid"
+    PLAN_CONTAINS_RESULTS = "plan_contains_results"
+    UNKNOWN_CONNECTOR = "unknown_connector"
+    DRIVER_NOT_ALLOWED = "driver_not_allowed"
+    COMMAND_NOT_ALLOWED = "command_not_allowed"
+    DESTINATION_NOT_ALLOWED = "destination_not_allowed"
+    LIMITS_MISSING = "limits_missing"
+    TOO_MANY_STEPS = "too_many_steps"
+    # approval
+    RUN_NOT_FOUND = "run_not_found"
+    STALE_PLAN_DIGEST = "stale_plan_digest"
+    ALREADY_DECIDED = "already_decided"
+    RUN_NOT_AWAITING_APPROVAL = "run_not_awaiting_approval"
+    APPROVAL_TIMEOUT = "approval_timeout"
+    ARTIFACT_NOT_FOUND = "artifact_not_found"
+    # execution
+    PLANNER_FAILED = "planner_failed"
+    PLANNER_UNAVAILABLE = "planner_unavailable"
+    HANDLER_FAILED = "handler_failed"
+    HANDLER_TIMEOUT = "handler_timeout"
+    INPUT_RESOLUTION_FAILED = "input_resolution_failed"
+    CALL_IN_DOUBT = "call_in_doubt"
+    # infrastructure
+    DATABASE_UNAVAILABLE = "database_unavailable"
+    CORRUPT_RECORD = "corrupt_record"
+    INTERNAL_ERROR = "internal_error"
+
+    @property
+    def spec(self) -> ErrorSpec:
+        return _SPECS[self]
+
+    @property
+    def http_status(self) -> int:
+        return self.spec.http_status
+
+    @property
+    def retryable(self) -> bool:
+        return self.spec.retryable
+
+
+_SPECS: dict[ErrorCode, ErrorSpec] = {
+    ErrorCode.INVALID_JSON: ErrorSpec(1001, 400, False, "The body is not valid JSON."),
+    ErrorCode.INVALID_REQUEST: ErrorSpec(
+        1002, 422, False, "The body or a parameter does not match its schema."
+    ),
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: ErrorSpec(
+        1003, 415, False, "The body must be application/json."
+    ),
+    ErrorCode.PAYLOAD_TOO_LARGE: ErrorSpec(1004, 413, False, "The body exceeds the size limit."),
+    ErrorCode.UNKNOWN_RECIPE: ErrorSpec(1005, 422, False, "No recipe has that id."),
+    ErrorCode.UNKNOWN_PROFILE: ErrorSpec(1006, 422, False, "No policy profile has that id."),
+    ErrorCode.UNKNOWN_TOOL_POOL: ErrorSpec(1007, 422, False, "No tool pool has that id."),
+    ErrorCode.IDEMPOTENCY_CONFLICT: ErrorSpec(
+        1008, 409, False, "The Idempotency-Key was already used with a different body."
+    ),
+    ErrorCode.PLAN_INVALID: ErrorSpec(2001, 422, False, "The plan does not match its schema."),
+    ErrorCode.PLAN_CONTAINS_RESULTS: ErrorSpec(
+        2002, 422, False, "The plan carries execution results; a planner may only propose."
+    ),
+    ErrorCode.UNKNOWN_CONNECTOR: ErrorSpec(
+        2003, 422, False, "A step names a connector that is not in the tool pool."
+    ),
+    ErrorCode.DRIVER_NOT_ALLOWED: ErrorSpec(
+        2004, 422, False, "A step's driver kind is unknown or differs from its connector's."
+    ),
+    ErrorCode.COMMAND_NOT_ALLOWED: ErrorSpec(
+        2005, 422, False, "A shell step's command or arguments are not allowlisted."
+    ),
+    ErrorCode.DESTINATION_NOT_ALLOWED: ErrorSpec(
+        2006, 422, False, "An http step's destination is not allowlisted."
+    ),
+    ErrorCode.LIMITS_MISSING: ErrorSpec(
+        2007, 422, False, "A connector used by the plan declares no limits."
+    ),
+    ErrorCode.TOO_MANY_STEPS: ErrorSpec(
+        2008, 422, False, "The plan has more steps than the profile allows."
+    ),
+    ErrorCode.RUN_NOT_FOUND: ErrorSpec(3001, 404, False, "No run has that id."),
+    ErrorCode.STALE_PLAN_DIGEST: ErrorSpec(
+        3002, 409, False, "The decision names a plan digest that is not the run's plan."
+    ),
+    ErrorCode.ALREADY_DECIDED: ErrorSpec(
+        3003, 409, False, "This plan digest already has a different decision."
+    ),
+    ErrorCode.RUN_NOT_AWAITING_APPROVAL: ErrorSpec(
+        3004, 409, False, "The run has finished or never waits for approval."
+    ),
+    ErrorCode.APPROVAL_TIMEOUT: ErrorSpec(
+        3005, 408, False, "No decision arrived before the approval deadline."
+    ),
+    ErrorCode.ARTIFACT_NOT_FOUND: ErrorSpec(3006, 404, False, "No artifact has that digest."),
+    ErrorCode.PLANNER_FAILED: ErrorSpec(
+        4001, 502, True, "The planner answered with an error or an invalid plan."
+    ),
+    ErrorCode.PLANNER_UNAVAILABLE: ErrorSpec(
+        4002, 503, True, "The recipe needs a model planner and none is configured."
+    ),
+    ErrorCode.HANDLER_FAILED: ErrorSpec(4003, 502, False, "A step's handler reported failure."),
+    ErrorCode.HANDLER_TIMEOUT: ErrorSpec(4004, 504, True, "A step's handler ran past its timeout."),
+    ErrorCode.INPUT_RESOLUTION_FAILED: ErrorSpec(
+        4005, 422, False, "A step's input_from did not resolve to an object."
+    ),
+    ErrorCode.CALL_IN_DOUBT: ErrorSpec(
+        4006,
+        409,
+        False,
+        "A call to a callee without idempotency keys was interrupted; an operator must decide.",
+    ),
+    ErrorCode.DATABASE_UNAVAILABLE: ErrorSpec(
+        5001, 503, True, "The database cannot be reached; retry later."
+    ),
+    ErrorCode.CORRUPT_RECORD: ErrorSpec(
+        5002, 500, False, "A stored record failed validation when read back."
+    ),
+    ErrorCode.INTERNAL_ERROR: ErrorSpec(5003, 500, True, "An unexpected error; see the logs."),
+}
+
+
+class GatehouseError(Exception):
+    """The one exception type that crosses Gatehouse's own boundaries."""
+
+    def __init__(self, code: ErrorCode, message: str, details: JsonObject | None = None) -> None:
+        super().__init__(f"{code.value}: {message}")
+        self.code = code
+        self.message = message
+        self.details: JsonObject = details if details is not None else {}
+
+    def to_json(self) -> JsonObject:
+        return {
+            "code": self.code.value,
+            "message": self.message,
+            "retryable": self.code.retryable,
+            "details": self.details,
+        }

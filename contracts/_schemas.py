@@ -1,0 +1,94 @@
+"""JSON Schemas (draft 2020-12) of every envelope, loaded locally.
+
+The committed files in ``contracts/schemas/`` are generated from the pydantic
+models (``python -m contracts.export``); a unit test fails when they drift.
+Validation resolves ``$id``s through a local ``referencing`` registry: no
+schema is ever fetched over the network.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+
+import jsonschema
+from pydantic import BaseModel
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from contracts._errors import ErrorCode, GatehouseError
+from contracts._json import JsonObject, JsonValue
+from contracts.episode import Episode
+from contracts.intent import IntentRequest
+from contracts.job import IntentJob
+from contracts.plan import Plan
+from contracts.recipe import Recipe
+from contracts.run import ApprovalRequest, CallView, RunView
+from contracts.tool_pool import PolicyProfile, ToolPool
+
+__all__ = ["SCHEMA_MODELS", "render_schema", "schema_id", "schema_registry", "validate_instance"]
+
+ID_BASE = "https://gatehouse.dev/schemas/"
+
+SCHEMA_MODELS: dict[str, type[BaseModel]] = {
+    "env.intent_request_v1": IntentRequest,
+    "env.intent_job_v1": IntentJob,
+    "env.mova_agent_plan_v1": Plan,
+    "env.approval_request_v1": ApprovalRequest,
+    "ds.gatehouse_tool_pool_v1": ToolPool,
+    "ds.gatehouse_policy_profile_v1": PolicyProfile,
+    "ds.gatehouse_recipe_v1": Recipe,
+    "ds.gatehouse_run_view_v1": RunView,
+    "ds.gatehouse_call_v1": CallView,
+    "ds.gatehouse_episode_v1": Episode,
+}
+
+
+def schema_id(name: str) -> str:
+    return f"{ID_BASE}{name}.schema.json"
+
+
+def render_schema(name: str) -> JsonObject:
+    body = SCHEMA_MODELS[name].model_json_schema(mode="validation")
+    out: JsonObject = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": schema_id(name),
+    }
+    out.update(body)
+    out["title"] = name
+    return out
+
+
+def _load(name: str) -> JsonObject:
+    text = resources.files("contracts.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
+    loaded: JsonObject = json.loads(text)
+    return loaded
+
+
+@cache
+def schema_registry() -> Registry[JsonValue]:
+    registry: Registry[JsonValue] = Registry()
+    for name in SCHEMA_MODELS:
+        registry = registry.with_resource(
+            schema_id(name), Resource.from_contents(_load(name), default_specification=DRAFT202012)
+        )
+    return registry
+
+
+@cache
+def _validator(name: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(
+        {"$ref": schema_id(name)}, registry=schema_registry()
+    )
+
+
+def validate_instance(name: str, instance: JsonValue, code: ErrorCode) -> None:
+    """Check ``instance`` against the named schema; raise ``code`` naming each failure."""
+    errors = sorted(_validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        problems: list[JsonValue] = [
+            {"path": "/" + "/".join(str(p) for p in e.absolute_path), "problem": e.message[:300]}
+            for e in errors[:20]
+        ]
+        raise GatehouseError(code, f"{name}: {len(errors)} schema violation(s)", {"errors": problems})

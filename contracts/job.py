@@ -1,0 +1,25 @@
+"""The one typed input of the intent workflow (``env.intent_job_v1``).
+
+Queued work outlives code changes, so the workflow takes a single JSON object
+rather than positional arguments; new optional fields keep old jobs readable.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from contracts._base import Closed
+from contracts.intent import IntentRequest
+
+__all__ = ["IntentJob"]
+
+INTENT_WORKFLOW = "gatehouse.intent"
+INTENT_QUEUE = "intentQ"
+APPROVAL_TOPIC = "gatehouse.approval"
+
+
+class IntentJob(Closed):
+    schema_id: Literal["env.intent_job_v1"] = "env.intent_job_v1"
+    run_id: str
+    intent_id: str
+    request: IntentRequest

@@ -1,0 +1,92 @@
+"""The plan envelope ``env.mova_agent_plan_v1``: what a planner may propose.
+
+Declarative only: ordered steps, each naming a connector from the tool pool.
+There are no loops, conditions, expressions or code fields, and the model is
+closed, so a planner cannot smuggle one in.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from contracts._base import Closed, Identifier, ShortText
+from contracts._json import JsonObject
+
+__all__ = ["DriverKind", "InputFrom", "OnError", "Plan", "PlanStep", "Verb"]
+
+PLAN_SCHEMA_ID = "env.mova_agent_plan_v1"
+
+
+class DriverKind(str, Enum):
+    NOOP = "noop"
+    HTTP = "http"
+    RESTRICTED_SHELL = "restricted_shell"
+    OPENCODE = "opencode"
+    MCP_PROXY = "mcp_proxy"
+
+
+class Verb(str, Enum):
+    """The kind of operation a step performs (not how it is implemented)."""
+
+    NOTE = "note"
+    READ = "read"
+    FETCH = "fetch"
+    WRITE = "write"
+    RUN = "run"
+    EDIT = "edit"
+
+
+class OnError(str, Enum):
+    FATAL = "fatal"
+    SOFT = "soft"
+
+
+StepId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
+# A JSON Pointer (RFC 6901) into the earlier step's output; "" is the whole output.
+Pointer = Annotated[str, StringConstraints(pattern=r"^(/[^\x00]*)?$", max_length=512)]
+
+
+class InputFrom(Closed):
+    step_id: StepId
+    pointer: Pointer = ""
+
+
+class PlanStep(Closed):
+    step_id: StepId
+    verb: Verb
+    connector_id: Identifier
+    driver_kind: DriverKind
+    title: ShortText | None = None
+    input: JsonObject | None = None
+    input_from: InputFrom | None = None
+    output_schema_ref: Identifier | None = None
+    on_error: OnError = OnError.FATAL
+
+    @model_validator(mode="after")
+    def _one_input_source(self) -> PlanStep:
+        if (self.input is None) == (self.input_from is None):
+            raise ValueError("a step takes exactly one of input or input_from")
+        return self
+
+
+class Plan(Closed):
+    schema_id: Literal["env.mova_agent_plan_v1"] = PLAN_SCHEMA_ID
+    objective: ShortText
+    steps: list[PlanStep] = Field(min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _ordered_references(self) -> Plan:
+        seen: set[str] = set()
+        for step in self.steps:
+            if step.step_id in seen:
+                raise ValueError(f"step_id {step.step_id!r} appears twice")
+            if step.input_from is not None and step.input_from.step_id not in seen:
+                raise ValueError(
+                    f"step {step.step_id!r} takes input_from {step.input_from.step_id!r},"
+                    " which is not an earlier step"
+                )
+            seen.add(step.step_id)
+        return self

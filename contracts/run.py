@@ -1,0 +1,159 @@
+"""What the shim returns about runs (egress models) and takes for decisions."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field
+
+from contracts._base import Closed, Digest, Identifier, ShortText
+from contracts._json import JsonObject, JsonValue
+from contracts.intent import Mode
+from contracts.plan import Plan
+
+__all__ = [
+    "ApprovalRequest",
+    "ApprovalView",
+    "CallView",
+    "DecisionAccepted",
+    "Decision",
+    "EpisodeView",
+    "PlanCardView",
+    "RunList",
+    "RunStatus",
+    "RunSummary",
+    "RunView",
+    "StepView",
+]
+
+
+class RunStatus(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING_APPROVAL = "waiting_approval"
+    PLANNED = "planned"  # plan-only runs end here
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = {RunStatus.PLANNED, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.REJECTED}
+
+
+class Decision(str, Enum):
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class ApprovalRequest(Closed):
+    """Body of POST /approve/{id} and POST /reject/{id}."""
+
+    plan_digest: Digest
+    decided_by: Identifier = "anonymous"
+    comment: ShortText | None = None
+
+
+class DecisionAccepted(Closed):
+    run_id: str
+    plan_digest: Digest
+    decision: Decision
+    decided_by: str
+    recorded: bool  # False when the same decision was already on record
+
+
+class PlanCardView(Closed):
+    plan: Plan
+    plan_digest: Digest
+    status: str
+    created_at: str
+
+
+class ApprovalView(Closed):
+    plan_digest: Digest
+    decision: Decision
+    decided_by: str
+    comment: str | None
+    decided_at: str
+
+
+class StepView(Closed):
+    step_id: str
+    position: int
+    driver_kind: str
+    connector_id: str
+    status: Literal["succeeded", "failed", "skipped"]
+    op_key: str | None
+    output: JsonObject | None
+    error_code: str | None
+    error_message: str | None
+    finished_at: str
+
+
+class RunView(Closed):
+    run_id: str
+    intent_id: str
+    recipe: str
+    objective: str
+    mode: Mode
+    status: RunStatus
+    phase: str
+    submitted_by: str
+    policy_profile: str
+    tool_pool: str
+    plan_digest: Digest | None
+    error_code: str | None
+    error_message: str | None
+    created_at: str
+    updated_at: str
+    plan_card: PlanCardView | None
+    approvals: list[ApprovalView]
+    steps: list[StepView]
+    links: dict[str, str]
+
+
+class RunSummary(Closed):
+    run_id: str
+    recipe: str
+    mode: Mode
+    status: RunStatus
+    phase: str
+    created_at: str
+    updated_at: str
+
+
+class RunList(Closed):
+    runs: list[RunSummary]
+    next_cursor: str | None = Field(default=None)
+
+
+class CallView(Closed):
+    """One ledger row, as an operator sees it."""
+
+    op_key: Digest
+    run_id: str
+    step_id: str
+    attempt: int
+    kind: Literal["provider", "tool"]
+    target: str
+    status: Literal["started", "completed", "failed"]
+    request_digest: Digest
+    response_digest: Digest | None
+    error_code: str | None
+    started_at: str
+    finished_at: str | None
+    duration_ms: int | None
+
+
+class EpisodeView(Closed):
+    episode_id: str
+    run_id: str
+    step_id: str | None
+    episode_type: str
+    result_status: str
+    body: JsonValue
+    recorded_at: str

@@ -1,0 +1,106 @@
+"""Tool pools (``ds.gatehouse_tool_pool_v1``) and policy profiles.
+
+A tool pool is the allowlist menu a plan may choose from: connectors keyed by
+id, each bound to one driver kind, with its destinations or commands and the
+limits every call runs under. Anything a pool does not name is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from contracts._base import Closed, Identifier, ShortText
+from contracts.plan import DriverKind
+
+__all__ = [
+    "Approval",
+    "CommandRule",
+    "Connector",
+    "Destination",
+    "Limits",
+    "PolicyProfile",
+    "ToolPool",
+]
+
+Host = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9.:\-\[\]]{1,253}$")]
+AbsPath = Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9._/+-]{1,255}$")]
+CommandName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._+-]{1,64}$")]
+
+
+class Limits(Closed):
+    timeout_s: float = Field(gt=0, le=3600)
+    max_output_bytes: int = Field(gt=0, le=64 * 1024 * 1024)
+
+
+class Destination(Closed):
+    """One allowlisted HTTP destination: exact scheme and host, optional ports."""
+
+    scheme: Literal["http", "https"]
+    host: Host
+    ports: list[int] | None = None  # None: any port
+    path_prefix: str = "/"
+    # Loopback and private addresses are refused unless the entry says otherwise
+    # (the demo and tests talk to fixtures on 127.0.0.1).
+    allow_private: bool = False
+
+
+class CommandRule(Closed):
+    """One allowlisted program. It runs by absolute path, never through a shell."""
+
+    name: CommandName
+    path: AbsPath
+    # Every argument must match this pattern in full; flags must also be listed.
+    arg_pattern: str = r"^[A-Za-z0-9._,=:@+/-]{1,256}$"
+    allowed_flags: list[str] = Field(default_factory=list)
+    max_args: int = Field(default=16, ge=0, le=256)
+
+
+class Connector(Closed):
+    connector_id: Identifier
+    driver_kind: DriverKind
+    description: ShortText
+    limits: Limits | None = None
+    destinations: list[Destination] = Field(default_factory=list)
+    commands: list[CommandRule] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _fits_driver(self) -> Connector:
+        if self.destinations and self.driver_kind is not DriverKind.HTTP:
+            raise ValueError("only http connectors take destinations")
+        if self.commands and self.driver_kind is not DriverKind.RESTRICTED_SHELL:
+            raise ValueError("only restricted_shell connectors take commands")
+        return self
+
+
+class ToolPool(Closed):
+    schema_id: Literal["ds.gatehouse_tool_pool_v1"] = "ds.gatehouse_tool_pool_v1"
+    tool_pool_id: Identifier
+    version: str
+    description: ShortText
+    connectors: list[Connector]
+
+    def connector(self, connector_id: str) -> Connector | None:
+        for c in self.connectors:
+            if c.connector_id == connector_id:
+                return c
+        return None
+
+
+class Approval(Closed):
+    mode: Literal["always"] = "always"
+    timeout_s: float = Field(default=86400, gt=0)
+    # How long one durable wait lasts before the workflow re-reads plan_approvals,
+    # in case a decision's wake-up message was lost (the row is the authority).
+    recheck_s: float = Field(default=300, gt=0)
+
+
+class PolicyProfile(Closed):
+    schema_id: Literal["ds.gatehouse_policy_profile_v1"] = "ds.gatehouse_policy_profile_v1"
+    profile_id: Identifier
+    version: str
+    description: ShortText
+    max_steps: int = Field(ge=1, le=200)
+    allowed_driver_kinds: list[DriverKind]
+    approval: Approval = Approval()
