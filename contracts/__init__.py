@@ -6,9 +6,9 @@ Imports nothing else of Gatehouse; every other package imports this one.
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
 from contracts._schemas import SCHEMA_MODELS, schema_id, schema_registry, validate_instance
-from contracts.episode import Episode
+from contracts.episode import DataRef, EnvelopeRef, Episode, Executor
 from contracts.intent import IntentAccepted, IntentRequest, Mode
-from contracts.job import APPROVAL_TOPIC, INTENT_QUEUE, INTENT_WORKFLOW, IntentJob
+from contracts.job import APP_VERSION, APPROVAL_TOPIC, INTENT_QUEUE, INTENT_WORKFLOW, IntentJob
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
 from contracts.recipe import Recipe
 from contracts.run import (
@@ -37,6 +37,7 @@ from contracts.tool_pool import (
 
 __all__ = [
     "APPROVAL_TOPIC",
+    "APP_VERSION",
     "INTENT_QUEUE",
     "INTENT_WORKFLOW",
     "SCHEMA_MODELS",
@@ -46,14 +47,17 @@ __all__ = [
     "CallView",
     "CommandRule",
     "Connector",
+    "DataRef",
     "Decision",
     "DecisionAccepted",
     "Destination",
     "DriverKind",
+    "EnvelopeRef",
     "Episode",
     "EpisodeView",
     "ErrorCode",
     "ErrorSpec",
+    "Executor",
     "GatehouseError",
     "InputFrom",
     "IntentAccepted",

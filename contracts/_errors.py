@@ -41,6 +41,8 @@ class ErrorCode(Enum):
     UNKNOWN_PROFILE = "unknown_profile"
     UNKNOWN_TOOL_POOL = "unknown_tool_pool"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
     # plan gate: the plan is refused (at compile time or again before a step runs)
     PLAN_INVALID = "plan_invalid"
     PLAN_CONTAINS_RESULTS = "plan_contains_results"
@@ -96,6 +98,10 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.UNKNOWN_TOOL_POOL: ErrorSpec(1007, 422, False, "No tool pool has that id."),
     ErrorCode.IDEMPOTENCY_CONFLICT: ErrorSpec(
         1008, 409, False, "The Idempotency-Key was already used with a different body."
+    ),
+    ErrorCode.NOT_FOUND: ErrorSpec(1009, 404, False, "No such route."),
+    ErrorCode.METHOD_NOT_ALLOWED: ErrorSpec(
+        1010, 405, False, "The route does not take that method."
     ),
     ErrorCode.PLAN_INVALID: ErrorSpec(2001, 422, False, "The plan does not match its schema."),
     ErrorCode.PLAN_CONTAINS_RESULTS: ErrorSpec(

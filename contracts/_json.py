@@ -8,7 +8,7 @@ from typing import TypeAlias
 
 from pydantic import JsonValue
 
-__all__ = ["JsonObject", "JsonValue", "canonical_json", "sha256_hex", "digest_of"]
+__all__ = ["JsonObject", "JsonValue", "canonical_json", "digest_of", "sha256_hex"]
 
 # pydantic's JsonValue is a proper recursive alias that both pydantic and mypy understand.
 JsonObject: TypeAlias = dict[str, JsonValue]

@@ -9,6 +9,7 @@ schema is ever fetched over the network.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 
@@ -67,8 +68,8 @@ def _load(name: str) -> JsonObject:
 
 
 @cache
-def schema_registry() -> Registry[JsonValue]:
-    registry: Registry[JsonValue] = Registry()
+def schema_registry() -> Registry[bool | Mapping[str, object]]:
+    registry: Registry[bool | Mapping[str, object]] = Registry()
     for name in SCHEMA_MODELS:
         registry = registry.with_resource(
             schema_id(name), Resource.from_contents(_load(name), default_specification=DRAFT202012)
@@ -78,9 +79,7 @@ def schema_registry() -> Registry[JsonValue]:
 
 @cache
 def _validator(name: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(
-        {"$ref": schema_id(name)}, registry=schema_registry()
-    )
+    return jsonschema.Draft202012Validator({"$ref": schema_id(name)}, registry=schema_registry())
 
 
 def validate_instance(name: str, instance: JsonValue, code: ErrorCode) -> None:
@@ -91,4 +90,6 @@ def validate_instance(name: str, instance: JsonValue, code: ErrorCode) -> None:
             {"path": "/" + "/".join(str(p) for p in e.absolute_path), "problem": e.message[:300]}
             for e in errors[:20]
         ]
-        raise GatehouseError(code, f"{name}: {len(errors)} schema violation(s)", {"errors": problems})
+        raise GatehouseError(
+            code, f"{name}: {len(errors)} schema violation(s)", {"errors": problems}
+        )

@@ -6,7 +6,7 @@ closed upstream, so Gatehouse-specific facts go in ``result_details``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -15,7 +15,7 @@ from contracts._json import JsonObject
 
 __all__ = ["DataRef", "EnvelopeRef", "Episode", "Executor", "ResultStatus"]
 
-MOVA_VERSION = "4.1.1"
+MOVA_VERSION: Final = "4.1.1"
 
 ResultStatus = Literal[
     "pending", "in_progress", "completed", "failed", "partial", "cancelled", "skipped"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -14,7 +14,7 @@ from contracts.plan import Plan
 __all__ = ["IntentAccepted", "IntentRequest", "Mode"]
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     PLAN_ONLY = "plan-only"
     RUN_PLAN = "run-plan"
     FULL_CYCLE = "full-cycle"

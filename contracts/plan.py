@@ -7,8 +7,8 @@ closed, so a planner cannot smuggle one in.
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Annotated, Literal
+from enum import StrEnum
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
@@ -17,10 +17,10 @@ from contracts._json import JsonObject
 
 __all__ = ["DriverKind", "InputFrom", "OnError", "Plan", "PlanStep", "Verb"]
 
-PLAN_SCHEMA_ID = "env.mova_agent_plan_v1"
+PLAN_SCHEMA_ID: Final = "env.mova_agent_plan_v1"
 
 
-class DriverKind(str, Enum):
+class DriverKind(StrEnum):
     NOOP = "noop"
     HTTP = "http"
     RESTRICTED_SHELL = "restricted_shell"
@@ -28,7 +28,7 @@ class DriverKind(str, Enum):
     MCP_PROXY = "mcp_proxy"
 
 
-class Verb(str, Enum):
+class Verb(StrEnum):
     """The kind of operation a step performs (not how it is implemented)."""
 
     NOTE = "note"
@@ -39,7 +39,7 @@ class Verb(str, Enum):
     EDIT = "edit"
 
 
-class OnError(str, Enum):
+class OnError(StrEnum):
     FATAL = "fatal"
     SOFT = "soft"
 

@@ -15,6 +15,11 @@ from pydantic import Field
 from contracts._base import Closed, Identifier, ShortText
 from contracts._json import JsonObject
 
+
+def _any_object() -> JsonObject:
+    return {"type": "object"}
+
+
 __all__ = ["Recipe"]
 
 
@@ -23,6 +28,6 @@ class Recipe(Closed):
     recipe_id: Identifier
     title: ShortText
     planner: Literal["template", "model"]
-    parameters_schema: JsonObject = Field(default_factory=lambda: {"type": "object"})
+    parameters_schema: JsonObject = Field(default_factory=_any_object)
     plan_template: JsonObject | None = None
     model_prompt: str | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field
@@ -16,8 +16,8 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalView",
     "CallView",
-    "DecisionAccepted",
     "Decision",
+    "DecisionAccepted",
     "EpisodeView",
     "PlanCardView",
     "RunList",
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-class RunStatus(str, Enum):
+class RunStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     WAITING_APPROVAL = "waiting_approval"
@@ -45,7 +45,7 @@ class RunStatus(str, Enum):
 _TERMINAL = {RunStatus.PLANNED, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.REJECTED}
 
 
-class Decision(str, Enum):
+class Decision(StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
 

@@ -104,3 +104,6 @@ class PolicyProfile(Closed):
     max_steps: int = Field(ge=1, le=200)
     allowed_driver_kinds: list[DriverKind]
     approval: Approval = Approval()
+    # Guardrail text given to model planners (channel model_instruction): never
+    # shown to people as human_ui, never mixed with tool output.
+    planner_instruction: str = Field(min_length=1, max_length=8000)

@@ -1,0 +1,22 @@
+"""All of Gatehouse's SQL: migrations, the call ledger, runs, evidence, views.
+
+Functions take a connection (or a DBOS datasource session) and never open
+transactions of their own, so the caller decides what commits together.
+"""
+
+from ledger import calls, evidence, intents, runs
+from ledger._db import APP_SCHEMA, Conn, Database, now_iso, open_database
+from ledger._migrate import migrate
+
+__all__ = [
+    "APP_SCHEMA",
+    "Conn",
+    "Database",
+    "calls",
+    "evidence",
+    "intents",
+    "migrate",
+    "now_iso",
+    "open_database",
+    "runs",
+]

@@ -1,0 +1,111 @@
+"""Connections to the one database Gatehouse keeps everything in.
+
+One URL names it. On PostgreSQL the app tables live in schema ``gatehouse``
+and DBOS's in ``dbos``, in the same database, so a run's rows and its queue
+entry can commit in one transaction. On SQLite both live in one file (WAL).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TypeAlias
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import Session
+
+from contracts import ErrorCode, GatehouseError
+
+__all__ = ["APP_SCHEMA", "Conn", "Database", "now_iso", "open_database"]
+
+APP_SCHEMA = "gatehouse"
+
+# Ledger functions run on a plain connection (shim) or inside a DBOS
+# datasource transaction's session (worker); both execute SQL the same way.
+Conn: TypeAlias = Connection | Session
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Database:
+    url: str  # as the operator gave it; DBOS takes this form
+    engine: Engine
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
+    # Driver-level autocommit, so SQLAlchemy's "begin" event below owns the
+    # transaction boundaries (pysqlite would otherwise skip BEGIN before DDL
+    # and SELECT). A long busy timeout rides out cross-process contention.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # IMMEDIATE takes the write lock up front: no lock upgrades, no deadlocks
+    # between the shim and worker processes sharing the file.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def sqlalchemy_url(url: str) -> str:
+    if url.startswith("sqlite:///"):
+        return url
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    if url.startswith("postgresql+psycopg://"):
+        return url
+    raise GatehouseError(
+        ErrorCode.INVALID_REQUEST,
+        "GATEHOUSE_DATABASE_URL must start with sqlite:/// or postgresql://",
+        {"url_scheme": url.split(":", 1)[0]},
+    )
+
+
+def open_database(url: str, pool_size: int = 5) -> Database:
+    sa_url = sqlalchemy_url(url)
+    if sa_url.startswith("sqlite"):
+        engine = sa.create_engine(sa_url, pool_pre_ping=True)
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+    else:
+        engine = sa.create_engine(
+            sa_url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            connect_args={"options": f"-c search_path={APP_SCHEMA}", "connect_timeout": 5},
+        )
+    return Database(url=url, engine=engine)
+
+
+def ensure_postgres_database(url: str) -> None:
+    """Create the named PostgreSQL database if it does not exist yet."""
+    sa_url = sa.make_url(sqlalchemy_url(url))
+    if sa_url.get_backend_name() != "postgresql" or not sa_url.database:
+        return
+    admin = sa.create_engine(sa_url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(
+                sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": sa_url.database}
+            ).first()
+            if exists is None:
+                conn.execute(sa.text(f'CREATE DATABASE "{sa_url.database}"'))
+    finally:
+        admin.dispose()

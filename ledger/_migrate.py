@@ -1,0 +1,81 @@
+"""Numbered migrations, each applied and recorded in one transaction.
+
+Files ``ledger/migrations/NNNN_name.sql`` run in order; ``schema_migrations``
+records each. Concurrent first starts are safe: PostgreSQL takes an advisory
+lock for the transaction, SQLite's IMMEDIATE transaction holds the write lock.
+The operator views in ``ledger/views/`` are re-created in the same
+transaction, so they always match the code that migrated.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ledger._db import APP_SCHEMA, Database, ensure_postgres_database, now_iso
+
+__all__ = ["migrate", "migration_files", "view_files"]
+
+_ADVISORY_LOCK = 0x6761746568  # "gateh"
+
+
+def migration_files() -> list[tuple[int, str, str]]:
+    out = []
+    for entry in resources.files("ledger.migrations").iterdir():
+        m = re.fullmatch(r"(\d{4})_([a-z0-9_]+)\.sql", entry.name)
+        if m:
+            out.append((int(m.group(1)), m.group(2), entry.read_text("utf-8")))
+    return sorted(out)
+
+
+def view_files() -> list[tuple[str, str]]:
+    out = []
+    for entry in resources.files("ledger.views").iterdir():
+        if entry.name.endswith(".sql"):
+            out.append((entry.name.removesuffix(".sql"), entry.read_text("utf-8")))
+    return sorted(out)
+
+
+def _statements(sql: str) -> list[str]:
+    body = "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--"))
+    return [s.strip() for s in body.split(";") if s.strip()]
+
+
+def _apply(conn: Connection, sql: str, sqlite: bool) -> None:
+    sql = sql.replace("{{BLOB}}", "BLOB" if sqlite else "BYTEA")
+    for stmt in _statements(sql):
+        conn.exec_driver_sql(stmt)
+
+
+def migrate(db: Database) -> list[int]:
+    """Bring the schema up to date; return the versions applied now."""
+    if not db.is_sqlite:
+        ensure_postgres_database(db.url)
+    applied: list[int] = []
+    with db.engine.begin() as conn:
+        if not db.is_sqlite:  # (SQLite: BEGIN IMMEDIATE already holds the write lock)
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK})
+            conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {APP_SCHEMA}")
+        conn.exec_driver_sql(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        done = {row[0] for row in conn.exec_driver_sql("SELECT version FROM schema_migrations")}
+        for version, name, sql in migration_files():
+            if version in done:
+                continue
+            _apply(conn, sql, db.is_sqlite)
+            conn.execute(
+                sa.text(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)"
+                ),
+                {"v": version, "n": name, "t": now_iso()},
+            )
+            applied.append(version)
+        for name, sql in view_files():
+            conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
+            _apply(conn, sql, db.is_sqlite)
+    return applied

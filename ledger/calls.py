@@ -1,0 +1,166 @@
+"""The exactly-once call ledger: the one write path for provider and tool calls.
+
+``op_key = sha256(run_id, step_id, attempt)``, the primary key. The path:
+
+1. ``lookup``  — a finished row is the answer; the callee is not called again.
+2. ``claim``   — ``INSERT … status='started' ON CONFLICT (op_key) DO NOTHING
+   RETURNING``: at most one claim per op_key, visible even if we then crash.
+3. the call itself, with op_key sent as the callee's idempotency key.
+4. ``complete`` — the response and its digest, ``WHERE status='started'``.
+
+Steps 2 and 4 are one commit each; the DBOS step checkpoint is the third.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from contracts import CallView, ErrorCode, GatehouseError, JsonObject, canonical_json, digest_of
+from contracts._json import sha256_hex
+from ledger._db import Conn, now_iso
+
+__all__ = ["CallRow", "claim", "complete", "list_calls", "lookup", "op_key"]
+
+
+def op_key(run_id: str, step_id: str, attempt: int) -> str:
+    # Length-prefixed fields: no two (run, step, attempt) triples share a preimage.
+    parts = [run_id, step_id, str(attempt)]
+    preimage = "".join(f"{len(p)}:{p};" for p in parts)
+    return sha256_hex(preimage.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class CallRow:
+    op_key: str
+    status: str  # started | completed | failed
+    request_digest: str
+    response: JsonObject | None
+    started_at: str
+
+
+def lookup(conn: Conn, key: str) -> CallRow | None:
+    row = conn.execute(
+        sa.text(
+            "SELECT op_key, status, request_digest, response_json, started_at"
+            " FROM calls WHERE op_key = :k"
+        ),
+        {"k": key},
+    ).first()
+    if row is None:
+        return None
+    try:
+        response = None if row[3] is None else json.loads(row[3])
+    except ValueError as exc:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD, "a ledger response is not JSON", {"op_key": key}
+        ) from exc
+    if response is not None and not isinstance(response, dict):
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD, "a ledger response is not an object", {"op_key": key}
+        )
+    return CallRow(row[0], row[1], row[2], response, row[4])
+
+
+def claim(
+    conn: Conn,
+    *,
+    key: str,
+    run_id: str,
+    step_id: str,
+    attempt: int,
+    kind: str,
+    target: str,
+    request: JsonObject,
+) -> bool:
+    """Write the ``started`` row; False when another execution holds the claim."""
+    got = conn.execute(
+        sa.text(
+            "INSERT INTO calls (op_key, run_id, step_id, attempt, kind, target, status,"
+            " request_json, request_digest, started_at)"
+            " VALUES (:k, :r, :s, :a, :kind, :tg, 'started', :rq, :rd, :t)"
+            " ON CONFLICT (op_key) DO NOTHING RETURNING op_key"
+        ),
+        {
+            "k": key,
+            "r": run_id,
+            "s": step_id,
+            "a": attempt,
+            "kind": kind,
+            "tg": target,
+            "rq": canonical_json(request),
+            "rd": digest_of(request),
+            "t": now_iso(),
+        },
+    ).first()
+    return got is not None
+
+
+def complete(
+    conn: Conn,
+    *,
+    key: str,
+    response: JsonObject,
+    ok: bool,
+    error_code: str | None,
+    duration_ms: int,
+) -> CallRow:
+    """Record the outcome of a claimed call and read the row back."""
+    conn.execute(
+        sa.text(
+            "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"
+            " error_code = :ec, finished_at = :t, duration_ms = :ms"
+            " WHERE op_key = :k AND status = 'started'"
+        ),
+        {
+            "st": "completed" if ok else "failed",
+            "rs": canonical_json(response),
+            "rd": digest_of(response),
+            "ec": error_code,
+            "t": now_iso(),
+            "ms": duration_ms,
+            "k": key,
+        },
+    )
+    row = lookup(conn, key)
+    if row is None:
+        raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a claimed call vanished", {"op_key": key})
+    return row
+
+
+def list_calls(conn: Conn, run_id: str) -> list[CallView]:
+    rows = conn.execute(
+        sa.text(
+            "SELECT op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
+            " response_digest, error_code, started_at, finished_at, duration_ms"
+            " FROM calls WHERE run_id = :r ORDER BY started_at, op_key"
+        ),
+        {"r": run_id},
+    ).all()
+    out = []
+    for r in rows:
+        try:
+            out.append(
+                CallView(
+                    op_key=r[0],
+                    run_id=r[1],
+                    step_id=r[2],
+                    attempt=r[3],
+                    kind=r[4],
+                    target=r[5],
+                    status=r[6],
+                    request_digest=r[7],
+                    response_digest=r[8],
+                    error_code=r[9],
+                    started_at=r[10],
+                    finished_at=r[11],
+                    duration_ms=r[12],
+                )
+            )
+        except ValueError as exc:
+            raise GatehouseError(
+                ErrorCode.CORRUPT_RECORD, "a ledger row failed validation", {"op_key": r[0]}
+            ) from exc
+    return out

@@ -1,0 +1,113 @@
+"""Evidence: MOVA episodes and content-addressed artifacts."""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+from pydantic import ValidationError
+
+from contracts import Episode, EpisodeView, ErrorCode, GatehouseError, canonical_json, sha256_hex
+from ledger._db import Conn, now_iso
+
+__all__ = ["get_artifact", "list_episodes", "put_artifact", "put_episode", "run_artifacts"]
+
+
+def put_artifact(
+    conn: Conn, *, run_id: str, step_id: str, name: str, media_type: str, content: bytes
+) -> str:
+    """Store bytes under their SHA-256 (once) and link them to the run; return the digest."""
+    digest = sha256_hex(content)
+    conn.execute(
+        sa.text(
+            "INSERT INTO artifacts (sha256, media_type, size_bytes, content, created_at)"
+            " VALUES (:d, :m, :n, :c, :t) ON CONFLICT (sha256) DO NOTHING"
+        ),
+        {"d": digest, "m": media_type, "n": len(content), "c": content, "t": now_iso()},
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO run_artifacts (run_id, sha256, step_id, name) VALUES (:r, :d, :s, :n)"
+            " ON CONFLICT (run_id, step_id, name) DO NOTHING"
+        ),
+        {"r": run_id, "d": digest, "s": step_id, "n": name},
+    )
+    return digest
+
+
+def get_artifact(conn: Conn, digest: str) -> tuple[str, bytes] | None:
+    row = conn.execute(
+        sa.text("SELECT media_type, content FROM artifacts WHERE sha256 = :d"), {"d": digest}
+    ).first()
+    if row is None:
+        return None
+    content = bytes(row[1])
+    if sha256_hex(content) != digest:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD,
+            "artifact content does not match its digest",
+            {"sha256": digest},
+        )
+    return str(row[0]), content
+
+
+def run_artifacts(conn: Conn, run_id: str) -> list[dict[str, str | int]]:
+    rows = conn.execute(
+        sa.text(
+            "SELECT ra.step_id, ra.name, ra.sha256, a.media_type, a.size_bytes"
+            " FROM run_artifacts ra JOIN artifacts a ON a.sha256 = ra.sha256"
+            " WHERE ra.run_id = :r ORDER BY ra.step_id, ra.name"
+        ),
+        {"r": run_id},
+    ).all()
+    return [
+        {"step_id": r[0], "name": r[1], "sha256": r[2], "media_type": r[3], "size_bytes": r[4]}
+        for r in rows
+    ]
+
+
+def put_episode(conn: Conn, run_id: str, step_id: str | None, episode: Episode) -> None:
+    """Episode ids are derived from what they record, so a re-run writes nothing new."""
+    conn.execute(
+        sa.text(
+            "INSERT INTO episodes (episode_id, run_id, step_id, episode_type, result_status,"
+            " body_json, recorded_at) VALUES (:i, :r, :s, :t, :st, :b, :at)"
+            " ON CONFLICT (episode_id) DO NOTHING"
+        ),
+        {
+            "i": episode.episode_id,
+            "r": run_id,
+            "s": step_id,
+            "t": episode.episode_type,
+            "st": episode.result_status,
+            "b": canonical_json(episode.model_dump(mode="json")),
+            "at": episode.recorded_at,
+        },
+    )
+
+
+def list_episodes(conn: Conn, run_id: str) -> list[EpisodeView]:
+    rows = conn.execute(
+        sa.text(
+            "SELECT episode_id, run_id, step_id, episode_type, result_status, body_json,"
+            " recorded_at FROM episodes WHERE run_id = :r ORDER BY recorded_at, episode_id"
+        ),
+        {"r": run_id},
+    ).all()
+    try:
+        return [
+            EpisodeView(
+                episode_id=r[0],
+                run_id=r[1],
+                step_id=r[2],
+                episode_type=r[3],
+                result_status=r[4],
+                body=json.loads(r[5]),
+                recorded_at=r[6],
+            )
+            for r in rows
+        ]
+    except (ValidationError, ValueError) as exc:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD, "an episode row failed validation", {"run_id": run_id}
+        ) from exc

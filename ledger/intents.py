@@ -1,0 +1,118 @@
+"""Intents and the runs they start (written by the shim in one transaction)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from pydantic import ValidationError
+
+from contracts import (
+    ErrorCode,
+    GatehouseError,
+    IntentRequest,
+    RunStatus,
+    canonical_json,
+    digest_of,
+)
+from ledger._db import Conn, now_iso
+
+__all__ = [
+    "ExistingIntent",
+    "find_by_idempotency_key",
+    "insert_intent_and_run",
+    "request_digest",
+    "request_for_run",
+]
+
+
+@dataclass(frozen=True)
+class ExistingIntent:
+    intent_id: str
+    run_id: str
+    request_digest: str
+    status: str
+
+
+def request_digest(request: IntentRequest) -> str:
+    return digest_of(request.model_dump(mode="json"))
+
+
+def find_by_idempotency_key(conn: Conn, key: str) -> ExistingIntent | None:
+    row = conn.execute(
+        sa.text(
+            "SELECT i.intent_id, r.run_id, i.request_digest, r.status"
+            " FROM intents i JOIN runs r ON r.intent_id = i.intent_id"
+            " WHERE i.idempotency_key = :k"
+        ),
+        {"k": key},
+    ).first()
+    if row is None:
+        return None
+    return ExistingIntent(intent_id=row[0], run_id=row[1], request_digest=row[2], status=row[3])
+
+
+def insert_intent_and_run(
+    conn: Conn,
+    *,
+    intent_id: str,
+    run_id: str,
+    request: IntentRequest,
+    idempotency_key: str | None,
+) -> None:
+    now = now_iso()
+    body = request.model_dump(mode="json")
+    conn.execute(
+        sa.text(
+            "INSERT INTO intents (intent_id, idempotency_key, request_json, request_digest,"
+            " submitted_by, created_at) VALUES (:i, :k, :j, :d, :s, :t)"
+        ),
+        {
+            "i": intent_id,
+            "k": idempotency_key,
+            "j": canonical_json(body),
+            "d": digest_of(body),
+            "s": request.submitted_by,
+            "t": now,
+        },
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO runs (run_id, intent_id, recipe, objective, mode, status, phase,"
+            " submitted_by, policy_profile, tool_pool, created_at, updated_at)"
+            " VALUES (:r, :i, :rec, :o, :m, :st, 'queued', :s, :p, :tp, :t, :t)"
+        ),
+        {
+            "r": run_id,
+            "i": intent_id,
+            "rec": request.recipe,
+            "o": request.objective,
+            "m": request.mode.value,
+            "st": RunStatus.QUEUED.value,
+            "s": request.submitted_by,
+            "p": request.policy_profile,
+            "tp": request.tool_pool,
+            "t": now,
+        },
+    )
+
+
+def request_for_run(conn: Conn, run_id: str) -> IntentRequest | None:
+    """The intent a run was started from, parsed back into its contract."""
+    row = conn.execute(
+        sa.text(
+            "SELECT i.request_json FROM intents i JOIN runs r ON r.intent_id = i.intent_id"
+            " WHERE r.run_id = :r"
+        ),
+        {"r": run_id},
+    ).first()
+    if row is None:
+        return None
+    try:
+        return IntentRequest.model_validate_json(row[0])
+    except ValidationError as exc:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD,
+            "an intents row failed validation when read back",
+            {"table": "intents", "key": run_id, "problem": str(exc)[:500]},
+        ) from exc

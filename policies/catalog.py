@@ -1,0 +1,150 @@
+"""The profiles, tool pools and recipes in force: versioned JSON files.
+
+They ship inside the package (``policies/profiles``, ``policies/tool_pools``,
+``policies/recipes``) and are read once, validated against their schema, and
+kept with their SHA-256 digest so a run can record exactly what it ran under.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Generic, TypeVar
+
+import jsonschema
+from pydantic import BaseModel, ValidationError
+
+from contracts import (
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    JsonValue,
+    PolicyProfile,
+    Recipe,
+    ToolPool,
+    sha256_hex,
+)
+
+__all__ = [
+    "Loaded",
+    "check_parameters",
+    "list_profiles",
+    "list_recipes",
+    "list_tool_pools",
+    "profile",
+    "recipe",
+    "tool_pool",
+]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[M]):
+    model: M
+    digest: str  # SHA-256 of the file's bytes
+
+
+def _load_folder(package: str, model: type[M], id_field: str) -> dict[str, Loaded[M]]:
+    out: dict[str, Loaded[M]] = {}
+    for entry in sorted(resources.files(package).iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".json"):
+            continue
+        raw = entry.read_bytes()
+        try:
+            parsed = model.model_validate_json(raw)
+        except ValidationError as exc:
+            # A broken policy file must stop the process, not be skipped silently.
+            raise RuntimeError(f"{package}/{entry.name} is invalid: {exc}") from exc
+        key = str(getattr(parsed, id_field))
+        if entry.name != f"{key}.json":
+            raise RuntimeError(f"{package}/{entry.name} declares id {key!r}; rename the file")
+        out[key] = Loaded(parsed, sha256_hex(raw))
+    return out
+
+
+@cache
+def _profiles() -> dict[str, Loaded[PolicyProfile]]:
+    return _load_folder("policies.profiles", PolicyProfile, "profile_id")
+
+
+@cache
+def _pools() -> dict[str, Loaded[ToolPool]]:
+    return _load_folder("policies.tool_pools", ToolPool, "tool_pool_id")
+
+
+@cache
+def _recipes() -> dict[str, Loaded[Recipe]]:
+    return _load_folder("policies.recipes", Recipe, "recipe_id")
+
+
+def profile(profile_id: str) -> Loaded[PolicyProfile]:
+    found = _profiles().get(profile_id)
+    if found is None:
+        raise GatehouseError(
+            ErrorCode.UNKNOWN_PROFILE,
+            f"no policy profile {profile_id!r}",
+            {"known": list[JsonValue](sorted(_profiles()))},
+        )
+    return found
+
+
+def tool_pool(tool_pool_id: str) -> Loaded[ToolPool]:
+    found = _pools().get(tool_pool_id)
+    if found is None:
+        raise GatehouseError(
+            ErrorCode.UNKNOWN_TOOL_POOL,
+            f"no tool pool {tool_pool_id!r}",
+            {"known": list[JsonValue](sorted(_pools()))},
+        )
+    return found
+
+
+def recipe(recipe_id: str) -> Loaded[Recipe]:
+    found = _recipes().get(recipe_id)
+    if found is None:
+        raise GatehouseError(
+            ErrorCode.UNKNOWN_RECIPE,
+            f"no recipe {recipe_id!r}",
+            {"known": list[JsonValue](sorted(_recipes()))},
+        )
+    return found
+
+
+def list_profiles() -> list[Loaded[PolicyProfile]]:
+    return list(_profiles().values())
+
+
+def list_tool_pools() -> list[Loaded[ToolPool]]:
+    return list(_pools().values())
+
+
+def list_recipes() -> list[Loaded[Recipe]]:
+    return list(_recipes().values())
+
+
+def check_parameters(found: Recipe, parameters: JsonObject) -> None:
+    """Refuse parameters that do not match the recipe's own schema."""
+    validator = jsonschema.Draft202012Validator(found.parameters_schema)
+    errors = sorted(validator.iter_errors(parameters), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST,
+            f"parameters do not match recipe {found.recipe_id!r}",
+            {
+                "errors": [
+                    {
+                        "path": "/parameters/" + "/".join(str(p) for p in e.absolute_path),
+                        "problem": e.message[:300],
+                    }
+                    for e in errors[:20]
+                ]
+            },
+        )
+
+
+def dump(model: BaseModel) -> JsonObject:
+    loaded: JsonObject = json.loads(model.model_dump_json())
+    return loaded

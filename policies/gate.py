@@ -1,0 +1,146 @@
+"""The plan gate: deny by default, checked at compile time and before each step.
+
+Pure decisions over a plan, a tool pool and a profile. A step passes only if
+its connector is in the pool, its driver kind is the connector's and the
+profile's, the connector declares limits, and its destination or command is
+allowlisted. A planner may only propose: a plan that carries execution
+results is refused outright.
+"""
+
+from __future__ import annotations
+
+from contracts import (
+    Connector,
+    DriverKind,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    JsonValue,
+    Plan,
+    PlanStep,
+    PolicyProfile,
+    ToolPool,
+)
+from policies.commands import check_argv
+from policies.destinations import match_destination
+
+__all__ = ["RESULT_KEYS", "check_step", "find_results", "gate_plan"]
+
+# Keys that only an execution can produce. Their presence anywhere in a
+# proposed step input means the planner claims to have run something.
+RESULT_KEYS = frozenset(
+    {
+        "stdout",
+        "stderr",
+        "exit_code",
+        "exitcode",
+        "returncode",
+        "tool_result",
+        "tool_results",
+        "tool_output",
+        "execution_result",
+        "status_code",
+    }
+)
+
+
+def find_results(value: JsonValue, path: str = "") -> str | None:
+    """The JSON Pointer of the first execution-result key in ``value``, if any."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            here = f"{path}/{key}"
+            if key.lower() in RESULT_KEYS:
+                return here
+            found = find_results(inner, here)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found = find_results(inner, f"{path}/{i}")
+            if found is not None:
+                return found
+    return None
+
+
+def _require_str(step: PlanStep, step_input: JsonObject, key: str) -> str:
+    value = step_input.get(key)
+    if not isinstance(value, str):
+        raise GatehouseError(
+            ErrorCode.PLAN_INVALID,
+            f"step {step.step_id!r} needs a string {key!r} in its input",
+            {"step_id": step.step_id},
+        )
+    return value
+
+
+def check_step(
+    step: PlanStep, step_input: JsonObject | None, pool: ToolPool, profile: PolicyProfile
+) -> Connector:
+    """Allow one step or raise the code that refuses it.
+
+    ``step_input`` is the resolved input; None when it comes from an earlier
+    step and is not known yet (compile time), in which case the
+    input-dependent checks wait for the check before execution.
+    """
+    details: JsonObject = {"step_id": step.step_id, "connector_id": step.connector_id}
+    connector = pool.connector(step.connector_id)
+    if connector is None:
+        raise GatehouseError(
+            ErrorCode.UNKNOWN_CONNECTOR,
+            f"step {step.step_id!r} names connector {step.connector_id!r},"
+            f" which tool pool {pool.tool_pool_id!r} does not have",
+            details,
+        )
+    if step.driver_kind is not connector.driver_kind:
+        raise GatehouseError(
+            ErrorCode.DRIVER_NOT_ALLOWED,
+            f"step {step.step_id!r} asks for driver {step.driver_kind.value!r} but connector"
+            f" {connector.connector_id!r} is {connector.driver_kind.value!r}",
+            details,
+        )
+    if step.driver_kind not in profile.allowed_driver_kinds:
+        raise GatehouseError(
+            ErrorCode.DRIVER_NOT_ALLOWED,
+            f"profile {profile.profile_id!r} does not allow driver {step.driver_kind.value!r}",
+            details,
+        )
+    if connector.limits is None:
+        raise GatehouseError(
+            ErrorCode.LIMITS_MISSING,
+            f"connector {connector.connector_id!r} declares no limits; nothing runs unbounded",
+            details,
+        )
+    if step_input is None:
+        return connector
+    where = find_results(step_input)
+    if where is not None:
+        raise GatehouseError(
+            ErrorCode.PLAN_CONTAINS_RESULTS,
+            f"step {step.step_id!r} input carries an execution result at {where}",
+            {**details, "pointer": where},
+        )
+    if step.driver_kind is DriverKind.HTTP:
+        match_destination(_require_str(step, step_input, "url"), connector)
+    elif step.driver_kind is DriverKind.RESTRICTED_SHELL:
+        argv = step_input.get("argv")
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise GatehouseError(
+                ErrorCode.PLAN_INVALID,
+                f"step {step.step_id!r} needs an argv list of strings",
+                details,
+            )
+        check_argv([a for a in argv if isinstance(a, str)], connector)
+    return connector
+
+
+def gate_plan(plan: Plan, pool: ToolPool, profile: PolicyProfile) -> None:
+    """Refuse the whole plan at the first step that is not allowed."""
+    if len(plan.steps) > profile.max_steps:
+        raise GatehouseError(
+            ErrorCode.TOO_MANY_STEPS,
+            f"the plan has {len(plan.steps)} steps; profile {profile.profile_id!r} allows"
+            f" {profile.max_steps}",
+            {"steps": len(plan.steps), "max_steps": profile.max_steps},
+        )
+    for step in plan.steps:
+        check_step(step, step.input, pool, profile)

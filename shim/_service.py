@@ -1,0 +1,260 @@
+"""What the shim does, one method per route: validate, write, enqueue, read.
+
+The shim never runs a workflow. It reaches workers only through the
+database: intent and run rows plus the queue entry commit in one
+transaction (``DBOSClient.enqueue_in_transaction``); a decision is a
+``plan_approvals`` row, then a ``send`` that wakes the waiting workflow.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from dbos import DBOS, DBOSClient
+from dbos._serialization import DBOSPortableJSON
+from sqlalchemy.exc import IntegrityError
+
+from contracts import (
+    APPROVAL_TOPIC,
+    INTENT_QUEUE,
+    INTENT_WORKFLOW,
+    ApprovalRequest,
+    CallView,
+    Decision,
+    DecisionAccepted,
+    EpisodeView,
+    ErrorCode,
+    GatehouseError,
+    IntentAccepted,
+    IntentJob,
+    IntentRequest,
+    Mode,
+    Plan,
+    RunList,
+    RunStatus,
+    RunView,
+    digest_of,
+    validate_instance,
+)
+from ledger import Database, calls, evidence, intents, migrate, open_database, runs
+from policies import catalog
+from policies.gate import gate_plan
+from policies.templates import compile_template
+from shim.settings import ShimSettings
+
+__all__ = ["Service"]
+
+
+def run_links(run_id: str) -> dict[str, str]:
+    return {
+        "self": f"/runs/{run_id}",
+        "approve": f"/approve/{run_id}",
+        "reject": f"/reject/{run_id}",
+        "ledger": f"/runs/{run_id}/ledger",
+        "episodes": f"/runs/{run_id}/episodes",
+        "artifacts": f"/runs/{run_id}/artifacts",
+    }
+
+
+def _check_intent(request: IntentRequest) -> None:
+    """Everything that can be refused before anything is written."""
+    recipe = catalog.recipe(request.recipe).model
+    profile = catalog.profile(request.policy_profile).model
+    pool = catalog.tool_pool(request.tool_pool).model
+    catalog.check_parameters(recipe, request.parameters)
+    if request.plan is not None:
+        gate_plan(request.plan, pool, profile)
+    elif recipe.planner == "template":
+        # A template compiles the same way here as in the worker, so a plan
+        # that would be refused is refused now, with nothing written.
+        raw = compile_template(recipe, request.objective, request.parameters)
+        validate_instance("env.mova_agent_plan_v1", raw, ErrorCode.PLAN_INVALID)
+        gate_plan(Plan.model_validate(raw), pool, profile)
+
+
+class Service:
+    def __init__(self, settings: ShimSettings) -> None:
+        self.settings = settings
+        self.db: Database = open_database(settings.database_url)
+        # Either process may be first on a fresh database: the shim creates the
+        # tables it writes and the DBOS system tables it enqueues into.
+        migrate(self.db)
+        DBOS.migrate(settings.database_url)
+        self.client = DBOSClient(
+            system_database_url=settings.database_url, serializer=DBOSPortableJSON
+        )
+
+    def close(self) -> None:
+        self.client.destroy()
+        self.db.dispose()
+
+    def healthy(self) -> bool:
+        with self.db.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        return True
+
+    # ------------------------------------------------------------ intents
+    def submit(
+        self, request: IntentRequest, idempotency_key: str | None
+    ) -> tuple[bool, IntentAccepted]:
+        """Store and enqueue an intent; (created, answer). A repeated key returns its run."""
+        if idempotency_key is not None:
+            existing = self._existing(request, idempotency_key)
+            if existing is not None:
+                return False, existing
+        _check_intent(request)
+        run_id = "run_" + uuid.uuid4().hex
+        intent_id = "int_" + uuid.uuid4().hex
+        job = IntentJob(run_id=run_id, intent_id=intent_id, request=request)
+        try:
+            with self.db.engine.begin() as conn:
+                intents.insert_intent_and_run(
+                    conn,
+                    intent_id=intent_id,
+                    run_id=run_id,
+                    request=request,
+                    idempotency_key=idempotency_key,
+                )
+                self.client.enqueue_in_transaction(
+                    conn,
+                    {
+                        "workflow_name": INTENT_WORKFLOW,
+                        "queue_name": INTENT_QUEUE,
+                        "workflow_id": run_id,
+                        "app_version": self.settings.app_version,
+                    },
+                    job.model_dump(mode="json"),
+                )
+        except IntegrityError:
+            # Two requests with one Idempotency-Key raced; the other one won.
+            if idempotency_key is None:
+                raise
+            existing = self._existing(request, idempotency_key)
+            if existing is None:
+                raise
+            return False, existing
+        return True, IntentAccepted(
+            run_id=run_id,
+            intent_id=intent_id,
+            status=RunStatus.QUEUED.value,
+            links=run_links(run_id),
+        )
+
+    def _existing(self, request: IntentRequest, key: str) -> IntentAccepted | None:
+        with self.db.engine.connect() as conn:
+            found = intents.find_by_idempotency_key(conn, key)
+        if found is None:
+            return None
+        if found.request_digest != intents.request_digest(request):
+            raise GatehouseError(
+                ErrorCode.IDEMPOTENCY_CONFLICT,
+                "this Idempotency-Key was already used for a different intent",
+                {"run_id": found.run_id},
+            )
+        return IntentAccepted(
+            run_id=found.run_id,
+            intent_id=found.intent_id,
+            status=found.status,
+            links=run_links(found.run_id),
+        )
+
+    # ------------------------------------------------------------ decisions
+    def decide(self, run_id: str, body: ApprovalRequest, decision: Decision) -> DecisionAccepted:
+        with self.db.engine.begin() as conn:
+            status = runs.run_status(conn, run_id)
+            if status is None:
+                raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+            request = intents.request_for_run(conn, run_id)
+            if status.terminal or request is None or request.mode is Mode.PLAN_ONLY:
+                raise GatehouseError(
+                    ErrorCode.RUN_NOT_AWAITING_APPROVAL,
+                    f"run {run_id!r} is {status.value}; it takes no decision",
+                    {"status": status.value},
+                )
+            card = runs.get_plan_card(conn, run_id)
+            if card is not None:
+                expected = card.plan_digest
+            elif request.plan is not None:
+                # run-plan: the plan is known before the worker gets to it, so a
+                # decision may arrive before the plan card does.
+                expected = digest_of(request.plan.model_dump(mode="json"))
+            else:
+                raise GatehouseError(
+                    ErrorCode.RUN_NOT_AWAITING_APPROVAL,
+                    f"run {run_id!r} has no plan yet; decide once its plan card exists",
+                    {"status": status.value},
+                )
+            if body.plan_digest != expected:
+                raise GatehouseError(
+                    ErrorCode.STALE_PLAN_DIGEST,
+                    "the decision names a plan digest that is not this run's plan",
+                    {"given": body.plan_digest, "current": expected},
+                )
+            on_record = runs.insert_decision(
+                conn,
+                approval_id="apr_" + uuid.uuid4().hex,
+                run_id=run_id,
+                plan_digest=body.plan_digest,
+                decision=decision,
+                decided_by=body.decided_by,
+                comment=body.comment,
+            )
+        if on_record.decision is not decision:
+            raise GatehouseError(
+                ErrorCode.ALREADY_DECIDED,
+                f"this plan was already {on_record.decision.value} by {on_record.decided_by}",
+                {"decision": on_record.decision.value, "decided_by": on_record.decided_by},
+            )
+        # The row is the authority; this only wakes the waiting workflow now
+        # rather than at its next re-check. Repeats are de-duplicated by key.
+        self.client.send(
+            run_id,
+            {"plan_digest": body.plan_digest, "decision": decision.value},
+            APPROVAL_TOPIC,
+            idempotency_key=f"{run_id}:{body.plan_digest}",
+        )
+        return DecisionAccepted(
+            run_id=run_id,
+            plan_digest=body.plan_digest,
+            decision=decision,
+            decided_by=on_record.decided_by,
+            recorded=on_record.inserted,
+        )
+
+    # ------------------------------------------------------------ reads
+    def run(self, run_id: str) -> RunView:
+        with self.db.engine.connect() as conn:
+            view = runs.get_run(conn, run_id, run_links(run_id))
+        if view is None:
+            raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+        return view
+
+    def runs(self, status: RunStatus | None, limit: int, cursor: str | None) -> RunList:
+        with self.db.engine.connect() as conn:
+            found = runs.list_runs(conn, status, limit + 1, cursor)
+        more = len(found) > limit
+        page = found[:limit]
+        nxt = f"{page[-1].created_at}|{page[-1].run_id}" if more and page else None
+        return RunList(runs=page, next_cursor=nxt)
+
+    def ledger(self, run_id: str) -> list[CallView]:
+        self.run(run_id)
+        with self.db.engine.connect() as conn:
+            return calls.list_calls(conn, run_id)
+
+    def episodes(self, run_id: str) -> list[EpisodeView]:
+        self.run(run_id)
+        with self.db.engine.connect() as conn:
+            return evidence.list_episodes(conn, run_id)
+
+    def artifacts(self, run_id: str) -> list[dict[str, str | int]]:
+        self.run(run_id)
+        with self.db.engine.connect() as conn:
+            return evidence.run_artifacts(conn, run_id)
+
+    def artifact(self, digest: str) -> tuple[str, bytes]:
+        with self.db.engine.connect() as conn:
+            found = evidence.get_artifact(conn, digest)
+        if found is None:
+            raise GatehouseError(ErrorCode.ARTIFACT_NOT_FOUND, f"no artifact {digest}")
+        return found

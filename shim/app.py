@@ -1,0 +1,225 @@
+"""The HTTP API. Route handlers translate: validate, make one call, map the result.
+
+Bodies are read raw and checked in order — media type, size, JSON, schema,
+model — so every bad input gets its own stable code and a 4xx. Responses are
+built from the contract models. A lost database answers 503, never 500.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, TypeVar
+
+from fastapi import FastAPI, Header, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from contracts import (
+    ApprovalRequest,
+    Decision,
+    ErrorCode,
+    GatehouseError,
+    IntentRequest,
+    JsonValue,
+    RunStatus,
+    validate_instance,
+)
+from policies import catalog
+from shim._service import Service
+from shim.settings import ShimSettings
+
+__all__ = ["create_app"]
+
+_log = logging.getLogger("gatehouse.shim")
+M = TypeVar("M", bound=BaseModel)
+
+RunId = Annotated[str, Path(pattern=r"^run_[0-9a-f]{32}$")]
+Sha256 = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
+IdempotencyKey = Annotated[
+    str | None, Header(alias="Idempotency-Key", pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+]
+
+
+def error_response(exc: GatehouseError) -> JSONResponse:
+    return JSONResponse({"error": exc.to_json()}, status_code=exc.code.http_status)
+
+
+def _model(model: BaseModel | list[BaseModel], status: int = 200) -> JSONResponse:
+    if isinstance(model, list):
+        return JSONResponse([m.model_dump(mode="json") for m in model], status_code=status)
+    return JSONResponse(model.model_dump(mode="json"), status_code=status)
+
+
+async def _body(request: Request, limit: int, schema: str, model: type[M]) -> M:
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise GatehouseError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            "send the body as application/json",
+            {"content_type": media},
+        )
+    raw = await request.body()
+    if len(raw) > limit:
+        raise GatehouseError(
+            ErrorCode.PAYLOAD_TOO_LARGE, f"the body is {len(raw)} bytes; the limit is {limit}"
+        )
+    try:
+        data: JsonValue = json.loads(raw)
+    except ValueError as exc:  # includes UnicodeDecodeError
+        raise GatehouseError(ErrorCode.INVALID_JSON, f"the body is not JSON: {exc}") from exc
+    validate_instance(schema, data, ErrorCode.INVALID_REQUEST)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST,
+            "the body breaks a rule of its contract",
+            {
+                "errors": [
+                    {"path": "/" + "/".join(str(p) for p in e["loc"]), "problem": e["msg"]}
+                    for e in exc.errors()[:20]
+                ]
+            },
+        ) from exc
+
+
+def create_app(
+    settings: ShimSettings, service_factory: Callable[[ShimSettings], Service] = Service
+) -> FastAPI:
+    holder: list[Service] = []
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        holder.append(service_factory(settings))
+        yield
+        holder.pop().close()
+
+    app = FastAPI(title="Gatehouse", version="0.1.0", lifespan=lifespan)
+
+    def svc() -> Service:
+        return holder[0]
+
+    @app.exception_handler(GatehouseError)
+    async def _gatehouse_error(_r: Request, exc: GatehouseError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_r: Request, exc: RequestValidationError) -> JSONResponse:
+        problems: list[JsonValue] = [
+            {"path": "/" + "/".join(str(p) for p in e.get("loc", ())), "problem": str(e.get("msg"))}
+            for e in exc.errors()[:20]
+        ]
+        return error_response(
+            GatehouseError(
+                ErrorCode.INVALID_REQUEST, "a parameter is invalid", {"errors": problems}
+            )
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_r: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(
+            exc.status_code, ErrorCode.INVALID_REQUEST
+        )
+        return error_response(GatehouseError(code, str(exc.detail)))
+
+    @app.exception_handler(OperationalError)
+    async def _db_down(_r: Request, exc: OperationalError) -> JSONResponse:
+        _log.warning("database unavailable: %s", exc.__class__.__name__)
+        return error_response(
+            GatehouseError(ErrorCode.DATABASE_UNAVAILABLE, "the database cannot be reached")
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_r: Request, exc: Exception) -> JSONResponse:
+        _log.exception("unexpected error")
+        return error_response(GatehouseError(ErrorCode.INTERNAL_ERROR, type(exc).__name__))
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:
+        svc().healthy()
+        return JSONResponse({"status": "ok", "database": "ok"})
+
+    @app.post("/intent")
+    async def post_intent(request: Request, idempotency_key: IdempotencyKey = None) -> JSONResponse:
+        body = await _body(request, settings.max_body_bytes, "env.intent_request_v1", IntentRequest)
+        created, accepted = svc().submit(body, idempotency_key)
+        return _model(accepted, 202 if created else 200)
+
+    async def _decide(request: Request, run_id: str, decision: Decision) -> JSONResponse:
+        body = await _body(
+            request, settings.max_body_bytes, "env.approval_request_v1", ApprovalRequest
+        )
+        return _model(svc().decide(run_id, body, decision))
+
+    @app.post("/approve/{run_id}")
+    async def approve(request: Request, run_id: RunId) -> JSONResponse:
+        return await _decide(request, run_id, Decision.APPROVED)
+
+    @app.post("/reject/{run_id}")
+    async def reject(request: Request, run_id: RunId) -> JSONResponse:
+        return await _decide(request, run_id, Decision.REJECTED)
+
+    @app.get("/runs")
+    def list_runs(
+        status: RunStatus | None = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        cursor: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
+    ) -> JSONResponse:
+        return _model(svc().runs(status, limit, cursor))
+
+    @app.get("/runs/{run_id}")
+    def get_run(run_id: RunId) -> JSONResponse:
+        return _model(svc().run(run_id))
+
+    @app.get("/runs/{run_id}/ledger")
+    def get_ledger(run_id: RunId) -> JSONResponse:
+        return JSONResponse({"calls": [c.model_dump(mode="json") for c in svc().ledger(run_id)]})
+
+    @app.get("/runs/{run_id}/episodes")
+    def get_episodes(run_id: RunId) -> JSONResponse:
+        return JSONResponse(
+            {"episodes": [e.model_dump(mode="json") for e in svc().episodes(run_id)]}
+        )
+
+    @app.get("/runs/{run_id}/artifacts")
+    def get_artifacts(run_id: RunId) -> JSONResponse:
+        return JSONResponse({"artifacts": svc().artifacts(run_id)})
+
+    @app.get("/artifacts/{sha256}")
+    def get_artifact(sha256: Sha256) -> Response:
+        media_type, content = svc().artifact(sha256)
+        # Artifacts are tool output (channel system_log): served as inert bytes.
+        return Response(
+            content,
+            media_type="application/octet-stream",
+            headers={
+                "X-Content-Type-Options": "nosniff",
+                "X-Gatehouse-Media-Type": media_type,
+                "X-Text-Channel": "system_log",
+            },
+        )
+
+    @app.get("/recipes")
+    def get_recipes() -> JSONResponse:
+        return JSONResponse(
+            {
+                "recipes": [
+                    {
+                        "recipe_id": r.model.recipe_id,
+                        "title": r.model.title,
+                        "planner": r.model.planner,
+                        "parameters_schema": r.model.parameters_schema,
+                        "digest": r.digest,
+                    }
+                    for r in catalog.list_recipes()
+                ]
+            }
+        )
+
+    return app

@@ -1,0 +1,119 @@
+"""Test helpers: a fresh database per backend, and an in-process stack.
+
+The stack is a worker (DBOS launched in this process, listening on the
+queue) plus the shim's FastAPI app behind a TestClient. The shim reaches the
+worker only through the database, exactly as in production.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+
+from shim.app import create_app
+from shim.settings import ShimSettings
+
+__all__ = ["BACKENDS", "Stack", "fresh_database_url", "pg_admin_url", "wait_for_status"]
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+def pg_admin_url() -> str:
+    return os.environ.get("GATEHOUSE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def postgres_available() -> bool:
+    url = pg_admin_url().replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect():
+            return True
+    except sa.exc.OperationalError:
+        return False
+    finally:
+        engine.dispose()
+
+
+def fresh_database_url(backend: str, tmp: Path) -> str:
+    """A brand-new empty database of the given kind."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp / ('gh_' + uuid.uuid4().hex[:8] + '.sqlite')}"
+    name = "gh_test_" + uuid.uuid4().hex[:10]
+    admin = sa.create_engine(
+        pg_admin_url().replace("postgresql://", "postgresql+psycopg://", 1),
+        isolation_level="AUTOCOMMIT",
+    )
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    admin.dispose()
+    base = pg_admin_url().rsplit("/", 1)[0]
+    return f"{base}/{name}"
+
+
+def drop_database(url: str) -> None:
+    if url.startswith("sqlite"):
+        return
+    name = url.rsplit("/", 1)[1]
+    admin = sa.create_engine(
+        pg_admin_url().replace("postgresql://", "postgresql+psycopg://", 1),
+        isolation_level="AUTOCOMMIT",
+    )
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.dispose()
+
+
+@dataclass
+class Stack:
+    backend: str
+    database_url: str
+    client: TestClient
+    workspace_root: Path
+
+    def submit(self, body: dict[str, Any], key: str | None = None) -> Any:
+        headers = {"Idempotency-Key": key} if key else {}
+        return self.client.post("/intent", json=body, headers=headers)
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        r = self.client.get(f"/runs/{run_id}")
+        assert r.status_code == 200, r.text
+        out: dict[str, Any] = r.json()
+        return out
+
+    def wait(self, run_id: str, statuses: set[str], timeout: float = 60) -> dict[str, Any]:
+        return wait_for_status(self.run, run_id, statuses, timeout)
+
+    def sql(self, query: str, **params: Any) -> list[tuple[Any, ...]]:
+        from ledger import open_database
+
+        db = open_database(self.database_url)
+        try:
+            with db.engine.connect() as conn:
+                return [tuple(r) for r in conn.execute(sa.text(query), params).all()]
+        finally:
+            db.dispose()
+
+
+def wait_for_status(read: Any, run_id: str, statuses: set[str], timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        last = read(run_id)
+        if last["status"] in statuses:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} stayed {last.get('status')!r}; wanted {statuses}: {last}")
+
+
+def shim_client(database_url: str) -> Iterator[TestClient]:
+    app = create_app(ShimSettings.from_env({"GATEHOUSE_DATABASE_URL": database_url}))
+    with TestClient(app) as client:
+        yield client

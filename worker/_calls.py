@@ -1,0 +1,161 @@
+"""Provider and tool calls, each one DBOS step through the op_key ledger.
+
+This is the only place a handler or a planner is invoked. The step:
+
+* looks the op_key up — a finished row is returned as is and nothing is
+  called (a re-executed step after a crash, or a replay);
+* otherwise claims it (``started``), calls, and completes it, then returns,
+  which writes the DBOS checkpoint: three commits per call;
+* finds a ``started`` row it did not finish (a crash mid-call): callees that
+  de-duplicate on the op_key (noop, http, the planners) are called again
+  with the same key; any other callee is *in doubt* and is not called again —
+  the step reports ``call_in_doubt`` so a person decides.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
+from ledger import calls, evidence
+from worker._crash import maybe_crash
+from worker._runtime import runtime
+from worker.handlers._base import Artifact
+
+__all__ = ["RETRY", "Performed", "refusal", "through_ledger"]
+
+
+@dataclass(frozen=True)
+class Performed:
+    ok: bool
+    output: JsonObject
+    error_code: ErrorCode | None = None
+    error_message: str | None = None
+    artifacts: tuple[Artifact, ...] = ()
+
+
+def _transient(exc: BaseException) -> bool:
+    # Lost connections are retried (the ledger makes re-running the body safe);
+    # anything else is a real failure.
+    return isinstance(exc, OperationalError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
+
+
+@dataclass(frozen=True)
+class _Retry:
+    max_attempts: int = 6
+    interval_seconds: float = 0.5
+    backoff_rate: float = 2.0
+
+    @staticmethod
+    def should_retry(exc: BaseException) -> bool:
+        return _transient(exc)
+
+
+RETRY = _Retry()
+
+
+def _result(key: str, response: JsonObject, from_ledger: bool) -> JsonObject:
+    return {"op_key": key, "from_ledger": from_ledger, **response}
+
+
+def through_ledger(
+    *,
+    run_id: str,
+    step_id: str,
+    attempt: int,
+    kind: str,
+    target: str,
+    request: JsonObject,
+    idempotent: bool,
+    perform: Callable[[str], Performed],
+) -> JsonObject:
+    """Run one call exactly once per op_key; return the recorded response."""
+    rt = runtime()
+    key = calls.op_key(run_id, step_id, attempt)
+    with rt.db.engine.begin() as conn:
+        row = calls.lookup(conn, key)
+    if row is None:
+        with rt.db.engine.begin() as conn:
+            claimed = calls.claim(
+                conn,
+                key=key,
+                run_id=run_id,
+                step_id=step_id,
+                attempt=attempt,
+                kind=kind,
+                target=target,
+                request=request,
+            )
+        if not claimed:
+            with rt.db.engine.begin() as conn:
+                row = calls.lookup(conn, key)
+    if row is not None and row.status != "started" and row.response is not None:
+        return _result(key, row.response, from_ledger=True)
+    # A claim nobody completed means this call was interrupted mid-flight.
+    if row is not None and (row.request_digest != digest_of(request) or not idempotent):
+        details: JsonObject = {"op_key": key, "step_id": step_id, "target": target}
+        return _result(
+            key,
+            {
+                "ok": False,
+                "output": details,
+                "error_code": ErrorCode.CALL_IN_DOUBT.value,
+                "error_message": f"the {target} call for step {step_id!r} was interrupted"
+                " after it started; it may or may not have taken effect",
+                "artifacts": [],
+            },
+            from_ledger=False,
+        )
+    maybe_crash(rt.settings.crash_point, "after_claim", step_id)
+    started = time.monotonic()
+    performed = perform(key)
+    maybe_crash(rt.settings.crash_point, "after_effect", step_id)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    with rt.db.engine.begin() as conn:
+        refs: list[JsonValue] = []
+        for art in performed.artifacts:
+            digest = evidence.put_artifact(
+                conn,
+                run_id=run_id,
+                step_id=step_id,
+                name=art.name,
+                media_type=art.media_type,
+                content=art.content,
+            )
+            refs.append(
+                {
+                    "name": art.name,
+                    "sha256": digest,
+                    "media_type": art.media_type,
+                    "size_bytes": len(art.content),
+                }
+            )
+        response: JsonObject = {
+            "ok": performed.ok,
+            "output": performed.output,
+            "error_code": None if performed.error_code is None else performed.error_code.value,
+            "error_message": performed.error_message,
+            "artifacts": refs,
+        }
+        recorded = calls.complete(
+            conn,
+            key=key,
+            response=response,
+            ok=performed.ok,
+            error_code=response["error_code"] if isinstance(response["error_code"], str) else None,
+            duration_ms=duration_ms,
+        )
+    maybe_crash(rt.settings.crash_point, "after_completion", step_id)
+    if recorded.response is None:  # pragma: no cover - complete() just wrote it
+        raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
+    return _result(key, recorded.response, from_ledger=False)
+
+
+def refusal(exc: GatehouseError) -> Performed:
+    return Performed(ok=False, output=exc.details, error_code=exc.code, error_message=exc.message)

@@ -1,0 +1,57 @@
+"""Resolving a step's ``input_from``: an RFC 6901 JSON Pointer into an
+earlier step's recorded output. Pure and deterministic (it runs in the
+workflow body)."""
+
+from __future__ import annotations
+
+from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, PlanStep
+
+__all__ = ["resolve_input"]
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def _walk(doc: JsonValue, pointer: str) -> JsonValue:
+    if pointer == "":
+        return doc
+    node = doc
+    for raw in pointer.split("/")[1:]:
+        token = _unescape(raw)
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise KeyError(pointer)
+    return node
+
+
+def resolve_input(step: PlanStep, outputs: dict[str, JsonObject]) -> JsonObject:
+    if step.input is not None:
+        return step.input
+    source = step.input_from
+    if source is None:  # pragma: no cover - the plan contract requires one of the two
+        raise GatehouseError(ErrorCode.PLAN_INVALID, f"step {step.step_id!r} has no input")
+    if source.step_id not in outputs:
+        raise GatehouseError(
+            ErrorCode.INPUT_RESOLUTION_FAILED,
+            f"step {step.step_id!r} takes input from {source.step_id!r}, which produced no output",
+            {"step_id": step.step_id, "from": source.step_id},
+        )
+    try:
+        value = _walk(outputs[source.step_id], source.pointer)
+    except KeyError as exc:
+        raise GatehouseError(
+            ErrorCode.INPUT_RESOLUTION_FAILED,
+            f"pointer {source.pointer!r} is not in the output of {source.step_id!r}",
+            {"step_id": step.step_id, "from": source.step_id, "pointer": source.pointer},
+        ) from exc
+    if not isinstance(value, dict):
+        raise GatehouseError(
+            ErrorCode.INPUT_RESOLUTION_FAILED,
+            f"pointer {source.pointer!r} of {source.step_id!r} is not a JSON object",
+            {"step_id": step.step_id, "from": source.step_id, "pointer": source.pointer},
+        )
+    return value

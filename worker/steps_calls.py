@@ -1,0 +1,214 @@
+"""The two call steps: the planner (provider) call and the tool call.
+
+Their names are stable (``gatehouse.planner_call``, ``gatehouse.tool_call``):
+DBOS records them in every workflow's history, and tests register fakes
+under the same names.
+"""
+
+from __future__ import annotations
+
+from dbos import DBOS
+from pydantic import ValidationError
+
+from contracts import (
+    Connector,
+    DriverKind,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    PolicyProfile,
+    ToolPool,
+)
+from contracts._base import Closed
+from policies import catalog
+from policies.templates import compile_template
+from worker._calls import RETRY, Performed, refusal, through_ledger
+from worker._runtime import runtime
+from worker.handlers._base import HandlerContext
+from worker.handlers.registry import HANDLERS
+from worker.providers.openai_compat import (
+    ModelSettings,
+    PlannerInput,
+    plan_with_model,
+    request_body,
+)
+
+__all__ = ["COMPILE_STEP_ID", "PlannerCall", "ToolCall", "planner_call", "tool_call"]
+
+# The ledger step id of the planner call. Plan step ids start with a letter,
+# so this can never collide with one.
+COMPILE_STEP_ID = "@compile"
+
+# Callees that de-duplicate on the op_key (or have no effect at all): an
+# interrupted call to them may be sent again with the same key.
+_IDEMPOTENT = {DriverKind.NOOP, DriverKind.HTTP}
+
+
+class PlannerCall(Closed):
+    run_id: str
+    recipe_id: str
+    objective: str
+    parameters: JsonObject
+    profile: PolicyProfile
+    tool_pool: ToolPool
+
+
+class ToolCall(Closed):
+    run_id: str
+    step_id: str
+    attempt: int
+    driver_kind: DriverKind
+    connector: Connector
+    input: JsonObject
+
+
+@DBOS.step(
+    name="gatehouse.planner_call",
+    retries_allowed=True,
+    max_attempts=RETRY.max_attempts,
+    interval_seconds=RETRY.interval_seconds,
+    backoff_rate=RETRY.backoff_rate,
+    should_retry=RETRY.should_retry,
+)
+def planner_call(raw: JsonObject) -> JsonObject:
+    spec = PlannerCall.model_validate(raw)
+    rt = runtime()
+    loaded = catalog.recipe(spec.recipe_id)
+    recipe = loaded.model
+    if recipe.planner == "template":
+        request: JsonObject = {
+            "planner": "recipe",
+            "recipe_id": recipe.recipe_id,
+            "recipe_digest": loaded.digest,
+            "objective": spec.objective,
+            "parameters": spec.parameters,
+        }
+
+        def perform_template(_key: str) -> Performed:
+            try:
+                catalog.check_parameters(recipe, spec.parameters)
+                plan = compile_template(recipe, spec.objective, spec.parameters)
+            except GatehouseError as exc:
+                return refusal(exc)
+            return Performed(ok=True, output={"plan": plan})
+
+        return through_ledger(
+            run_id=spec.run_id,
+            step_id=COMPILE_STEP_ID,
+            attempt=1,
+            kind="provider",
+            target="recipe",
+            request=request,
+            idempotent=True,
+            perform=perform_template,
+        )
+
+    s = rt.settings
+    if s.model_base_url is None:
+        raise_unavailable = GatehouseError(
+            ErrorCode.PLANNER_UNAVAILABLE,
+            f"recipe {recipe.recipe_id!r} needs a model planner; set GATEHOUSE_MODEL_BASE_URL",
+        )
+        return {"op_key": None, "from_ledger": False, **_as_response(refusal(raise_unavailable))}
+    model = ModelSettings(base_url=s.model_base_url, model=s.model_name, api_key=s.model_api_key)
+    planner_input = PlannerInput(
+        objective=spec.objective,
+        parameters=spec.parameters,
+        recipe=recipe,
+        tool_pool=spec.tool_pool,
+        instruction=spec.profile.planner_instruction,
+    )
+    body = request_body(model, planner_input)
+
+    def perform_model(key: str) -> Performed:
+        try:
+            return Performed(ok=True, output={"plan": plan_with_model(model, planner_input, key)})
+        except GatehouseError as exc:
+            return refusal(exc)
+
+    return through_ledger(
+        run_id=spec.run_id,
+        step_id=COMPILE_STEP_ID,
+        attempt=1,
+        kind="provider",
+        target="openai_compat",
+        request={"planner": "openai_compat", "body": body},
+        idempotent=True,
+        perform=perform_model,
+    )
+
+
+def _as_response(p: Performed) -> JsonObject:
+    return {
+        "ok": p.ok,
+        "output": p.output,
+        "error_code": None if p.error_code is None else p.error_code.value,
+        "error_message": p.error_message,
+        "artifacts": [],
+    }
+
+
+@DBOS.step(
+    name="gatehouse.tool_call",
+    retries_allowed=True,
+    max_attempts=RETRY.max_attempts,
+    interval_seconds=RETRY.interval_seconds,
+    backoff_rate=RETRY.backoff_rate,
+    should_retry=RETRY.should_retry,
+)
+def tool_call(raw: JsonObject) -> JsonObject:
+    spec = ToolCall.model_validate(raw)
+    rt = runtime()
+    request: JsonObject = {
+        "driver_kind": spec.driver_kind.value,
+        "connector_id": spec.connector.connector_id,
+        "input": spec.input,
+    }
+
+    def perform(key: str) -> Performed:
+        handler = HANDLERS.get(spec.driver_kind)
+        if handler is None:
+            return refusal(
+                GatehouseError(
+                    ErrorCode.DRIVER_NOT_ALLOWED,
+                    f"this build has no handler for driver {spec.driver_kind.value!r}",
+                )
+            )
+        workspace = rt.settings.workspace_root / spec.run_id
+        workspace.mkdir(parents=True, exist_ok=True)
+        ctx = HandlerContext(
+            op_key=key,
+            run_id=spec.run_id,
+            step_id=spec.step_id,
+            workspace=workspace,
+            connector=spec.connector,
+        )
+        try:
+            result = handler(ctx, spec.input)
+        except GatehouseError as exc:  # the handler refused to act
+            return refusal(exc)
+        except (OSError, ValueError, ValidationError) as exc:
+            return Performed(
+                ok=False,
+                output={"exception": type(exc).__name__},
+                error_code=ErrorCode.HANDLER_FAILED,
+                error_message=str(exc)[:500],
+            )
+        return Performed(
+            ok=result.ok,
+            output=result.output,
+            error_code=result.error_code,
+            error_message=result.error_message,
+            artifacts=result.artifacts,
+        )
+
+    return through_ledger(
+        run_id=spec.run_id,
+        step_id=spec.step_id,
+        attempt=spec.attempt,
+        kind="tool",
+        target=spec.driver_kind.value,
+        request=request,
+        idempotent=spec.driver_kind in _IDEMPOTENT,
+        perform=perform,
+    )

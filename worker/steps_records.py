@@ -1,0 +1,443 @@
+"""Database steps of the intent workflow: DBOS datasource transactions.
+
+Each writes its rows and the workflow's checkpoint in one commit, so a
+crash either keeps both or neither: nothing here can happen twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dbos._datasource import DatasourceOptions
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from contracts import (
+    DataRef,
+    Decision,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    JsonValue,
+    Mode,
+    Plan,
+    PolicyProfile,
+    RunStatus,
+    ToolPool,
+    digest_of,
+    validate_instance,
+)
+from contracts._base import Closed
+from ledger import evidence, runs
+from policies import catalog
+from policies.gate import gate_plan
+from worker._episodes import episode, security_episode
+from worker._runtime import runtime
+
+__all__ = [
+    "BeginResult",
+    "GateResult",
+    "begin_run",
+    "finish_run",
+    "gate_and_card",
+    "read_decision",
+    "record_decision",
+    "record_step_result",
+]
+
+
+def _tx(name: str, fn: Callable[[JsonObject], JsonObject], arg: JsonObject) -> JsonObject:
+    rt = runtime()
+    # Each transaction touches one run's rows; READ COMMITTED avoids needless
+    # serialization retries on PostgreSQL. SQLite serializes writers anyway.
+    options: DatasourceOptions = {
+        "name": name,
+        "isolation_level": "SERIALIZABLE" if rt.db.is_sqlite else "READ COMMITTED",
+    }
+    return rt.ds.run_tx_step(options, fn, arg)
+
+
+def _session() -> Session:
+    return runtime().ds.sql_session()
+
+
+def _exec_id() -> str:
+    return runtime().settings.executor_id
+
+
+# ---------------------------------------------------------------- begin
+class BeginResult(Closed):
+    ok: bool
+    profile: PolicyProfile | None = None
+    profile_digest: str | None = None
+    tool_pool: ToolPool | None = None
+    tool_pool_digest: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+def _begin(arg: JsonObject) -> JsonObject:
+    run_id = str(arg["run_id"])
+    s = _session()
+    try:
+        prof = catalog.profile(str(arg["policy_profile"]))
+        pool = catalog.tool_pool(str(arg["tool_pool"]))
+    except GatehouseError as exc:
+        runs.set_status(
+            s,
+            run_id,
+            RunStatus.FAILED,
+            "compile",
+            error_code=exc.code.value,
+            error_message=exc.message,
+        )
+        return BeginResult(
+            ok=False, error_code=exc.code.value, error_message=exc.message
+        ).model_dump(mode="json")
+    runs.set_status(s, run_id, RunStatus.RUNNING, "compile")
+    return BeginResult(
+        ok=True,
+        profile=prof.model,
+        profile_digest=prof.digest,
+        tool_pool=pool.model,
+        tool_pool_digest=pool.digest,
+    ).model_dump(mode="json")
+
+
+def begin_run(run_id: str, policy_profile: str, tool_pool: str) -> BeginResult:
+    out = _tx(
+        "gatehouse.begin",
+        _begin,
+        {"run_id": run_id, "policy_profile": policy_profile, "tool_pool": tool_pool},
+    )
+    return BeginResult.model_validate(out)
+
+
+# ---------------------------------------------------------------- gate + plan card
+class GateResult(Closed):
+    ok: bool
+    plan: Plan | None = None
+    plan_digest: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+def _refuse(run_id: str, phase: str, exc: GatehouseError, subject: str) -> JsonObject:
+    s = _session()
+    runs.set_status(
+        s, run_id, RunStatus.FAILED, phase, error_code=exc.code.value, error_message=exc.message
+    )
+    evidence.put_episode(
+        s,
+        run_id,
+        None,
+        security_episode(
+            run_id=run_id,
+            subject=subject,
+            code=exc.code.value,
+            message=exc.message,
+            executor_id=_exec_id(),
+            details={"phase": phase, "refusal": exc.details},
+        ),
+    )
+    return GateResult(ok=False, error_code=exc.code.value, error_message=exc.message).model_dump(
+        mode="json"
+    )
+
+
+def _gate(arg: JsonObject) -> JsonObject:
+    run_id = str(arg["run_id"])
+    profile = PolicyProfile.model_validate(arg["profile"])
+    pool = ToolPool.model_validate(arg["tool_pool"])
+    mode = Mode(str(arg["mode"]))
+    raw_plan = arg["plan"]
+    try:
+        validate_instance("env.mova_agent_plan_v1", raw_plan, ErrorCode.PLAN_INVALID)
+        try:
+            plan = Plan.model_validate(raw_plan)
+        except ValidationError as exc:
+            raise GatehouseError(
+                ErrorCode.PLAN_INVALID,
+                "the plan breaks a rule of its contract",
+                {"problem": str(exc)[:1000]},
+            ) from exc
+        gate_plan(plan, pool, profile)
+    except GatehouseError as exc:
+        return _refuse(run_id, "gate", exc, "plan")
+    plan_json = plan.model_dump(mode="json")
+    digest = digest_of(plan_json)
+    s = _session()
+    planned = mode is Mode.PLAN_ONLY
+    runs.write_plan_card(s, run_id, plan, digest, "planned" if planned else "waiting_input")
+    runs.set_status(
+        s,
+        run_id,
+        RunStatus.PLANNED if planned else RunStatus.WAITING_APPROVAL,
+        "done" if planned else "approval",
+        plan_digest=digest,
+    )
+    evidence.put_episode(
+        s,
+        run_id,
+        None,
+        episode(
+            run_id=run_id,
+            kind="plan",
+            subject=digest,
+            episode_type="plan/agent_plan",
+            status="completed",
+            summary=f"plan of {len(plan.steps)} step(s) passed the gate",
+            executor_id=_exec_id(),
+            details={
+                "plan_digest": digest,
+                "steps": [st.step_id for st in plan.steps],
+                "profile_id": profile.profile_id,
+                "tool_pool_id": pool.tool_pool_id,
+            },
+            outputs=[DataRef(data_type="env.mova_agent_plan_v1", data_id=run_id, sha256=digest)],
+        ),
+    )
+    return GateResult(ok=True, plan=plan, plan_digest=digest).model_dump(mode="json")
+
+
+def gate_and_card(
+    run_id: str, raw_plan: JsonObject, profile: PolicyProfile, pool: ToolPool, mode: Mode
+) -> GateResult:
+    out = _tx(
+        "gatehouse.gate",
+        _gate,
+        {
+            "run_id": run_id,
+            "plan": raw_plan,
+            "mode": mode.value,
+            "profile": profile.model_dump(mode="json"),
+            "tool_pool": pool.model_dump(mode="json"),
+        },
+    )
+    return GateResult.model_validate(out)
+
+
+def refuse(run_id: str, phase: str, code: str, message: str, subject: str) -> None:
+    def _fn(arg: JsonObject) -> JsonObject:
+        exc = GatehouseError(ErrorCode(code), message)
+        return _refuse(run_id, phase, exc, subject)
+
+    _tx("gatehouse.refuse", _fn, {"run_id": run_id})
+
+
+def fail_run(run_id: str, phase: str, code: str, message: str) -> None:
+    def _fn(arg: JsonObject) -> JsonObject:
+        runs.set_status(
+            _session(), run_id, RunStatus.FAILED, phase, error_code=code, error_message=message
+        )
+        return {}
+
+    _tx("gatehouse.fail", _fn, {"run_id": run_id})
+
+
+# ---------------------------------------------------------------- approval
+def _read_decision(arg: JsonObject) -> JsonObject:
+    found = runs.decision_for(_session(), str(arg["run_id"]), str(arg["plan_digest"]))
+    if found is None:
+        return {"decision": None, "decided_by": None}
+    return {"decision": found.decision.value, "decided_by": found.decided_by}
+
+
+def read_decision(run_id: str, plan_digest: str) -> tuple[Decision, str] | None:
+    """The plan_approvals row is the authority; messages only wake the wait."""
+    out = _tx(
+        "gatehouse.read_decision", _read_decision, {"run_id": run_id, "plan_digest": plan_digest}
+    )
+    if out["decision"] is None:
+        return None
+    return Decision(str(out["decision"])), str(out["decided_by"])
+
+
+def _record_decision(arg: JsonObject) -> JsonObject:
+    run_id, digest = str(arg["run_id"]), str(arg["plan_digest"])
+    decision, decided_by = Decision(str(arg["decision"])), str(arg["decided_by"])
+    s = _session()
+    approved = decision is Decision.APPROVED
+    runs.set_plan_card_status(s, run_id, decision.value)
+    if approved:
+        runs.set_status(s, run_id, RunStatus.RUNNING, "execute")
+    else:
+        runs.set_status(s, run_id, RunStatus.REJECTED, "done")
+    evidence.put_episode(
+        s,
+        run_id,
+        None,
+        episode(
+            run_id=run_id,
+            kind="decision",
+            subject=digest,
+            episode_type="execution/approval",
+            status="completed",
+            summary=f"plan {decision.value} by {decided_by}",
+            executor_id=decided_by,
+            details={"plan_digest": digest, "decision": decision.value, "decided_by": decided_by},
+        ),
+    )
+    return {}
+
+
+def record_decision(run_id: str, plan_digest: str, decision: Decision, decided_by: str) -> None:
+    _tx(
+        "gatehouse.record_decision",
+        _record_decision,
+        {
+            "run_id": run_id,
+            "plan_digest": plan_digest,
+            "decision": decision.value,
+            "decided_by": decided_by,
+        },
+    )
+
+
+def expire_approval(run_id: str, plan_digest: str, waited_s: float) -> None:
+    def _fn(arg: JsonObject) -> JsonObject:
+        s = _session()
+        runs.set_plan_card_status(s, run_id, "expired")
+        runs.set_status(
+            s,
+            run_id,
+            RunStatus.FAILED,
+            "approval",
+            error_code=ErrorCode.APPROVAL_TIMEOUT.value,
+            error_message=f"no decision on plan {plan_digest[:12]} within {waited_s:.0f} s",
+        )
+        return {}
+
+    _tx("gatehouse.expire_approval", _fn, {"run_id": run_id})
+
+
+# ---------------------------------------------------------------- steps
+def _record_step(arg: JsonObject) -> JsonObject:
+    run_id, step_id = str(arg["run_id"]), str(arg["step_id"])
+    outcome = arg["outcome"]
+    if not isinstance(outcome, dict):  # pragma: no cover - built by the workflow
+        raise TypeError("outcome must be an object")
+    ok = bool(outcome.get("ok"))
+    status = "succeeded" if ok else "failed"
+    output = outcome.get("output")
+    code = outcome.get("error_code")
+    message = outcome.get("error_message")
+    op = outcome.get("op_key")
+    s = _session()
+    runs.record_step(
+        s,
+        run_id=run_id,
+        step_id=step_id,
+        position=int(str(arg["position"])),
+        driver_kind=str(arg["driver_kind"]),
+        connector_id=str(arg["connector_id"]),
+        status=status,
+        op_key=op if isinstance(op, str) else None,
+        output=output if isinstance(output, dict) else None,
+        error_code=code if isinstance(code, str) else None,
+        error_message=message if isinstance(message, str) else None,
+    )
+    arts = outcome.get("artifacts")
+    refs = [
+        DataRef(data_type="artifact", data_id=str(a.get("name")), sha256=str(a.get("sha256")))
+        for a in (arts if isinstance(arts, list) else [])
+        if isinstance(a, dict)
+    ]
+    evidence.put_episode(
+        s,
+        run_id,
+        step_id,
+        episode(
+            run_id=run_id,
+            kind="step",
+            subject=step_id,
+            episode_type=f"execution/{arg['driver_kind']}",
+            status="completed" if ok else "failed",
+            summary=f"step {step_id} {status}" + (f": {code}" if code else ""),
+            executor_id=_exec_id(),
+            details={
+                "step_id": step_id,
+                "op_key": op if isinstance(op, str) else None,
+                "connector_id": str(arg["connector_id"]),
+                "error_code": code,
+            },
+            outputs=refs,
+        ),
+    )
+    return {}
+
+
+def record_step_result(
+    *,
+    run_id: str,
+    step_id: str,
+    position: int,
+    driver_kind: str,
+    connector_id: str,
+    outcome: JsonObject,
+) -> None:
+    _tx(
+        "gatehouse.record_step",
+        _record_step,
+        {
+            "run_id": run_id,
+            "step_id": step_id,
+            "position": position,
+            "driver_kind": driver_kind,
+            "connector_id": connector_id,
+            "outcome": outcome,
+        },
+    )
+
+
+# ---------------------------------------------------------------- finish
+def _finish(arg: JsonObject) -> JsonObject:
+    run_id = str(arg["run_id"])
+    status = RunStatus(str(arg["status"]))
+    code = arg.get("error_code")
+    message = arg.get("error_message")
+    s = _session()
+    runs.set_status(
+        s,
+        run_id,
+        status,
+        "done",
+        error_code=code if isinstance(code, str) else None,
+        error_message=message if isinstance(message, str) else None,
+    )
+    evidence.put_episode(
+        s,
+        run_id,
+        None,
+        episode(
+            run_id=run_id,
+            kind="summary",
+            subject="run",
+            episode_type="execution/run_summary",
+            status="completed" if status is RunStatus.SUCCEEDED else "failed",
+            summary=f"run {status.value}",
+            executor_id=_exec_id(),
+            details={"status": status.value, "steps": arg["steps"], "error_code": code},
+        ),
+    )
+    return {}
+
+
+def finish_run(
+    run_id: str,
+    status: RunStatus,
+    steps: list[JsonValue],
+    error_code: str | None = None,
+    error_message: str | None = None,
+) -> None:
+    _tx(
+        "gatehouse.finish",
+        _finish,
+        {
+            "run_id": run_id,
+            "status": status.value,
+            "steps": list(steps),
+            "error_code": error_code,
+            "error_message": error_message,
+        },
+    )
