@@ -1,0 +1,146 @@
+"""``gatehouse demo``: one real run through every stage, on SQLite, offline.
+
+Starts a worker and the shim as separate processes on a fresh SQLite file,
+serves a small inventory service on loopback, submits the demo recipe, shows
+the plan card, approves it, follows the steps as they run and ends with a
+summary an operator can take further.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from shim._client import Client
+from shim._fixture import InventoryService
+from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
+
+__all__ = ["run_demo"]
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _short(output: Any) -> str:
+    if not isinstance(output, dict):
+        return ""
+    if "stdout" in output:
+        return str(output["stdout"]).strip()[:70]
+    if "status" in output and "bytes" in output:
+        digest = str(output["body_sha256"])[:12]
+        return f"HTTP {output['status']}, {output['bytes']} bytes, sha256 {digest}…"
+    if "echo" in output:
+        return str(output["echo"])[:70]
+    return str(output)[:70]
+
+
+def run_demo(workdir: Path, timeout: float = 120) -> int:
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    db_file = workdir / "gatehouse.sqlite"
+    url = f"sqlite:///{db_file}"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    _say("Gatehouse demo — embedded SQLite, no network beyond this machine")
+    _say(f"  database   {db_file}")
+    procs = []
+    with InventoryService() as inventory:
+        try:
+            _say(f"  inventory  {inventory.base_url}/inventory.json (a local HTTP service)")
+            procs.append(start_shim(url, port, workdir / "shim.log"))
+            wait_healthy(base, procs[0])
+            procs.append(
+                start_worker(url, "demo-worker-1", workdir / "workspaces", workdir / "worker.log")
+            )
+            _say(f"  shim       {base}   (logs in {workdir}/shim.log)")
+            _say(f"  worker     demo-worker-1 (pid {procs[1].pid}, logs in {workdir}/worker.log)")
+            return _walk_through(Client(base), base, inventory, db_file, timeout)
+        finally:
+            stop(procs)
+
+
+def _walk_through(
+    api: Client, base: str, inventory: InventoryService, db_file: Path, timeout: float
+) -> int:
+    intent = {
+        "recipe": "demo-inventory",
+        "objective": "Check the demo warehouse inventory",
+        "parameters": {"base_url": inventory.base_url},
+        "mode": "full-cycle",
+        "submitted_by": "demo-submitter",
+    }
+    _say("\n1. Submit the intent (POST /intent)")
+    accepted = api.submit(intent)
+    run_id = accepted["run_id"]
+    _say(f"   run {run_id} queued")
+
+    _say("\n2. The worker compiles the recipe into a plan and gates it")
+    view = api.wait(run_id, {"waiting_approval", "failed"}, timeout)
+    if view["status"] != "waiting_approval":
+        _say(f"   the run stopped: {view['error_code']}: {view['error_message']}")
+        return 1
+    card = view["plan_card"]
+    _say(f"   plan card  digest {card['plan_digest']}")
+    for i, step in enumerate(card["plan"]["steps"], 1):
+        _say(f"     {i}. {step['step_id']:<9} {step['driver_kind']:<17} {step.get('title') or ''}")
+    seen_requests = inventory.count("/inventory.json")
+    _say(f"   nothing has run yet: the inventory service saw {seen_requests} request(s)")
+
+    _say("\n3. Approve exactly this plan (POST /approve, naming its digest)")
+    api.decide(run_id, True, card["plan_digest"], "demo-approver")
+    _say("   approved by demo-approver")
+
+    _say("\n4. Execute, step by step")
+    seen: set[str] = set()
+
+    def progress(v: Any) -> None:
+        for s in v["steps"]:
+            if s["step_id"] not in seen:
+                seen.add(s["step_id"])
+                mark = "ok " if s["status"] == "succeeded" else "ERR"
+                _say(f"   [{mark}] {s['step_id']:<9} {_short(s['output'])}")
+
+    final = api.wait(run_id, {"succeeded", "failed", "rejected"}, timeout, progress)
+    ledger = api.ledger(run_id)["calls"]
+    episodes = api.episodes(run_id)["episodes"]
+    artifacts = api.artifacts(run_id)["artifacts"]
+
+    _say("\n5. Summary")
+    _say(f"   run        {run_id}")
+    _say(
+        f"   status     {final['status']}"
+        + (f" ({final['error_code']})" if final["error_code"] else "")
+    )
+    _say(f"   ledger     {len(ledger)} call(s), one row each, keyed by op_key:")
+    for c in ledger:
+        _say(
+            f"     {c['kind']:<8} {c['step_id']:<9} {c['status']:<9}"
+            f" op_key {c['op_key'][:16]}…  {c['duration_ms']} ms"
+        )
+    _say(
+        f"   evidence   {len(episodes)} MOVA episode(s),"
+        f" {len(artifacts)} artifact(s) (SHA-256 addressed)"
+    )
+    for a in artifacts[:6]:
+        _say(f"     {a['step_id']:<9} {a['name']:<14} {a['sha256'][:16]}…  {a['size_bytes']} bytes")
+    _say(f"     {base}/runs/{run_id}/episodes")
+    _say(f"     {base}/artifacts/<sha256>")
+    # Text printed for a person to copy, not executed here.
+    ledger_q = f"SELECT * FROM v_ledger WHERE run_id = '{run_id}'"  # noqa: S608
+    overview_q = f"SELECT * FROM v_run_overview WHERE run_id = '{run_id}';"  # noqa: S608
+    _say("\n   An operator would look next with:")
+    _say(f'     gatehouse sql "{ledger_q}" --database-url sqlite:///{db_file}')
+    _say(f'     sqlite3 {db_file} "{overview_q}"')
+    _say(
+        '     (on PostgreSQL: psql -d gatehouse -c "SET search_path = gatehouse;'
+        ' SELECT * FROM v_run_overview;")'
+    )
+    return 0 if final["status"] == "succeeded" else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(run_demo(Path("var/demo")))

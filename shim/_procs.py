@@ -1,0 +1,101 @@
+"""Starting Gatehouse's own processes: workers and the shim, as real OS processes.
+
+The shim never imports ``worker``; it starts ``python -m worker`` like any
+other program would.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+__all__ = ["free_port", "start_shim", "start_worker", "stop", "wait_healthy"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(extra)
+    return env
+
+
+def start_worker(
+    database_url: str,
+    executor_id: str,
+    workspace_root: Path,
+    log: Path,
+    extra_env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    env = _env(
+        {
+            "GATEHOUSE_DATABASE_URL": database_url,
+            "GATEHOUSE_EXECUTOR_ID": executor_id,
+            "GATEHOUSE_WORKSPACE_ROOT": str(workspace_root),
+            **(extra_env or {}),
+        }
+    )
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "worker"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def start_shim(database_url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = _env({"GATEHOUSE_DATABASE_URL": database_url})
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "shim.asgi:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def wait_healthy(base_url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the shim exited with code {proc.returncode} while starting")
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the shim at {base_url} did not become healthy in {timeout:.0f} s")
+
+
+def stop(procs: list[subprocess.Popen[bytes]], grace: float = 10) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()

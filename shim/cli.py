@@ -1,0 +1,183 @@
+"""The ``gatehouse`` command. Each subcommand parses, makes one call, prints.
+
+Process commands (demo, up, shim, worker, migrate) start or set up
+processes; the rest talk to a running shim over HTTP (``--url`` or
+``GATEHOUSE_URL``, default http://127.0.0.1:8000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_DB = "sqlite:///var/gatehouse.sqlite"
+
+COMMANDS = {
+    "demo": "run one real intent end to end on SQLite and explain each stage",
+    "up": "start the shim and workers as supervised processes",
+    "shim": "run the HTTP API in the foreground",
+    "worker": "run one worker in the foreground",
+    "migrate": "create or upgrade the database schema",
+    "submit": "submit an intent",
+    "runs": "list runs",
+    "show": "show one run as JSON",
+    "approve": "approve a run's plan (by its digest)",
+    "reject": "reject a run's plan (by its digest)",
+    "sql": "run a read-only SQL query against the database",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gatehouse", description="A durable control plane for AI agent runs."
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=COMMANDS[name], description=COMMANDS[name])
+
+    d = add("demo")
+    d.add_argument(
+        "--dir", default="var/demo", help="working folder, wiped first (default var/demo)"
+    )
+    d.add_argument("--timeout", type=float, default=120, help="seconds to wait for each stage")
+    u = add("up")
+    u.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
+    u.add_argument("--port", type=int, default=8000)
+    u.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    u.add_argument("--var", default="var", help="folder for logs and workspaces (default var)")
+    s = add("shim")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    add("worker")
+    m = add("migrate")
+    m.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
+    for name in ("submit", "runs", "show", "approve", "reject"):
+        add(name)
+    url_default = os.environ.get("GATEHOUSE_URL", DEFAULT_URL)
+    for name in ("submit", "runs", "show", "approve", "reject"):
+        sub.choices[name].add_argument("--url", default=url_default, help="the shim's base URL")
+    sm = sub.choices["submit"]
+    sm.add_argument("--recipe", required=True)
+    sm.add_argument("--objective", required=True)
+    sm.add_argument("--param", action="append", default=[], metavar="KEY=JSON_OR_TEXT")
+    sm.add_argument("--mode", default="full-cycle", choices=["plan-only", "run-plan", "full-cycle"])
+    sm.add_argument("--plan", help="file with a plan (mode run-plan)")
+    sm.add_argument("--by", default=os.environ.get("USER", "anonymous"))
+    sm.add_argument("--idempotency-key")
+    sub.choices["runs"].add_argument("--status")
+    sub.choices["show"].add_argument("run_id")
+    for name in ("approve", "reject"):
+        c = sub.choices[name]
+        c.add_argument("run_id")
+        c.add_argument("--digest", help="the plan digest decided on (default: the plan card's)")
+        c.add_argument("--by", default=os.environ.get("USER", "anonymous"))
+        c.add_argument("--comment")
+    q = add("sql")
+    q.add_argument("query")
+    q.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
+    return p
+
+
+def _param(text: str) -> tuple[str, object]:
+    key, _, raw = text.partition("=")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    sys.exit(_dispatch(args))
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    cmd = args.command
+    if cmd == "demo":
+        from shim._demo import run_demo
+
+        return run_demo(Path(args.dir), args.timeout)
+    if cmd == "up":
+        from shim._up import run_up
+
+        return run_up(args.database_url, args.port, args.workers, Path(args.var))
+    if cmd == "shim":
+        import uvicorn
+
+        uvicorn.run("shim.asgi:app", host=args.host, port=args.port)
+        return 0
+    if cmd == "worker":
+        # The shim never imports worker code: the worker is its own program.
+        os.execv(sys.executable, [sys.executable, "-m", "worker"])  # noqa: S606  (fixed argv, no shell)
+    if cmd == "migrate":
+        from dbos import DBOS
+
+        from ledger import migrate, open_database
+
+        db = open_database(args.database_url)
+        applied = migrate(db)
+        DBOS.migrate(args.database_url)
+        db.dispose()
+        print(f"migrated: applied {applied or 'nothing new'}")
+        return 0
+    if cmd == "sql":
+        from contracts import GatehouseError
+        from ledger import open_database
+        from ledger.operator import read_only_query
+
+        db = open_database(args.database_url)
+        try:
+            columns, rows = read_only_query(db, args.query)
+        except GatehouseError as exc:
+            print(f"gatehouse: {exc.message}", file=sys.stderr)
+            return 1
+        finally:
+            db.dispose()
+        widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+        print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+        for r in rows:
+            print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+        return 0
+    return _api(args)
+
+
+def _api(args: argparse.Namespace) -> int:
+    from shim._client import ApiError, Client
+
+    api = Client(args.url)
+    try:
+        if args.command == "submit":
+            intent: dict[str, object] = {
+                "recipe": args.recipe,
+                "objective": args.objective,
+                "mode": args.mode,
+                "parameters": dict(_param(p) for p in args.param),
+                "submitted_by": args.by,
+            }
+            if args.plan:
+                intent["plan"] = json.loads(Path(args.plan).read_text("utf-8"))
+            out = api.submit(intent, args.idempotency_key)
+        elif args.command == "runs":
+            out = api.runs(args.status)
+        elif args.command == "show":
+            out = api.run(args.run_id)
+        else:
+            digest = args.digest or (api.run(args.run_id).get("plan_card") or {}).get("plan_digest")
+            if not digest:
+                print("gatehouse: the run has no plan card yet; pass --digest", file=sys.stderr)
+                return 2
+            out = api.decide(args.run_id, args.command == "approve", digest, args.by, args.comment)
+    except ApiError as exc:
+        print(f"gatehouse: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        api.close()
+    print(json.dumps(out, indent=2))
+    return 0
