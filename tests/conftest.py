@@ -50,7 +50,7 @@ def stack(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
     )
     launch(settings)
     try:
-        for client in shim_client(url):
+        with shim_client(url) as client:
             yield Stack(backend=backend, database_url=url, client=client, workspace_root=workspace)
     finally:
         shutdown()

@@ -74,60 +74,56 @@ def test_crash_point(
     db_url: str, tmp_path: Path, point: str, step: str, final: str, requests: int, effects: int
 ) -> None:
     workspaces = tmp_path / "ws"
-    with InventoryService() as inventory:
-        for client in shim_client(db_url):
-            plan = _plan(inventory.base_url)
-            digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
-            r = client.post(
-                "/intent",
-                json={
-                    "recipe": "echo",
-                    "objective": "crash test",
-                    "mode": "run-plan",
-                    "plan": plan,
-                },
-            )
-            assert r.status_code == 202, r.text
-            run_id = r.json()["run_id"]
-            assert (
-                client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
-            )
+    with InventoryService() as inventory, shim_client(db_url) as client:
+        plan = _plan(inventory.base_url)
+        digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+        r = client.post(
+            "/intent",
+            json={
+                "recipe": "echo",
+                "objective": "crash test",
+                "mode": "run-plan",
+                "plan": plan,
+            },
+        )
+        assert r.status_code == 202, r.text
+        run_id = r.json()["run_id"]
+        assert client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
 
-            crashing = start_worker(
-                db_url,
-                "crash-w",
-                workspaces,
-                tmp_path / "a.log",
-                {"GATEHOUSE_CRASH_POINT": f"{point}:{step}"},
+        crashing = start_worker(
+            db_url,
+            "crash-w",
+            workspaces,
+            tmp_path / "a.log",
+            {"GATEHOUSE_CRASH_POINT": f"{point}:{step}"},
+        )
+        try:
+            assert crashing.wait(timeout=90) == 137, (tmp_path / "a.log").read_text()
+        finally:
+            stop([crashing])
+        mid = _read(client, run_id)
+        assert mid["status"] == "running"
+
+        recovering = start_worker(db_url, "crash-w", workspaces, tmp_path / "b.log")
+        try:
+            done = wait_for_status(
+                lambda rid: _read(client, rid), run_id, {"succeeded", "failed"}, timeout=90
             )
-            try:
-                assert crashing.wait(timeout=90) == 137, (tmp_path / "a.log").read_text()
-            finally:
-                stop([crashing])
-            mid = _read(client, run_id)
-            assert mid["status"] == "running"
+        finally:
+            stop([recovering])
 
-            recovering = start_worker(db_url, "crash-w", workspaces, tmp_path / "b.log")
-            api = client
-            try:
-                done = wait_for_status(
-                    lambda rid: _read(api, rid), run_id, {"succeeded", "failed"}, timeout=90
-                )
-            finally:
-                stop([recovering])
-
-            assert done["status"] == final, done
-            assert inventory.count("/inventory.json") == requests
-            assert inventory.effects("/inventory.json") == effects
-            calls = client.get(f"/runs/{run_id}/ledger").json()["calls"]
-            by_step = {c["step_id"]: c for c in calls}
-            assert len([c for c in calls if c["step_id"] == "fetch"]) == 1
-            assert by_step["fetch"]["status"] == "completed"
-            if final == "failed":
-                assert done["error_code"] == "call_in_doubt"
-                assert by_step["checksum"]["status"] == "started"  # left for an operator
-            else:
-                assert by_step["checksum"]["status"] == "completed"
+        assert done["status"] == final, done
+        assert inventory.count("/inventory.json") == requests
+        assert inventory.effects("/inventory.json") == effects
+        calls = client.get(f"/runs/{run_id}/ledger").json()["calls"]
+        by_step = {c["step_id"]: c for c in calls}
+        assert len([c for c in calls if c["step_id"] == "fetch"]) == 1
+        assert by_step["fetch"]["status"] == "completed"
+        if final == "failed":
+            assert done["error_code"] == "call_in_doubt"
+            assert by_step["checksum"]["status"] == "started"  # left for an operator
+        else:
+            assert by_step["checksum"]["status"] == "completed"
 
 
 def _read(client: TestClient, run_id: str) -> dict[str, Any]:

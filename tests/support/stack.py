@@ -11,6 +11,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,7 @@ def wait_for_status(read: Any, run_id: str, statuses: set[str], timeout: float) 
     raise AssertionError(f"run {run_id} stayed {last.get('status')!r}; wanted {statuses}: {last}")
 
 
+@contextmanager
 def shim_client(database_url: str) -> Iterator[TestClient]:
     app = create_app(ShimSettings.from_env({"GATEHOUSE_DATABASE_URL": database_url}))
     with TestClient(app) as client:

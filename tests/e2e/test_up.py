@@ -1,0 +1,121 @@
+"""End to end: ``gatehouse up`` on PostgreSQL — shim and workers as separate OS
+processes, driven over HTTP. Both workers are killed with SIGKILL while the
+run waits for approval; the supervisor restarts them, DBOS recovers the
+workflow, and the run still ends exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from shim._client import Client
+from shim._fixture import InventoryService
+from shim._procs import free_port
+from tests.conftest import require_backend
+from tests.support.stack import drop_database, fresh_database_url
+
+
+@pytest.fixture
+def pg_url(tmp_path: Path) -> Iterator[str]:
+    require_backend("postgres")
+    url = fresh_database_url("postgres", tmp_path)
+    yield url
+    drop_database(url)
+
+
+def _pids(log: Path) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for m in re.finditer(r"worker (worker-\d+) pid (\d+)", log.read_text()):
+        found[m.group(1)] = int(m.group(2))
+    return found
+
+
+def _wait_for(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if callable(predicate) and predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "up.log"
+    gatehouse = Path(sys.executable).parent / "gatehouse"
+    with log.open("wb") as out:
+        up = subprocess.Popen(
+            [
+                str(gatehouse),
+                "up",
+                "--database-url",
+                pg_url,
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--var",
+                str(tmp_path / "var"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    api = Client(base)
+    try:
+        _wait_for(lambda: len(_pids(log)) == 2, 90, "two workers to start")
+        with InventoryService() as inventory:
+            accepted = api.submit(
+                {
+                    "recipe": "demo-inventory",
+                    "objective": "e2e over HTTP",
+                    "parameters": {"base_url": inventory.base_url},
+                    "submitted_by": "e2e",
+                }
+            )
+            run_id = accepted["run_id"]
+            view = api.wait(run_id, {"waiting_approval", "failed"}, 60)
+            assert view["status"] == "waiting_approval", view
+
+            first = _pids(log)
+            for pid in first.values():
+                os.kill(pid, signal.SIGKILL)
+            _wait_for(
+                lambda: all(_pids(log)[k] != first[k] for k in first), 60, "workers to restart"
+            )
+
+            api.decide(run_id, True, view["plan_card"]["plan_digest"], "e2e-approver")
+            done = api.wait(run_id, {"succeeded", "failed"}, 90)
+            assert done["status"] == "succeeded", done
+            assert inventory.count("/inventory.json") == 1
+            calls = api.ledger(run_id)["calls"]
+            assert [c["status"] for c in calls] == ["completed"] * 6
+
+        # bad input over real HTTP: a stable code, not a 500
+        r = httpx.post(
+            f"{base}/intent", content=b"{nope", headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+        assert "restarting" in log.read_text()
+    finally:
+        api.close()
+        up.send_signal(signal.SIGTERM)
+        try:
+            assert up.wait(timeout=30) == 0, log.read_text()
+        finally:
+            if up.poll() is None:
+                up.kill()
+    for pid in _pids(log).values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
