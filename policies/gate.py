@@ -48,7 +48,7 @@ def find_results(value: JsonValue, path: str = "") -> str | None:
     """The JSON Pointer of the first execution-result key in ``value``, if any."""
     if isinstance(value, dict):
         for key, inner in value.items():
-            here = f"{path}/{key}"
+            here = f"{path}/{key.replace('~', '~0').replace('/', '~1')}"  # RFC 6901 escaping
             if key.lower() in RESULT_KEYS:
                 return here
             found = find_results(inner, here)

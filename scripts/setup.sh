@@ -15,7 +15,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/gatehous
   exit 0
 fi
 echo "setup: installing Gatehouse into .venv (first run takes a minute)"
-[ -d .venv ] || "$python" -m venv .venv
+[ -x .venv/bin/python ] || "$python" -m venv --clear .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 echo "$want" > "$stamp"

@@ -1,19 +1,40 @@
-"""A small HTTP client for the Gatehouse API, used by the CLI and the demo."""
+"""A small HTTP client for the Gatehouse API, used by the CLI and the demo.
+
+Answers are parsed into the same contract models the shim answers with, so
+a client notices a response that breaks its contract instead of passing it on.
+"""
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any
+from collections.abc import Callable
 
 import httpx
+from pydantic import BaseModel, TypeAdapter
 
-__all__ = ["ApiError", "Client"]
+from contracts import (
+    CallView,
+    DecisionAccepted,
+    EpisodeView,
+    IntentAccepted,
+    JsonObject,
+    JsonValue,
+    RunList,
+    RunView,
+)
+
+__all__ = ["ApiError", "ArtifactRef", "Client", "dump"]
+
+ArtifactRef = dict[str, str | int]
+_calls = TypeAdapter(dict[str, list[CallView]])
+_episodes = TypeAdapter(dict[str, list[EpisodeView]])
+_artifacts = TypeAdapter(dict[str, list[ArtifactRef]])
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, body: Any) -> None:
-        err = body.get("error", {}) if isinstance(body, dict) else {}
+    def __init__(self, status: int, body: JsonValue) -> None:
+        err = body.get("error") if isinstance(body, dict) else None
+        err = err if isinstance(err, dict) else {}
         self.status = status
         self.code = str(err.get("code", "unknown"))
         self.message = str(err.get("message", body))
@@ -29,52 +50,76 @@ class Client:
         self._http.close()
 
     def _call(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
-    ) -> Any:
+        self,
+        method: str,
+        path: str,
+        body: JsonObject | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> bytes:
         r = self._http.request(method, path, json=body, headers=headers)
-        try:
-            data = r.json()
-        except json.JSONDecodeError:
-            data = r.text
         if r.status_code >= 400:
+            try:
+                data: JsonValue = r.json()
+            except ValueError:
+                data = r.text
             raise ApiError(r.status_code, data)
-        return data
+        return r.content
 
-    def submit(self, intent: dict[str, Any], idempotency_key: str | None = None) -> Any:
+    def submit(self, intent: JsonObject, idempotency_key: str | None = None) -> IntentAccepted:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        return self._call("POST", "/intent", intent, headers)
+        return IntentAccepted.model_validate_json(self._call("POST", "/intent", intent, headers))
 
-    def run(self, run_id: str) -> Any:
-        return self._call("GET", f"/runs/{run_id}")
+    def run(self, run_id: str) -> RunView:
+        return RunView.model_validate_json(self._call("GET", f"/runs/{run_id}"))
 
-    def runs(self, status: str | None = None) -> Any:
-        return self._call("GET", "/runs" + (f"?status={status}" if status else ""))
+    def runs(self, status: str | None = None) -> RunList:
+        path = "/runs" + (f"?status={status}" if status else "")
+        return RunList.model_validate_json(self._call("GET", path))
 
     def decide(
         self, run_id: str, approve: bool, digest: str, by: str, comment: str | None = None
-    ) -> Any:
-        body: dict[str, Any] = {"plan_digest": digest, "decided_by": by}
+    ) -> DecisionAccepted:
+        body: JsonObject = {"plan_digest": digest, "decided_by": by}
         if comment:
             body["comment"] = comment
-        return self._call("POST", f"/{'approve' if approve else 'reject'}/{run_id}", body)
+        route = "approve" if approve else "reject"
+        return DecisionAccepted.model_validate_json(self._call("POST", f"/{route}/{run_id}", body))
 
-    def ledger(self, run_id: str) -> Any:
-        return self._call("GET", f"/runs/{run_id}/ledger")
+    def ledger(self, run_id: str) -> list[CallView]:
+        return _calls.validate_json(self._call("GET", f"/runs/{run_id}/ledger"))["calls"]
 
-    def episodes(self, run_id: str) -> Any:
-        return self._call("GET", f"/runs/{run_id}/episodes")
+    def episodes(self, run_id: str) -> list[EpisodeView]:
+        raw = self._call("GET", f"/runs/{run_id}/episodes")
+        return _episodes.validate_json(raw)["episodes"]
 
-    def artifacts(self, run_id: str) -> Any:
-        return self._call("GET", f"/runs/{run_id}/artifacts")
+    def artifacts(self, run_id: str) -> list[ArtifactRef]:
+        raw = self._call("GET", f"/runs/{run_id}/artifacts")
+        return _artifacts.validate_json(raw)["artifacts"]
 
-    def wait(self, run_id: str, statuses: set[str], timeout: float, on_poll: Any = None) -> Any:
+    def wait(
+        self,
+        run_id: str,
+        statuses: set[str],
+        timeout: float,
+        on_poll: Callable[[RunView], None] | None = None,
+    ) -> RunView:
         deadline = time.monotonic() + timeout
         while True:
             view = self.run(run_id)
             if on_poll is not None:
                 on_poll(view)
-            if view["status"] in statuses:
+            if view.status.value in statuses:
                 return view
             if time.monotonic() > deadline:
-                raise TimeoutError(f"run {run_id} is still {view['status']} after {timeout:.0f} s")
+                raise TimeoutError(
+                    f"run {run_id} is still {view.status.value} after {timeout:.0f} s"
+                )
             time.sleep(0.25)
+
+
+def dump(value: BaseModel | list[CallView] | list[EpisodeView]) -> JsonValue:
+    """JSON for printing: a model or a list of models."""
+    if isinstance(value, list):
+        return [v.model_dump(mode="json") for v in value]
+    out: JsonValue = value.model_dump(mode="json")
+    return out

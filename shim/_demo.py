@@ -11,8 +11,8 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
+from contracts import JsonObject, RunView
 from shim._client import Client
 from shim._fixture import InventoryService
 from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
@@ -24,8 +24,8 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def _short(output: Any) -> str:
-    if not isinstance(output, dict):
+def _short(output: JsonObject | None) -> str:
+    if output is None:
         return ""
     if "stdout" in output:
         return str(output["stdout"]).strip()[:70]
@@ -66,7 +66,7 @@ def run_demo(workdir: Path, timeout: float = 120) -> int:
 def _walk_through(
     api: Client, base: str, inventory: InventoryService, db_file: Path, timeout: float
 ) -> int:
-    intent = {
+    intent: JsonObject = {
         "recipe": "demo-inventory",
         "objective": "Check the demo warehouse inventory",
         "parameters": {"base_url": inventory.base_url},
@@ -75,58 +75,58 @@ def _walk_through(
     }
     _say("\n1. Submit the intent (POST /intent)")
     accepted = api.submit(intent)
-    run_id = accepted["run_id"]
+    run_id = accepted.run_id
     _say(f"   run {run_id} queued")
 
     _say("\n2. The worker compiles the recipe into a plan and gates it")
     view = api.wait(run_id, {"waiting_approval", "failed"}, timeout)
-    if view["status"] != "waiting_approval":
-        _say(f"   the run stopped: {view['error_code']}: {view['error_message']}")
+    card = view.plan_card
+    if view.status.value != "waiting_approval" or card is None:
+        _say(f"   the run stopped: {view.error_code}: {view.error_message}")
         return 1
-    card = view["plan_card"]
-    _say(f"   plan card  digest {card['plan_digest']}")
-    for i, step in enumerate(card["plan"]["steps"], 1):
-        _say(f"     {i}. {step['step_id']:<9} {step['driver_kind']:<17} {step.get('title') or ''}")
+    _say(f"   plan card  digest {card.plan_digest}")
+    for i, step in enumerate(card.plan.steps, 1):
+        kind = step.driver_kind.value
+        _say(f"     {i}. {step.step_id:<9} {kind:<17} {step.title or ''}")
     seen_requests = inventory.count("/inventory.json")
     _say(f"   nothing has run yet: the inventory service saw {seen_requests} request(s)")
 
     _say("\n3. Approve exactly this plan (POST /approve, naming its digest)")
-    api.decide(run_id, True, card["plan_digest"], "demo-approver")
+    api.decide(run_id, True, card.plan_digest, "demo-approver")
     _say("   approved by demo-approver")
 
     _say("\n4. Execute, step by step")
     seen: set[str] = set()
 
-    def progress(v: Any) -> None:
-        for s in v["steps"]:
-            if s["step_id"] not in seen:
-                seen.add(s["step_id"])
-                mark = "ok " if s["status"] == "succeeded" else "ERR"
-                _say(f"   [{mark}] {s['step_id']:<9} {_short(s['output'])}")
+    def progress(v: RunView) -> None:
+        for s in v.steps:
+            if s.step_id not in seen:
+                seen.add(s.step_id)
+                mark = "ok " if s.status == "succeeded" else "ERR"
+                _say(f"   [{mark}] {s.step_id:<9} {_short(s.output)}")
 
     final = api.wait(run_id, {"succeeded", "failed", "rejected"}, timeout, progress)
-    ledger = api.ledger(run_id)["calls"]
-    episodes = api.episodes(run_id)["episodes"]
-    artifacts = api.artifacts(run_id)["artifacts"]
+    ledger = api.ledger(run_id)
+    episodes = api.episodes(run_id)
+    artifacts = api.artifacts(run_id)
 
     _say("\n5. Summary")
     _say(f"   run        {run_id}")
-    _say(
-        f"   status     {final['status']}"
-        + (f" ({final['error_code']})" if final["error_code"] else "")
-    )
+    why = f" ({final.error_code})" if final.error_code else ""
+    _say(f"   status     {final.status.value}{why}")
     _say(f"   ledger     {len(ledger)} call(s), one row each, keyed by op_key:")
     for c in ledger:
         _say(
-            f"     {c['kind']:<8} {c['step_id']:<9} {c['status']:<9}"
-            f" op_key {c['op_key'][:16]}…  {c['duration_ms']} ms"
+            f"     {c.kind:<8} {c.step_id:<9} {c.status:<9}"
+            f" op_key {c.op_key[:16]}…  {c.duration_ms} ms"
         )
     _say(
         f"   evidence   {len(episodes)} MOVA episode(s),"
         f" {len(artifacts)} artifact(s) (SHA-256 addressed)"
     )
     for a in artifacts[:6]:
-        _say(f"     {a['step_id']:<9} {a['name']:<14} {a['sha256'][:16]}…  {a['size_bytes']} bytes")
+        sha = str(a["sha256"])
+        _say(f"     {a['step_id']!s:<9} {a['name']!s:<14} {sha[:16]}…  {a['size_bytes']} bytes")
     _say(f"     {base}/runs/{run_id}/episodes")
     _say(f"     {base}/artifacts/<sha256>")
     # Text printed for a person to copy, not executed here.
@@ -139,7 +139,7 @@ def _walk_through(
         '     (on PostgreSQL: psql -d gatehouse -c "SET search_path = gatehouse;'
         ' SELECT * FROM v_run_overview;")'
     )
-    return 0 if final["status"] == "succeeded" else 1
+    return 0 if final.status.value == "succeeded" else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

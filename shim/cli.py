@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from pydantic import JsonValue
+
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -85,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _param(text: str) -> tuple[str, object]:
+def _param(text: str) -> tuple[str, JsonValue]:
     key, _, raw = text.partition("=")
     try:
         return key, json.loads(raw)
@@ -149,12 +151,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _api(args: argparse.Namespace) -> int:
-    from shim._client import ApiError, Client
+    from shim._client import ApiError, Client, dump
 
     api = Client(args.url)
     try:
         if args.command == "submit":
-            intent: dict[str, object] = {
+            intent: dict[str, JsonValue] = {
                 "recipe": args.recipe,
                 "objective": args.objective,
                 "mode": args.mode,
@@ -163,17 +165,19 @@ def _api(args: argparse.Namespace) -> int:
             }
             if args.plan:
                 intent["plan"] = json.loads(Path(args.plan).read_text("utf-8"))
-            out = api.submit(intent, args.idempotency_key)
+            out = dump(api.submit(intent, args.idempotency_key))
         elif args.command == "runs":
-            out = api.runs(args.status)
+            out = dump(api.runs(args.status))
         elif args.command == "show":
-            out = api.run(args.run_id)
+            out = dump(api.run(args.run_id))
         else:
-            digest = args.digest or (api.run(args.run_id).get("plan_card") or {}).get("plan_digest")
+            card = None if args.digest else api.run(args.run_id).plan_card
+            digest = args.digest or (card.plan_digest if card else None)
             if not digest:
                 print("gatehouse: the run has no plan card yet; pass --digest", file=sys.stderr)
                 return 2
-            out = api.decide(args.run_id, args.command == "approve", digest, args.by, args.comment)
+            approve = args.command == "approve"
+            out = dump(api.decide(args.run_id, approve, digest, args.by, args.comment))
     except ApiError as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 1

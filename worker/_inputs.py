@@ -4,9 +4,15 @@ workflow body)."""
 
 from __future__ import annotations
 
+import re
+
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, PlanStep
 
 __all__ = ["resolve_input"]
+
+
+# RFC 6901 array index: "0" or no leading zero, ASCII digits only.
+_INDEX = re.compile(r"0|[1-9][0-9]*", re.ASCII)
 
 
 def _unescape(token: str) -> str:
@@ -21,7 +27,7 @@ def _walk(doc: JsonValue, pointer: str) -> JsonValue:
         token = _unescape(raw)
         if isinstance(node, dict) and token in node:
             node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+        elif isinstance(node, list) and _INDEX.fullmatch(token) and int(token) < len(node):
             node = node[int(token)]
         else:
             raise KeyError(pointer)

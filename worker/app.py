@@ -50,7 +50,11 @@ def launch(settings: WorkerSettings) -> Runtime:
     install(rt)
     DBOS.listen_queues([INTENT_QUEUE])
     DBOS.launch()
-    DBOS.register_queue(INTENT_QUEUE, worker_concurrency=settings.worker_concurrency)
+    DBOS.register_queue(
+        INTENT_QUEUE,
+        worker_concurrency=settings.worker_concurrency,
+        polling_interval_sec=settings.queue_poll_s,
+    )
     return rt
 
 

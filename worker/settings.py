@@ -22,6 +22,7 @@ class WorkerSettings:
     model_name: str
     model_api_key: str | None
     worker_concurrency: int
+    queue_poll_s: float  # how often this worker looks for queued intents
     crash_point: str | None  # test hook: see worker/_crash.py
 
     @classmethod
@@ -34,6 +35,12 @@ class WorkerSettings:
             raise GatehouseError(
                 ErrorCode.INVALID_REQUEST, "GATEHOUSE_WORKER_CONCURRENCY must be an integer"
             ) from exc
+        try:
+            queue_poll = float(e.get("GATEHOUSE_QUEUE_POLL_S", "0.25"))
+        except ValueError as exc:
+            raise GatehouseError(
+                ErrorCode.INVALID_REQUEST, "GATEHOUSE_QUEUE_POLL_S must be a number of seconds"
+            ) from exc
         return cls(
             database_url=url,
             executor_id=e.get("GATEHOUSE_EXECUTOR_ID", f"worker-{socket.gethostname()}"),
@@ -43,5 +50,6 @@ class WorkerSettings:
             model_name=e.get("GATEHOUSE_MODEL_NAME", "planner"),
             model_api_key=e.get("GATEHOUSE_MODEL_API_KEY") or None,
             worker_concurrency=max(1, concurrency),
+            queue_poll_s=min(10.0, max(0.05, queue_poll)),
             crash_point=e.get("GATEHOUSE_CRASH_POINT") or None,
         )

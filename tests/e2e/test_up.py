@@ -84,9 +84,10 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
                     "submitted_by": "e2e",
                 }
             )
-            run_id = accepted["run_id"]
+            run_id = accepted.run_id
             view = api.wait(run_id, {"waiting_approval", "failed"}, 60)
-            assert view["status"] == "waiting_approval", view
+            assert view.status.value == "waiting_approval", view
+            assert view.plan_card is not None
 
             first = _pids(log)
             for pid in first.values():
@@ -95,12 +96,12 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
                 lambda: all(_pids(log)[k] != first[k] for k in first), 60, "workers to restart"
             )
 
-            api.decide(run_id, True, view["plan_card"]["plan_digest"], "e2e-approver")
+            api.decide(run_id, True, view.plan_card.plan_digest, "e2e-approver")
             done = api.wait(run_id, {"succeeded", "failed"}, 90)
-            assert done["status"] == "succeeded", done
+            assert done.status.value == "succeeded", done
             assert inventory.count("/inventory.json") == 1
-            calls = api.ledger(run_id)["calls"]
-            assert [c["status"] for c in calls] == ["completed"] * 6
+            calls = api.ledger(run_id)
+            assert [c.status for c in calls] == ["completed"] * 6
 
         # bad input over real HTTP: a stable code, not a 500
         r = httpx.post(

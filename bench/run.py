@@ -1,0 +1,207 @@
+"""Gatehouse benchmarks; ``mise run bench`` writes the results to docs/benchmarks.md.
+
+Two measurements, on SQLite and on PostgreSQL:
+
+* ledger write path: one call's claim + completion (two commits) through
+  ``ledger.calls``, without DBOS, ``--calls`` times;
+* a whole run: submit a one-step ``run-plan`` intent with its approval sent at
+  once, until the run is ``succeeded`` (shim + worker in this process, queue
+  and wake-ups through the database), ``--runs`` times.
+
+Targets live here, never in tests: a run whose numbers miss a target is
+reported, and the command exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from contracts import Plan, digest_of
+from ledger import calls, migrate, open_database
+from tests.support.stack import (
+    drop_database,
+    fresh_database_url,
+    postgres_available,
+    shim_client,
+)
+from worker.app import launch, shutdown
+from worker.settings import WorkerSettings
+
+# Targets on the reference machine (2 cores, local PostgreSQL 15).
+TARGETS = {
+    ("ledger", "sqlite"): 20.0,  # ms per call, p95
+    ("ledger", "postgres"): 20.0,
+    ("run", "sqlite"): 5000.0,  # ms submit → succeeded, p95 (SQLite wake-ups poll)
+    ("run", "postgres"): 2000.0,
+}
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def bench_ledger(url: str, n: int) -> list[float]:
+    db = open_database(url)
+    migrate(db)
+    run_id = "bench_" + uuid.uuid4().hex
+    out = []
+    for i in range(n):
+        key = calls.op_key(run_id, f"s{i}", 1)
+        started = time.perf_counter()
+        with db.engine.begin() as conn:
+            calls.claim(
+                conn,
+                key=key,
+                run_id=run_id,
+                step_id=f"s{i}",
+                attempt=1,
+                kind="tool",
+                target="noop",
+                request={"i": i},
+            )
+        with db.engine.begin() as conn:
+            calls.complete(
+                conn,
+                key=key,
+                response={"ok": True, "i": i},
+                ok=True,
+                error_code=None,
+                duration_ms=0,
+            )
+        out.append((time.perf_counter() - started) * 1000)
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM calls WHERE run_id = :r"), {"r": run_id})
+    db.dispose()
+    return out
+
+
+def bench_runs(url: str, n: int, tmp: Path) -> list[float]:
+
+    launch(
+        WorkerSettings.from_env(
+            {
+                "GATEHOUSE_DATABASE_URL": url,
+                "GATEHOUSE_EXECUTOR_ID": "bench",
+                "GATEHOUSE_WORKSPACE_ROOT": str(tmp / "ws"),
+            }
+        )
+    )
+    plan = {
+        "objective": "bench",
+        "steps": [
+            {
+                "step_id": "note",
+                "verb": "note",
+                "connector_id": "note",
+                "driver_kind": "noop",
+                "input": {"n": 1},
+            }
+        ],
+    }
+    digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+    out = []
+    try:
+        with shim_client(url) as client:
+            for _ in range(n):
+                started = time.perf_counter()
+                r = client.post(
+                    "/intent",
+                    json={"recipe": "echo", "objective": "bench", "mode": "run-plan", "plan": plan},
+                )
+                run_id = r.json()["run_id"]
+                client.post(f"/approve/{run_id}", json={"plan_digest": digest})
+                while client.get(f"/runs/{run_id}").json()["status"] != "succeeded":
+                    time.sleep(0.005)
+                out.append((time.perf_counter() - started) * 1000)
+    finally:
+        shutdown()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="docs/benchmarks.md")
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args()
+    backends = ["sqlite"] + (["postgres"] if postgres_available() else [])
+    rows: list[tuple[str, str, int, float, float, float]] = []
+    missed = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for backend in backends:
+            for name, count in (("ledger", args.calls), ("run", args.runs)):
+                url = fresh_database_url(backend, tmp)
+                try:
+                    if name == "ledger":
+                        values = bench_ledger(url, count)
+                    else:
+                        values = bench_runs(url, count, tmp)
+                finally:
+                    drop_database(url)
+                p50, p95 = statistics.median(values), _pct(values, 0.95)
+                rows.append((name, backend, count, p50, p95, TARGETS[(name, backend)]))
+                if p95 > TARGETS[(name, backend)]:
+                    missed.append(
+                        f"{name}/{backend}: p95 {p95:.1f} ms > {TARGETS[(name, backend)]} ms"
+                    )
+                print(
+                    f"{name:<7} {backend:<9} n={count:<4} p50 {p50:8.2f} ms  p95 {p95:8.2f} ms",
+                    flush=True,
+                )
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `npx -y @jdxcode/mise run bench` (`bench/run.py`); do not edit by hand.",
+        "",
+        f"* when: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"* machine: {os.cpu_count()} cores, Python {platform.python_version()},"
+        f" {platform.system()}",
+        f"* backends: {', '.join(backends)}"
+        + ("" if "postgres" in backends else " (PostgreSQL was not reachable)"),
+        "",
+        "| measurement | backend | n | p50 (ms) | p95 (ms) | target p95 (ms) | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    what = {
+        "ledger": "ledger claim + completion, one call",
+        "run": "one-step run, submit → succeeded",
+    }
+    for name, backend, count, p50, p95, target in rows:
+        lines.append(
+            f"| {what[name]} | {backend} | {count} | {p50:.2f} | {p95:.2f} | {target:.0f} |"
+            f" {'yes' if p95 <= target else '**no**'} |"
+        )
+    lines += [
+        "",
+        "What the numbers mean:",
+        "",
+        "* The ledger row is the cost Gatehouse adds to every provider or tool call on top of",
+        "  the call itself: two commits (the `started` claim and the completion). The DBOS step",
+        "  checkpoint is the third commit of a call and is part of the run figure.",
+        "* The run figure includes the HTTP round trips of submit and approve, the queue hand-off",
+        "  to the worker, the approval wake-up, four database transactions of the workflow and",
+        "  the polling of this client. On SQLite a waiting workflow learns of its approval by",
+        "  polling (DBOS checks about once a second); PostgreSQL wakes it with LISTEN/NOTIFY.",
+        "",
+    ]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines), encoding="utf-8")
+    for m in missed:
+        print(f"target missed: {m}", file=sys.stderr)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
