@@ -133,7 +133,7 @@ def _walk_through(
     ledger_q = f"SELECT * FROM v_ledger WHERE run_id = '{run_id}'"  # noqa: S608
     overview_q = f"SELECT * FROM v_run_overview WHERE run_id = '{run_id}';"  # noqa: S608
     _say("\n   An operator would look next with:")
-    _say(f'     gatehouse sql "{ledger_q}" --database-url sqlite:///{db_file}')
+    _say(f'     .venv/bin/gatehouse sql "{ledger_q}" --database-url sqlite:///{db_file}')
     _say(f'     sqlite3 {db_file} "{overview_q}"')
     _say(
         '     (on PostgreSQL: psql -d gatehouse -c "SET search_path = gatehouse;'
