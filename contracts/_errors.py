@@ -43,6 +43,8 @@ class ErrorCode(Enum):
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
     # plan gate: the plan is refused (at compile time or again before a step runs)
     PLAN_INVALID = "plan_invalid"
     PLAN_CONTAINS_RESULTS = "plan_contains_results"
@@ -52,6 +54,7 @@ class ErrorCode(Enum):
     DESTINATION_NOT_ALLOWED = "destination_not_allowed"
     LIMITS_MISSING = "limits_missing"
     TOO_MANY_STEPS = "too_many_steps"
+    PLAN_TAMPERED = "plan_tampered"
     # approval
     RUN_NOT_FOUND = "run_not_found"
     STALE_PLAN_DIGEST = "stale_plan_digest"
@@ -59,6 +62,7 @@ class ErrorCode(Enum):
     RUN_NOT_AWAITING_APPROVAL = "run_not_awaiting_approval"
     APPROVAL_TIMEOUT = "approval_timeout"
     ARTIFACT_NOT_FOUND = "artifact_not_found"
+    FOUR_EYES = "four_eyes"
     # execution
     PLANNER_FAILED = "planner_failed"
     PLANNER_UNAVAILABLE = "planner_unavailable"
@@ -66,6 +70,7 @@ class ErrorCode(Enum):
     HANDLER_TIMEOUT = "handler_timeout"
     INPUT_RESOLUTION_FAILED = "input_resolution_failed"
     CALL_IN_DOUBT = "call_in_doubt"
+    OUTPUT_INVALID = "output_invalid"
     # infrastructure
     DATABASE_UNAVAILABLE = "database_unavailable"
     CORRUPT_RECORD = "corrupt_record"
@@ -103,6 +108,10 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.METHOD_NOT_ALLOWED: ErrorSpec(
         1010, 405, False, "The route does not take that method."
     ),
+    ErrorCode.UNAUTHORIZED: ErrorSpec(1011, 401, False, "No valid bearer token was presented."),
+    ErrorCode.FORBIDDEN: ErrorSpec(
+        1012, 403, False, "The token's identity lacks the role this needs, or speaks for another."
+    ),
     ErrorCode.PLAN_INVALID: ErrorSpec(2001, 422, False, "The plan does not match its schema."),
     ErrorCode.PLAN_CONTAINS_RESULTS: ErrorSpec(
         2002, 422, False, "The plan carries execution results; a planner may only propose."
@@ -125,6 +134,9 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.TOO_MANY_STEPS: ErrorSpec(
         2008, 422, False, "The plan has more steps than the profile allows."
     ),
+    ErrorCode.PLAN_TAMPERED: ErrorSpec(
+        2009, 409, False, "The stored plan no longer matches the digest that was approved."
+    ),
     ErrorCode.RUN_NOT_FOUND: ErrorSpec(3001, 404, False, "No run has that id."),
     ErrorCode.STALE_PLAN_DIGEST: ErrorSpec(
         3002, 409, False, "The decision names a plan digest that is not the run's plan."
@@ -139,6 +151,9 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         3005, 408, False, "No decision arrived before the approval deadline."
     ),
     ErrorCode.ARTIFACT_NOT_FOUND: ErrorSpec(3006, 404, False, "No artifact has that digest."),
+    ErrorCode.FOUR_EYES: ErrorSpec(
+        3007, 403, False, "The identity that submitted a run may not decide on its plan."
+    ),
     ErrorCode.PLANNER_FAILED: ErrorSpec(
         4001, 502, True, "The planner answered with an error or an invalid plan."
     ),
@@ -155,6 +170,9 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         409,
         False,
         "A call to a callee without idempotency keys was interrupted; an operator must decide.",
+    ),
+    ErrorCode.OUTPUT_INVALID: ErrorSpec(
+        4007, 502, False, "A step's output does not match the schema the plan declared for it."
     ),
     ErrorCode.DATABASE_UNAVAILABLE: ErrorSpec(
         5001, 503, True, "The database cannot be reached; retry later."

@@ -106,6 +106,8 @@ class RunView(Closed):
     policy_profile: str
     tool_pool: str
     plan_digest: Digest | None
+    profile_digest: Digest | None = None
+    tool_pool_digest: Digest | None = None
     error_code: str | None
     error_message: str | None
     created_at: str

@@ -89,7 +89,12 @@ class ToolPool(Closed):
 
 
 class Approval(Closed):
-    mode: Literal["always"] = "always"
+    # "always": a person decides every plan. "auto_read_only": a plan whose every
+    # step only reads (noop, or http GET/HEAD) is approved by the policy itself,
+    # recorded as decided by "policy:<profile_id>"; any other plan waits for a person.
+    mode: Literal["always", "auto_read_only"] = "always"
+    # Four-eyes: the identity that submitted a run may not approve or reject it.
+    four_eyes: bool = True
     timeout_s: float = Field(default=86400, gt=0)
     # How long one durable wait lasts before the workflow re-reads plan_approvals,
     # in case a decision's wake-up message was lost (the row is the authority).

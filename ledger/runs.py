@@ -36,13 +36,15 @@ __all__ = [
     "list_runs",
     "record_step",
     "run_status",
+    "set_policy_digests",
     "set_status",
     "write_plan_card",
 ]
 
 _RUN_COLUMNS = (
     "run_id, intent_id, recipe, objective, mode, status, phase, submitted_by,"
-    " policy_profile, tool_pool, plan_digest, error_code, error_message, created_at, updated_at"
+    " policy_profile, tool_pool, plan_digest, error_code, error_message, created_at, updated_at,"
+    " profile_digest, tool_pool_digest"
 )
 
 
@@ -160,6 +162,8 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
             error_message=row[12],
             created_at=row[13],
             updated_at=row[14],
+            profile_digest=row[15],
+            tool_pool_digest=row[16],
             plan_card=get_plan_card(conn, run_id),
             approvals=_approvals(conn, run_id),
             steps=_steps(conn, run_id),
@@ -238,6 +242,14 @@ def set_status(
             "term": status.terminal,
             "r": run_id,
         },
+    )
+
+
+def set_policy_digests(conn: Conn, run_id: str, profile_digest: str, pool_digest: str) -> None:
+    """Record exactly which profile and tool pool files the run is held to."""
+    conn.execute(
+        sa.text("UPDATE runs SET profile_digest = :p, tool_pool_digest = :t WHERE run_id = :r"),
+        {"p": profile_digest, "t": pool_digest, "r": run_id},
     )
 
 

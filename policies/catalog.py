@@ -33,12 +33,15 @@ __all__ = [
     "list_profiles",
     "list_recipes",
     "list_tool_pools",
+    "output_problems",
+    "output_schema",
     "profile",
     "recipe",
     "tool_pool",
 ]
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M")
+B = TypeVar("B", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,8 @@ class Loaded(Generic[M]):
     digest: str  # SHA-256 of the file's bytes
 
 
-def _load_folder(package: str, model: type[M], id_field: str) -> dict[str, Loaded[M]]:
-    out: dict[str, Loaded[M]] = {}
+def _load_folder(package: str, model: type[B], id_field: str) -> dict[str, Loaded[B]]:
+    out: dict[str, Loaded[B]] = {}
     for entry in sorted(resources.files(package).iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".json"):
             continue
@@ -78,6 +81,36 @@ def _pools() -> dict[str, Loaded[ToolPool]]:
 @cache
 def _recipes() -> dict[str, Loaded[Recipe]]:
     return _load_folder("policies.recipes", Recipe, "recipe_id")
+
+
+@cache
+def _output_schemas() -> dict[str, Loaded[JsonObject]]:
+    out: dict[str, Loaded[JsonObject]] = {}
+    for entry in sorted(resources.files("policies.output_schemas").iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".json"):
+            continue
+        raw = entry.read_bytes()
+        schema: JsonObject = json.loads(raw)
+        jsonschema.Draft202012Validator.check_schema(schema)
+        out[entry.name.removesuffix(".json")] = Loaded(schema, sha256_hex(raw))
+    return out
+
+
+def output_schema(ref: str) -> Loaded[JsonObject] | None:
+    """A step's declared output schema (``output_schema_ref``), if one has that id."""
+    return _output_schemas().get(ref)
+
+
+def output_problems(ref: str, output: JsonObject) -> list[str]:
+    """Why ``output`` does not match schema ``ref`` (empty: it does)."""
+    found = output_schema(ref)
+    if found is None:
+        return [f"no output schema {ref!r}"]
+    validator = jsonschema.Draft202012Validator(found.model)
+    return [
+        f"/{'/'.join(str(p) for p in e.absolute_path)}: {e.message[:200]}"
+        for e in sorted(validator.iter_errors(output), key=lambda e: list(e.absolute_path))[:10]
+    ]
 
 
 def profile(profile_id: str) -> Loaded[PolicyProfile]:

@@ -21,10 +21,11 @@ from contracts import (
     PolicyProfile,
     ToolPool,
 )
+from policies import catalog
 from policies.commands import check_argv
 from policies.destinations import match_destination
 
-__all__ = ["RESULT_KEYS", "check_step", "find_results", "gate_plan"]
+__all__ = ["RESULT_KEYS", "check_step", "find_results", "gate_plan", "read_only"]
 
 # Keys that only an execution can produce. Their presence anywhere in a
 # proposed step input means the planner claims to have run something.
@@ -110,6 +111,13 @@ def check_step(
             f"connector {connector.connector_id!r} declares no limits; nothing runs unbounded",
             details,
         )
+    if step.output_schema_ref is not None and catalog.output_schema(step.output_schema_ref) is None:
+        raise GatehouseError(
+            ErrorCode.PLAN_INVALID,
+            f"step {step.step_id!r} declares output schema {step.output_schema_ref!r},"
+            " which does not exist",
+            details,
+        )
     if step_input is None:
         return connector
     where = find_results(step_input)
@@ -144,3 +152,20 @@ def gate_plan(plan: Plan, pool: ToolPool, profile: PolicyProfile) -> None:
         )
     for step in plan.steps:
         check_step(step, step.input, pool, profile)
+
+
+def read_only(plan: Plan) -> bool:
+    """True when no step can change anything: noop, or http GET/HEAD given inline.
+
+    A step whose input comes from an earlier step is not known to be read-only
+    when the plan is approved, so it does not count as read-only.
+    """
+    for step in plan.steps:
+        if step.driver_kind is DriverKind.NOOP:
+            continue
+        if step.driver_kind is DriverKind.HTTP and step.input is not None:
+            method = step.input.get("method", "GET")
+            if isinstance(method, str) and method.upper() in {"GET", "HEAD"}:
+                continue
+        return False
+    return True

@@ -30,7 +30,7 @@ from contracts import (
 from contracts._base import Closed
 from ledger import evidence, runs
 from policies import catalog
-from policies.gate import gate_plan
+from policies.gate import gate_plan, read_only
 from worker._episodes import episode, security_episode
 from worker._runtime import runtime
 
@@ -95,6 +95,7 @@ def _begin(arg: JsonObject) -> JsonObject:
             ok=False, error_code=exc.code.value, error_message=exc.message
         ).model_dump(mode="json")
     runs.set_status(s, run_id, RunStatus.RUNNING, "compile")
+    runs.set_policy_digests(s, run_id, prof.digest, pool.digest)
     return BeginResult(
         ok=True,
         profile=prof.model,
@@ -169,6 +170,18 @@ def _gate(arg: JsonObject) -> JsonObject:
     s = _session()
     planned = mode is Mode.PLAN_ONLY
     runs.write_plan_card(s, run_id, plan, digest, "planned" if planned else "waiting_input")
+    if not planned and profile.approval.mode == "auto_read_only" and read_only(plan):
+        # The profile approves plans that cannot change anything; the decision
+        # is recorded like a person's, under the policy's name.
+        runs.insert_decision(
+            s,
+            approval_id="apr_" + digest[:32],
+            run_id=run_id,
+            plan_digest=digest,
+            decision=Decision.APPROVED,
+            decided_by=f"policy:{profile.profile_id}",
+            comment="every step is read-only",
+        )
     runs.set_status(
         s,
         run_id,
@@ -311,6 +324,35 @@ def expire_approval(run_id: str, plan_digest: str, waited_s: float) -> None:
     _tx("gatehouse.expire_approval", _fn, {"run_id": run_id})
 
 
+# ---------------------------------------------------------------- tamper check
+def _verify_plan(arg: JsonObject) -> JsonObject:
+    run_id, digest = str(arg["run_id"]), str(arg["plan_digest"])
+    s = _session()
+    problem = None
+    try:
+        card = runs.get_plan_card(s, run_id)
+    except GatehouseError as corrupt:
+        card, problem = None, corrupt.message
+    if card is None:
+        problem = problem or "the plan card is missing"
+    elif card.plan_digest != digest:
+        problem = "the plan card names another digest than the one approved"
+    elif digest_of(card.plan.model_dump(mode="json")) != digest:
+        problem = "the stored plan no longer hashes to the approved digest"
+    if problem is None:
+        return {"ok": True}
+    tampered = GatehouseError(
+        ErrorCode.PLAN_TAMPERED, problem, {"approved_digest": digest, "run_id": run_id}
+    )
+    return _refuse(run_id, "execute", tampered, "plan_tampered")
+
+
+def verify_plan(run_id: str, plan_digest: str) -> GateResult:
+    """Right before the first step: the stored plan must still be the approved one."""
+    out = _tx("gatehouse.verify_plan", _verify_plan, {"run_id": run_id, "plan_digest": plan_digest})
+    return GateResult.model_validate(out)
+
+
 # ---------------------------------------------------------------- steps
 def _record_step(arg: JsonObject) -> JsonObject:
     run_id, step_id = str(arg["run_id"]), str(arg["step_id"])
@@ -318,12 +360,36 @@ def _record_step(arg: JsonObject) -> JsonObject:
     if not isinstance(outcome, dict):  # pragma: no cover - built by the workflow
         raise TypeError("outcome must be an object")
     ok = bool(outcome.get("ok"))
-    status = "succeeded" if ok else "failed"
     output = outcome.get("output")
     code = outcome.get("error_code")
     message = outcome.get("error_message")
     op = outcome.get("op_key")
     s = _session()
+    ref = arg.get("output_schema_ref")
+    if ok and isinstance(ref, str):
+        # Step output is a boundary too: it must match what the plan declared.
+        problems = catalog.output_problems(ref, output if isinstance(output, dict) else {})
+        if problems:
+            ok, code = False, ErrorCode.OUTPUT_INVALID.value
+            message = f"the output of step {step_id!r} does not match {ref}: {problems[0]}"
+            evidence.put_episode(
+                s,
+                run_id,
+                step_id,
+                security_episode(
+                    run_id=run_id,
+                    subject=f"output:{step_id}",
+                    code=code,
+                    message=message,
+                    executor_id=_exec_id(),
+                    details={
+                        "step_id": step_id,
+                        "output_schema_ref": ref,
+                        "problems": list[JsonValue](problems),
+                    },
+                ),
+            )
+    status = "succeeded" if ok else "failed"
     runs.record_step(
         s,
         run_id=run_id,
@@ -364,7 +430,7 @@ def _record_step(arg: JsonObject) -> JsonObject:
             outputs=refs,
         ),
     )
-    return {}
+    return {"ok": ok, "error_code": code, "error_message": message}
 
 
 def record_step_result(
@@ -375,8 +441,10 @@ def record_step_result(
     driver_kind: str,
     connector_id: str,
     outcome: JsonObject,
-) -> None:
-    _tx(
+    output_schema_ref: str | None = None,
+) -> JsonObject:
+    """Record a finished step; returns its final ok/error_code (output checked)."""
+    return _tx(
         "gatehouse.record_step",
         _record_step,
         {
@@ -386,6 +454,7 @@ def record_step_result(
             "driver_kind": driver_kind,
             "connector_id": connector_id,
             "outcome": outcome,
+            "output_schema_ref": output_schema_ref,
         },
     )
 

@@ -90,6 +90,13 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
     rec.record_decision(run_id, digest, decision, decided_by)
     if decision is Decision.REJECTED:
         return {"run_id": run_id, "status": RunStatus.REJECTED.value, "plan_digest": digest}
+    verified = rec.verify_plan(run_id, digest)
+    if not verified.ok:  # the stored plan was changed after approval: run nothing
+        return {
+            "run_id": run_id,
+            "status": RunStatus.FAILED.value,
+            "error_code": verified.error_code,
+        }
 
     # 5 execute, in order, each step re-checked against the policy right before it runs
     outputs: dict[str, JsonObject] = {}
@@ -127,16 +134,17 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
                 "input": step_input,
             }
         )
-        rec.record_step_result(
+        final = rec.record_step_result(
             run_id=run_id,
             step_id=step.step_id,
             position=position,
             driver_kind=step.driver_kind.value,
             connector_id=step.connector_id,
             outcome=outcome,
+            output_schema_ref=step.output_schema_ref,
         )
-        ok = bool(outcome.get("ok"))
-        code_value = outcome.get("error_code")
+        ok = bool(final.get("ok"))
+        code_value = final.get("error_code")
         step_code = code_value if isinstance(code_value, str) else None
         summary.append({"step_id": step.step_id, "ok": ok, "error_code": step_code})
         out = outcome.get("output")
@@ -147,7 +155,7 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
                 run_id,
                 summary,
                 step_code or ErrorCode.HANDLER_FAILED.value,
-                str(outcome.get("error_message") or ""),
+                str(final.get("error_message") or ""),
             )
 
     # 6 evidence: the summary episode and the terminal status, in one commit
