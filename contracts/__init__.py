@@ -6,6 +6,7 @@ Imports nothing else of Gatehouse; every other package imports this one.
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
 from contracts._schemas import SCHEMA_MODELS, schema_id, schema_registry, validate_instance
+from contracts.auth import Role, TokenEntry, TokenFile
 from contracts.episode import DataRef, EnvelopeRef, Episode, Executor
 from contracts.intent import IntentAccepted, IntentRequest, Mode
 from contracts.job import APP_VERSION, APPROVAL_TOPIC, INTENT_QUEUE, INTENT_WORKFLOW, IntentJob
@@ -73,11 +74,14 @@ __all__ = [
     "PlanStep",
     "PolicyProfile",
     "Recipe",
+    "Role",
     "RunList",
     "RunStatus",
     "RunSummary",
     "RunView",
     "StepView",
+    "TokenEntry",
+    "TokenFile",
     "ToolPool",
     "Verb",
     "canonical_json",

@@ -7,10 +7,26 @@ import json
 import sqlalchemy as sa
 from pydantic import ValidationError
 
-from contracts import Episode, EpisodeView, ErrorCode, GatehouseError, canonical_json, sha256_hex
+from contracts import (
+    Episode,
+    EpisodeView,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    canonical_json,
+    sha256_hex,
+)
 from ledger._db import Conn, now_iso
 
-__all__ = ["get_artifact", "list_episodes", "put_artifact", "put_episode", "run_artifacts"]
+__all__ = [
+    "get_artifact",
+    "list_episodes",
+    "list_security_events",
+    "put_artifact",
+    "put_episode",
+    "put_security_event",
+    "run_artifacts",
+]
 
 
 def put_artifact(
@@ -111,3 +127,53 @@ def list_episodes(conn: Conn, run_id: str) -> list[EpisodeView]:
         raise GatehouseError(
             ErrorCode.CORRUPT_RECORD, "an episode row failed validation", {"run_id": run_id}
         ) from exc
+
+
+def put_security_event(
+    conn: Conn,
+    *,
+    episode_id: str,
+    run_id: str | None,
+    error_code: str,
+    category: str,
+    severity: str,
+    body: JsonObject,
+    recorded_at: str,
+) -> None:
+    """A refusal outside a run's own workflow (a refused request), as a MOVA security episode."""
+    conn.execute(
+        sa.text(
+            "INSERT INTO security_events (episode_id, run_id, error_code, category, severity,"
+            " body_json, recorded_at) VALUES (:i, :r, :c, :cat, :sev, :b, :t)"
+            " ON CONFLICT (episode_id) DO NOTHING"
+        ),
+        {
+            "i": episode_id,
+            "r": run_id,
+            "c": error_code,
+            "cat": category,
+            "sev": severity,
+            "b": canonical_json(body),
+            "t": recorded_at,
+        },
+    )
+
+
+def list_security_events(conn: Conn, limit: int = 100) -> list[JsonObject]:
+    """Newest first: refused requests and, for a complete picture, refusals inside runs."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT body_json FROM security_events"
+            " UNION ALL SELECT body_json FROM episodes WHERE episode_type LIKE 'security_event/%'"
+        )
+    ).all()
+    bodies: list[JsonObject] = []
+    for (raw,) in rows:
+        try:
+            loaded = json.loads(raw)
+        except ValueError as exc:
+            raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a security event is not JSON") from exc
+        if isinstance(loaded, dict):
+            bodies.append(loaded)
+    bodies.sort(key=lambda b: str(b.get("recorded_at", "")), reverse=True)
+    return bodies[:limit]

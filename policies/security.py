@@ -1,0 +1,54 @@
+"""How each refusal is classified as a MOVA security event (category, severity).
+
+Categories are MOVA 4.1.1's (``ds.security_event_episode_core_v1``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from contracts import ErrorCode
+
+__all__ = ["Category", "Severity", "classify"]
+
+Category = Literal[
+    "auth",
+    "authorization",
+    "policy_violation",
+    "instruction_misuse",
+    "data_access",
+    "rate_limit",
+    "config",
+    "infrastructure",
+    "other",
+]
+Severity = Literal["info", "low", "medium", "high", "critical"]
+
+_CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
+    ErrorCode.UNAUTHORIZED: ("auth", "medium"),
+    ErrorCode.FORBIDDEN: ("authorization", "medium"),
+    ErrorCode.FOUR_EYES: ("authorization", "high"),
+    ErrorCode.STALE_PLAN_DIGEST: ("authorization", "medium"),
+    ErrorCode.ALREADY_DECIDED: ("authorization", "low"),
+    ErrorCode.PLAN_TAMPERED: ("data_access", "critical"),
+    ErrorCode.CORRUPT_RECORD: ("data_access", "high"),
+    ErrorCode.PLAN_CONTAINS_RESULTS: ("instruction_misuse", "high"),
+    ErrorCode.UNKNOWN_CONNECTOR: ("policy_violation", "medium"),
+    ErrorCode.DRIVER_NOT_ALLOWED: ("policy_violation", "medium"),
+    ErrorCode.COMMAND_NOT_ALLOWED: ("policy_violation", "high"),
+    ErrorCode.DESTINATION_NOT_ALLOWED: ("policy_violation", "high"),
+    ErrorCode.LIMITS_MISSING: ("policy_violation", "medium"),
+    ErrorCode.TOO_MANY_STEPS: ("policy_violation", "low"),
+    ErrorCode.OUTPUT_INVALID: ("policy_violation", "medium"),
+    ErrorCode.PLAN_INVALID: ("policy_violation", "low"),
+    ErrorCode.PAYLOAD_TOO_LARGE: ("rate_limit", "low"),
+    ErrorCode.UNKNOWN_PROFILE: ("config", "low"),
+    ErrorCode.UNKNOWN_TOOL_POOL: ("config", "low"),
+    ErrorCode.UNKNOWN_RECIPE: ("config", "low"),
+    ErrorCode.CALL_IN_DOUBT: ("infrastructure", "high"),
+}
+
+
+def classify(code: ErrorCode) -> tuple[Category, Severity]:
+    """Every refusal has a class; input that is merely malformed is ``other``/``low``."""
+    return _CLASSES.get(code, ("other", "low"))
