@@ -7,7 +7,7 @@ from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
 from contracts._schemas import SCHEMA_MODELS, schema_id, schema_registry, validate_instance
 from contracts.auth import Role, TokenEntry, TokenFile
-from contracts.episode import DataRef, EnvelopeRef, Episode, Executor
+from contracts.episode import DataRef, EnvelopeRef, Episode, Executor, SecurityEpisode
 from contracts.intent import IntentAccepted, IntentRequest, Mode
 from contracts.job import APP_VERSION, APPROVAL_TOPIC, INTENT_QUEUE, INTENT_WORKFLOW, IntentJob
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
@@ -79,6 +79,7 @@ __all__ = [
     "RunStatus",
     "RunSummary",
     "RunView",
+    "SecurityEpisode",
     "StepView",
     "TokenEntry",
     "TokenFile",

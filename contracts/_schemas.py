@@ -20,7 +20,7 @@ from referencing.jsonschema import DRAFT202012
 
 from contracts._errors import ErrorCode, GatehouseError
 from contracts._json import JsonObject, JsonValue
-from contracts.episode import Episode
+from contracts.episode import Episode, SecurityEpisode
 from contracts.intent import IntentRequest
 from contracts.job import IntentJob
 from contracts.plan import Plan
@@ -43,6 +43,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "ds.gatehouse_run_view_v1": RunView,
     "ds.gatehouse_call_v1": CallView,
     "ds.gatehouse_episode_v1": Episode,
+    "ds.gatehouse_security_episode_v1": SecurityEpisode,
 }
 
 

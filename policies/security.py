@@ -5,24 +5,15 @@ Categories are MOVA 4.1.1's (``ds.security_event_episode_core_v1``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TypeAlias
 
 from contracts import ErrorCode
+from contracts.episode import SecurityCategory, Severity
 
 __all__ = ["Category", "Severity", "classify"]
 
-Category = Literal[
-    "auth",
-    "authorization",
-    "policy_violation",
-    "instruction_misuse",
-    "data_access",
-    "rate_limit",
-    "config",
-    "infrastructure",
-    "other",
-]
-Severity = Literal["info", "low", "medium", "high", "critical"]
+Category: TypeAlias = SecurityCategory
+
 
 _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.UNAUTHORIZED: ("auth", "medium"),

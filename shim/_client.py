@@ -42,9 +42,12 @@ class ApiError(Exception):
 
 
 class Client:
-    def __init__(self, base_url: str, timeout: float = 30) -> None:
+    def __init__(self, base_url: str, token: str | None, timeout: float = 30) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, trust_env=False)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout, trust_env=False, headers=headers
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -77,9 +80,10 @@ class Client:
         return RunList.model_validate_json(self._call("GET", path))
 
     def decide(
-        self, run_id: str, approve: bool, digest: str, by: str, comment: str | None = None
+        self, run_id: str, approve: bool, digest: str, comment: str | None = None
     ) -> DecisionAccepted:
-        body: JsonObject = {"plan_digest": digest, "decided_by": by}
+        """Decide as the token's identity (the shim records who from the token)."""
+        body: JsonObject = {"plan_digest": digest}
         if comment:
             body["comment"] = comment
         route = "approve" if approve else "reject"

@@ -12,7 +12,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from contracts import JsonObject, RunView
+from contracts import JsonObject, Role, RunView
+from shim._auth import add_token
 from shim._client import Client
 from shim._fixture import InventoryService
 from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
@@ -47,31 +48,50 @@ def run_demo(workdir: Path, timeout: float = 120) -> int:
     base = f"http://127.0.0.1:{port}"
     _say("Gatehouse demo — embedded SQLite, no network beyond this machine")
     _say(f"  database   {db_file}")
+    # The demo makes its own two people: one submits, the other approves (four-eyes).
+    tokens_file = workdir / "tokens.json"
+    submitter = add_token(tokens_file, "demo-submitter", [Role.SUBMITTER, Role.OPERATOR])
+    approver = add_token(tokens_file, "demo-approver", [Role.APPROVER, Role.OPERATOR])
+    _say(f"  tokens     {tokens_file} (digests only); for this demo:")
+    _say(f"             demo-submitter  {submitter}")
+    _say(f"             demo-approver   {approver}")
     procs = []
     with InventoryService() as inventory:
         try:
             _say(f"  inventory  {inventory.base_url}/inventory.json (a local HTTP service)")
-            procs.append(start_shim(url, port, workdir / "shim.log"))
+            procs.append(start_shim(url, port, workdir / "shim.log", tokens_file))
             wait_healthy(base, procs[0])
             procs.append(
                 start_worker(url, "demo-worker-1", workdir / "workspaces", workdir / "worker.log")
             )
             _say(f"  shim       {base}   (logs in {workdir}/shim.log)")
             _say(f"  worker     demo-worker-1 (pid {procs[1].pid}, logs in {workdir}/worker.log)")
-            return _walk_through(Client(base), base, inventory, db_file, timeout)
+            return _walk_through(
+                api=Client(base, submitter),
+                approver=Client(base, approver),
+                base=base,
+                inventory=inventory,
+                db_file=db_file,
+                timeout=timeout,
+            )
         finally:
             stop(procs)
 
 
 def _walk_through(
-    api: Client, base: str, inventory: InventoryService, db_file: Path, timeout: float
+    *,
+    api: Client,
+    approver: Client,
+    base: str,
+    inventory: InventoryService,
+    db_file: Path,
+    timeout: float,
 ) -> int:
     intent: JsonObject = {
         "recipe": "demo-inventory",
         "objective": "Check the demo warehouse inventory",
         "parameters": {"base_url": inventory.base_url},
         "mode": "full-cycle",
-        "submitted_by": "demo-submitter",
     }
     _say("\n1. Submit the intent (POST /intent)")
     accepted = api.submit(intent)
@@ -92,7 +112,7 @@ def _walk_through(
     _say(f"   nothing has run yet: the inventory service saw {seen_requests} request(s)")
 
     _say("\n3. Approve exactly this plan (POST /approve, naming its digest)")
-    api.decide(run_id, True, card.plan_digest, "demo-approver")
+    approver.decide(run_id, True, card.plan_digest)
     _say("   approved by demo-approver")
 
     _say("\n4. Execute, step by step")

@@ -52,8 +52,10 @@ def start_worker(
         )
 
 
-def start_shim(database_url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = _env({"GATEHOUSE_DATABASE_URL": database_url})
+def start_shim(
+    database_url: str, port: int, log: Path, tokens_file: Path
+) -> subprocess.Popen[bytes]:
+    env = _env({"GATEHOUSE_DATABASE_URL": database_url, "GATEHOUSE_TOKENS_FILE": str(tokens_file)})
     with log.open("ab") as out:
         return subprocess.Popen(
             [

@@ -9,9 +9,11 @@ transaction (``DBOSClient.enqueue_in_transaction``); a decision is a
 from __future__ import annotations
 
 import uuid
+from typing import TypeVar
 
 from dbos import DBOS, DBOSClient
 from dbos._serialization import DBOSPortableJSON
+from policies.episodes import security_episode
 from sqlalchemy.exc import IntegrityError
 
 from contracts import (
@@ -28,18 +30,21 @@ from contracts import (
     IntentAccepted,
     IntentJob,
     IntentRequest,
+    JsonObject,
     Mode,
     Plan,
+    Role,
     RunList,
     RunStatus,
     RunView,
     digest_of,
     validate_instance,
 )
-from ledger import Database, calls, evidence, intents, migrate, open_database, runs
+from ledger import Database, calls, evidence, intents, migrate, now_iso, open_database, runs
 from policies import catalog
 from policies.gate import gate_plan
 from policies.templates import compile_template
+from shim._auth import Identity
 from shim.settings import ShimSettings
 
 __all__ = ["Service"]
@@ -72,6 +77,31 @@ def _check_intent(request: IntentRequest) -> None:
         gate_plan(Plan.model_validate(raw), pool, profile)
 
 
+# Answers that are not refusals of anything: nothing to record.
+_NOT_REFUSALS = frozenset(
+    {
+        ErrorCode.NOT_FOUND,
+        ErrorCode.RUN_NOT_FOUND,
+        ErrorCode.ARTIFACT_NOT_FOUND,
+        ErrorCode.METHOD_NOT_ALLOWED,
+        ErrorCode.DATABASE_UNAVAILABLE,
+        ErrorCode.INTERNAL_ERROR,
+    }
+)
+
+M = TypeVar("M", IntentRequest, ApprovalRequest)
+
+
+def _as(model: M, field: str, who: Identity) -> M:
+    """The acting identity is the token's: a body may repeat it, never name another."""
+    if field in model.model_fields_set and getattr(model, field) != who.name:
+        raise GatehouseError(
+            ErrorCode.FORBIDDEN,
+            f"{field} names {getattr(model, field)!r} but the token belongs to {who.name!r}",
+        )
+    return model.model_copy(update={field: who.name})
+
+
 class Service:
     def __init__(self, settings: ShimSettings) -> None:
         self.settings = settings
@@ -95,9 +125,10 @@ class Service:
 
     # ------------------------------------------------------------ intents
     def submit(
-        self, request: IntentRequest, idempotency_key: str | None
+        self, request: IntentRequest, idempotency_key: str | None, who: Identity
     ) -> tuple[bool, IntentAccepted]:
         """Store and enqueue an intent; (created, answer). A repeated key returns its run."""
+        request = _as(request, "submitted_by", who)
         if idempotency_key is not None:
             existing = self._existing(request, idempotency_key)
             if existing is not None:
@@ -159,7 +190,10 @@ class Service:
         )
 
     # ------------------------------------------------------------ decisions
-    def decide(self, run_id: str, body: ApprovalRequest, decision: Decision) -> DecisionAccepted:
+    def decide(
+        self, run_id: str, body: ApprovalRequest, decision: Decision, who: Identity
+    ) -> DecisionAccepted:
+        body = _as(body, "decided_by", who)
         with self.db.engine.begin() as conn:
             status = runs.run_status(conn, run_id)
             if status is None:
@@ -170,6 +204,13 @@ class Service:
                     ErrorCode.RUN_NOT_AWAITING_APPROVAL,
                     f"run {run_id!r} is {status.value}; it takes no decision",
                     {"status": status.value},
+                )
+            profile = catalog.profile(request.policy_profile).model
+            if profile.approval.four_eyes and request.submitted_by == who.name:
+                raise GatehouseError(
+                    ErrorCode.FOUR_EYES,
+                    f"{who.name} submitted run {run_id!r} and may not decide on its plan",
+                    {"profile_id": profile.profile_id},
                 )
             card = runs.get_plan_card(conn, run_id)
             if card is not None:
@@ -222,11 +263,17 @@ class Service:
         )
 
     # ------------------------------------------------------------ reads
-    def run(self, run_id: str) -> RunView:
+    def run(self, run_id: str, who: Identity | None = None) -> RunView:
+        """One run. A submitter sees only its own runs; approvers and operators see all."""
         with self.db.engine.connect() as conn:
             view = runs.get_run(conn, run_id, run_links(run_id))
         if view is None:
             raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+        privileged = who is None or who.has(Role.OPERATOR, Role.APPROVER)
+        if not privileged and who is not None and view.submitted_by != who.name:
+            raise GatehouseError(
+                ErrorCode.FORBIDDEN, f"{who.name} may read only the runs it submitted"
+            )
         return view
 
     def runs(self, status: RunStatus | None, limit: int, cursor: str | None) -> RunList:
@@ -251,6 +298,38 @@ class Service:
         self.run(run_id)
         with self.db.engine.connect() as conn:
             return evidence.run_artifacts(conn, run_id)
+
+    def security_events(self, limit: int) -> list[JsonObject]:
+        with self.db.engine.connect() as conn:
+            return evidence.list_security_events(conn, limit)
+
+    def record_refusal(
+        self, exc: GatehouseError, who: str | None, route: str, run_id: str | None
+    ) -> None:
+        """Every refused request leaves a MOVA security episode (not found is no refusal)."""
+        if exc.code in _NOT_REFUSALS:
+            return
+        now = now_iso()
+        episode = security_episode(
+            run_id=run_id,
+            subject=f"request:{uuid.uuid4().hex}",
+            code=exc.code,
+            message=exc.message,
+            executor_id="gatehouse-shim",
+            recorded_at=now,
+            details={"route": route, "identity": who, "refusal": exc.details},
+        )
+        with self.db.engine.begin() as conn:
+            evidence.put_security_event(
+                conn,
+                episode_id=episode.episode_id,
+                run_id=run_id,
+                error_code=exc.code.value,
+                category=episode.security_event_category,
+                severity=episode.severity,
+                body=episode.model_dump(mode="json"),
+                recorded_at=now,
+            )
 
     def artifact(self, digest: str) -> tuple[str, bytes]:
         with self.db.engine.connect() as conn:

@@ -27,10 +27,12 @@ from contracts import (
     GatehouseError,
     IntentRequest,
     JsonValue,
+    Role,
     RunStatus,
     validate_instance,
 )
 from policies import catalog
+from shim._auth import Identity, TokenStore, bearer
 from shim._service import Service
 from shim.settings import ShimSettings
 
@@ -41,9 +43,21 @@ M = TypeVar("M", bound=BaseModel)
 
 RunId = Annotated[str, Path(pattern=r"^run_[0-9a-f]{32}$")]
 Sha256 = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
+PolicyId = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._:-]{0,63}$")]
 IdempotencyKey = Annotated[
     str | None, Header(alias="Idempotency-Key", pattern=r"^[A-Za-z0-9._:-]{1,128}$")
 ]
+
+
+def _policy(model: BaseModel, digest: str) -> JsonValue:
+    """A policy file as served: its content, its SHA-256, and which text is for models."""
+    body: JsonValue = {
+        "digest": digest,
+        "content": model.model_dump(mode="json"),
+        # planner_instruction is guardrail text for planners, never text for people.
+        "channels": {"content.planner_instruction": "model_instruction"},
+    }
+    return body
 
 
 def error_response(exc: GatehouseError) -> JSONResponse:
@@ -93,20 +107,45 @@ def create_app(
     settings: ShimSettings, service_factory: Callable[[ShimSettings], Service] = Service
 ) -> FastAPI:
     holder: list[Service] = []
+    stores: list[TokenStore] = []
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # No tokens, no shim: there is no anonymous mode to fall back to.
+        stores.append(TokenStore.load(settings.tokens_file))
         holder.append(service_factory(settings))
         yield
         holder.pop().close()
+        stores.clear()
 
     app = FastAPI(title="Gatehouse", version="0.1.0", lifespan=lifespan)
 
     def svc() -> Service:
         return holder[0]
 
+    def auth(request: Request, *roles: Role) -> Identity:
+        """The caller's identity from its bearer token; it must hold one of ``roles``."""
+        who = stores[0].identify(bearer(request.headers.get("authorization")))
+        if who is None:
+            raise GatehouseError(ErrorCode.UNAUTHORIZED, "the bearer token is not valid")
+        request.state.identity = who.name
+        if roles and not who.has(*roles):
+            wanted = " or ".join(r.value for r in roles)
+            raise GatehouseError(ErrorCode.FORBIDDEN, f"{who.name} is not {wanted}")
+        return who
+
     @app.exception_handler(GatehouseError)
-    async def _gatehouse_error(_r: Request, exc: GatehouseError) -> JSONResponse:
+    async def _gatehouse_error(request: Request, exc: GatehouseError) -> JSONResponse:
+        if holder:
+            try:
+                svc().record_refusal(
+                    exc,
+                    getattr(request.state, "identity", None),
+                    f"{request.method} {request.url.path}",
+                    request.path_params.get("run_id"),
+                )
+            except OperationalError:
+                _log.warning("could not record a refusal: the database is away")
         return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
@@ -147,15 +186,17 @@ def create_app(
 
     @app.post("/intent")
     async def post_intent(request: Request, idempotency_key: IdempotencyKey = None) -> JSONResponse:
+        who = auth(request, Role.SUBMITTER)
         body = await _body(request, settings.max_body_bytes, "env.intent_request_v1", IntentRequest)
-        created, accepted = svc().submit(body, idempotency_key)
+        created, accepted = svc().submit(body, idempotency_key, who)
         return _model(accepted, 202 if created else 200)
 
     async def _decide(request: Request, run_id: str, decision: Decision) -> JSONResponse:
+        who = auth(request, Role.APPROVER)
         body = await _body(
             request, settings.max_body_bytes, "env.approval_request_v1", ApprovalRequest
         )
-        return _model(svc().decide(run_id, body, decision))
+        return _model(svc().decide(run_id, body, decision, who))
 
     @app.post("/approve/{run_id}")
     async def approve(request: Request, run_id: RunId) -> JSONResponse:
@@ -167,32 +208,39 @@ def create_app(
 
     @app.get("/runs")
     def list_runs(
+        request: Request,
         status: RunStatus | None = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
         cursor: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
     ) -> JSONResponse:
+        auth(request, Role.OPERATOR)
         return _model(svc().runs(status, limit, cursor))
 
     @app.get("/runs/{run_id}")
-    def get_run(run_id: RunId) -> JSONResponse:
-        return _model(svc().run(run_id))
+    def get_run(request: Request, run_id: RunId) -> JSONResponse:
+        who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
+        return _model(svc().run(run_id, who))
 
     @app.get("/runs/{run_id}/ledger")
-    def get_ledger(run_id: RunId) -> JSONResponse:
+    def get_ledger(request: Request, run_id: RunId) -> JSONResponse:
+        auth(request, Role.OPERATOR)
         return JSONResponse({"calls": [c.model_dump(mode="json") for c in svc().ledger(run_id)]})
 
     @app.get("/runs/{run_id}/episodes")
-    def get_episodes(run_id: RunId) -> JSONResponse:
+    def get_episodes(request: Request, run_id: RunId) -> JSONResponse:
+        auth(request, Role.OPERATOR)
         return JSONResponse(
             {"episodes": [e.model_dump(mode="json") for e in svc().episodes(run_id)]}
         )
 
     @app.get("/runs/{run_id}/artifacts")
-    def get_artifacts(run_id: RunId) -> JSONResponse:
+    def get_artifacts(request: Request, run_id: RunId) -> JSONResponse:
+        auth(request, Role.OPERATOR)
         return JSONResponse({"artifacts": svc().artifacts(run_id)})
 
     @app.get("/artifacts/{sha256}")
-    def get_artifact(sha256: Sha256) -> Response:
+    def get_artifact(request: Request, sha256: Sha256) -> Response:
+        auth(request, Role.OPERATOR)
         media_type, content = svc().artifact(sha256)
         # Artifacts are tool output (channel system_log): served as inert bytes.
         return Response(
@@ -206,7 +254,8 @@ def create_app(
         )
 
     @app.get("/recipes")
-    def get_recipes() -> JSONResponse:
+    def get_recipes(request: Request) -> JSONResponse:
+        auth(request)
         return JSONResponse(
             {
                 "recipes": [
@@ -221,5 +270,37 @@ def create_app(
                 ]
             }
         )
+
+    @app.get("/policies")
+    def get_policies(request: Request) -> JSONResponse:
+        auth(request, Role.OPERATOR)
+        return JSONResponse(
+            {
+                "profiles": [_policy(p.model, p.digest) for p in catalog.list_profiles()],
+                "tool_pools": [_policy(t.model, t.digest) for t in catalog.list_tool_pools()],
+            }
+        )
+
+    @app.get("/policies/{policy_id}")
+    def get_policy(request: Request, policy_id: PolicyId) -> JSONResponse:
+        auth(request, Role.OPERATOR)
+        profiles = [p for p in catalog.list_profiles() if p.model.profile_id == policy_id]
+        pools = [t for t in catalog.list_tool_pools() if t.model.tool_pool_id == policy_id]
+        if not profiles and not pools:
+            raise GatehouseError(ErrorCode.NOT_FOUND, f"no profile or tool pool {policy_id!r}")
+        return JSONResponse(
+            {
+                "policy_id": policy_id,
+                "profile": _policy(profiles[0].model, profiles[0].digest) if profiles else None,
+                "tool_pool": _policy(pools[0].model, pools[0].digest) if pools else None,
+            }
+        )
+
+    @app.get("/security-events")
+    def get_security_events(
+        request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> JSONResponse:
+        auth(request, Role.OPERATOR)
+        return JSONResponse({"security_events": svc().security_events(limit)})
 
     return app

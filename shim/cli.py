@@ -32,6 +32,7 @@ COMMANDS = {
     "approve": "approve a run's plan (by its digest)",
     "reject": "reject a run's plan (by its digest)",
     "sql": "run a read-only SQL query against the database",
+    "tokens": "create a bearer token for an identity (stores only its digest)",
 }
 
 
@@ -65,13 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
     url_default = os.environ.get("GATEHOUSE_URL", DEFAULT_URL)
     for name in ("submit", "runs", "show", "approve", "reject"):
         sub.choices[name].add_argument("--url", default=url_default, help="the shim's base URL")
+        sub.choices[name].add_argument(
+            "--token",
+            default=os.environ.get("GATEHOUSE_TOKEN"),
+            help="bearer token (default: GATEHOUSE_TOKEN)",
+        )
     sm = sub.choices["submit"]
     sm.add_argument("--recipe", required=True)
     sm.add_argument("--objective", required=True)
     sm.add_argument("--param", action="append", default=[], metavar="KEY=JSON_OR_TEXT")
     sm.add_argument("--mode", default="full-cycle", choices=["plan-only", "run-plan", "full-cycle"])
     sm.add_argument("--plan", help="file with a plan (mode run-plan)")
-    sm.add_argument("--by", default=os.environ.get("USER", "anonymous"))
     sm.add_argument("--idempotency-key")
     sub.choices["runs"].add_argument("--status")
     sub.choices["show"].add_argument("run_id")
@@ -79,8 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
         c = sub.choices[name]
         c.add_argument("run_id")
         c.add_argument("--digest", help="the plan digest decided on (default: the plan card's)")
-        c.add_argument("--by", default=os.environ.get("USER", "anonymous"))
         c.add_argument("--comment")
+    t = add("tokens")
+    t.add_argument("action", choices=["add"])
+    t.add_argument("identity", help="who the token stands for, e.g. alice")
+    t.add_argument("--roles", required=True, help="comma-separated: submitter, approver, operator")
+    t.add_argument(
+        "--file",
+        default=os.environ.get("GATEHOUSE_TOKENS_FILE", "var/tokens.json"),
+        help="the tokens file (default: GATEHOUSE_TOKENS_FILE or var/tokens.json)",
+    )
     q = add("sql")
     q.add_argument("query")
     q.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
@@ -129,6 +142,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         db.dispose()
         print(f"migrated: applied {applied or 'nothing new'}")
         return 0
+    if cmd == "tokens":
+        from pydantic import ValidationError
+
+        from contracts import Role
+        from shim._auth import add_token
+
+        try:
+            roles = [Role(r.strip()) for r in args.roles.split(",") if r.strip()]
+            token = add_token(Path(args.file), args.identity, roles)
+        except (ValueError, ValidationError) as exc:
+            print(f"gatehouse: {exc}", file=sys.stderr)
+            return 2
+        print(f"token for {args.identity} ({', '.join(r.value for r in roles)}), shown once:")
+        print(token)
+        return 0
     if cmd == "sql":
         from contracts import GatehouseError
         from ledger import open_database
@@ -153,7 +181,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _api(args: argparse.Namespace) -> int:
     from shim._client import ApiError, Client, dump
 
-    api = Client(args.url)
+    api = Client(args.url, args.token)
     try:
         if args.command == "submit":
             intent: dict[str, JsonValue] = {
@@ -161,7 +189,6 @@ def _api(args: argparse.Namespace) -> int:
                 "objective": args.objective,
                 "mode": args.mode,
                 "parameters": dict(_param(p) for p in args.param),
-                "submitted_by": args.by,
             }
             if args.plan:
                 intent["plan"] = json.loads(Path(args.plan).read_text("utf-8"))
@@ -177,7 +204,7 @@ def _api(args: argparse.Namespace) -> int:
                 print("gatehouse: the run has no plan card yet; pass --digest", file=sys.stderr)
                 return 2
             approve = args.command == "approve"
-            out = dump(api.decide(args.run_id, approve, digest, args.by, args.comment))
+            out = dump(api.decide(args.run_id, approve, digest, args.comment))
     except ApiError as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
         return 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
 
@@ -15,6 +16,7 @@ class ShimSettings:
     database_url: str
     app_version: str
     max_body_bytes: int
+    tokens_file: Path | None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
@@ -29,4 +31,7 @@ class ShimSettings:
             database_url=e.get("GATEHOUSE_DATABASE_URL", "sqlite:///var/gatehouse.sqlite"),
             app_version=e.get("GATEHOUSE_APP_VERSION", APP_VERSION),
             max_body_bytes=max_body,
+            tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])
+            if e.get("GATEHOUSE_TOKENS_FILE")
+            else None,
         )

@@ -53,6 +53,16 @@ def stack(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
         with shim_client(url) as client:
             yield Stack(backend=backend, database_url=url, client=client, workspace_root=workspace)
     finally:
+        # A run left waiting for a decision holds a DBOS thread in recv (up to the
+        # profile's recheck_s) and would poll a database about to be dropped:
+        # cancel it and wake it, so its thread ends now.
+        from dbos import DBOS
+
+        from contracts import APPROVAL_TOPIC
+
+        for wf in DBOS.list_workflows(status=["PENDING", "ENQUEUED"]):
+            DBOS.cancel_workflow(wf.workflow_id)
+            DBOS.send(wf.workflow_id, {"wake": True}, APPROVAL_TOPIC)
         shutdown()
         drop_database(url)
 

@@ -8,6 +8,7 @@ until told to stop. All workflow and step data is stored as portable JSON.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 
@@ -74,3 +75,8 @@ def main() -> None:
     _log.info("worker %s ready (version %s)", settings.executor_id, settings.app_version)
     stop.wait()
     shutdown()
+    logging.shutdown()
+    # A workflow blocked in a durable wait keeps a DBOS thread for up to the
+    # profile's recheck_s. Its state is in the database and any worker with this
+    # executor id resumes it, so exit now instead of waiting for that thread.
+    os._exit(0)

@@ -28,10 +28,10 @@ from contracts import (
     validate_instance,
 )
 from contracts._base import Closed
-from ledger import evidence, runs
+from ledger import evidence, now_iso, runs
 from policies import catalog
+from policies.episodes import episode, security_episode
 from policies.gate import gate_plan, read_only
-from worker._episodes import episode, security_episode
 from worker._runtime import runtime
 
 __all__ = [
@@ -135,9 +135,10 @@ def _refuse(run_id: str, phase: str, exc: GatehouseError, subject: str) -> JsonO
         security_episode(
             run_id=run_id,
             subject=subject,
-            code=exc.code.value,
+            code=exc.code,
             message=exc.message,
             executor_id=_exec_id(),
+            recorded_at=now_iso(),
             details={"phase": phase, "refusal": exc.details},
         ),
     )
@@ -201,6 +202,7 @@ def _gate(arg: JsonObject) -> JsonObject:
             status="completed",
             summary=f"plan of {len(plan.steps)} step(s) passed the gate",
             executor_id=_exec_id(),
+            recorded_at=now_iso(),
             details={
                 "plan_digest": digest,
                 "steps": [st.step_id for st in plan.steps],
@@ -288,6 +290,7 @@ def _record_decision(arg: JsonObject) -> JsonObject:
             status="completed",
             summary=f"plan {decision.value} by {decided_by}",
             executor_id=decided_by,
+            recorded_at=now_iso(),
             details={"plan_digest": digest, "decision": decision.value, "decided_by": decided_by},
         ),
     )
@@ -379,9 +382,10 @@ def _record_step(arg: JsonObject) -> JsonObject:
                 security_episode(
                     run_id=run_id,
                     subject=f"output:{step_id}",
-                    code=code,
+                    code=ErrorCode.OUTPUT_INVALID,
                     message=message,
                     executor_id=_exec_id(),
+                    recorded_at=now_iso(),
                     details={
                         "step_id": step_id,
                         "output_schema_ref": ref,
@@ -421,6 +425,7 @@ def _record_step(arg: JsonObject) -> JsonObject:
             status="completed" if ok else "failed",
             summary=f"step {step_id} {status}" + (f": {code}" if code else ""),
             executor_id=_exec_id(),
+            recorded_at=now_iso(),
             details={
                 "step_id": step_id,
                 "op_key": op if isinstance(op, str) else None,
@@ -486,6 +491,7 @@ def _finish(arg: JsonObject) -> JsonObject:
             status="completed" if status is RunStatus.SUCCEEDED else "failed",
             summary=f"run {status.value}",
             executor_id=_exec_id(),
+            recorded_at=now_iso(),
             details={"status": status.value, "steps": arg["steps"], "error_code": code},
         ),
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shim._client import Client
+from shim._client import ApiError, Client
 from shim._fixture import InventoryService
 from shim._procs import free_port
 from tests.conftest import require_backend
@@ -72,7 +72,11 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
             stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
-    api = Client(base)
+    tokens = tmp_path / "var" / "local-tokens.txt"
+    _wait_for(tokens.exists, 60, "gatehouse up to make its local identities")
+    people = dict(line.split() for line in tokens.read_text().splitlines())
+    api = Client(base, people["local-submitter"])
+    approver = Client(base, people["local-approver"])
     try:
         _wait_for(lambda: len(_pids(log)) == 2, 90, "two workers to start")
         with InventoryService() as inventory:
@@ -81,7 +85,6 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
                     "recipe": "demo-inventory",
                     "objective": "e2e over HTTP",
                     "parameters": {"base_url": inventory.base_url},
-                    "submitted_by": "e2e",
                 }
             )
             run_id = accepted.run_id
@@ -96,7 +99,11 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
                 lambda: all(_pids(log)[k] != first[k] for k in first), 60, "workers to restart"
             )
 
-            api.decide(run_id, True, view.plan_card.plan_digest, "e2e-approver")
+            # four-eyes: the submitter may not approve its own run
+            with pytest.raises(ApiError) as refused:
+                api.decide(run_id, True, view.plan_card.plan_digest)
+            assert refused.value.code == "four_eyes"
+            approver.decide(run_id, True, view.plan_card.plan_digest)
             done = api.wait(run_id, {"succeeded", "failed"}, 90)
             assert done.status.value == "succeeded", done
             assert inventory.count("/inventory.json") == 1
@@ -104,13 +111,16 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
             assert [c.status for c in calls] == ["completed"] * 6
 
         # bad input over real HTTP: a stable code, not a 500
-        r = httpx.post(
-            f"{base}/intent", content=b"{nope", headers={"content-type": "application/json"}
-        )
+        headers = {"content-type": "application/json"}
+        r = httpx.post(f"{base}/intent", content=b"{}", headers=headers)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+        headers["Authorization"] = f"Bearer {people['local-submitter']}"
+        r = httpx.post(f"{base}/intent", content=b"{nope", headers=headers)
         assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
         assert "restarting" in log.read_text()
     finally:
         api.close()
+        approver.close()
         up.send_signal(signal.SIGTERM)
         try:
             assert up.wait(timeout=30) == 0, log.read_text()

@@ -8,6 +8,7 @@ worker only through the database, exactly as in production.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
+from contracts import Role
+from shim._auth import add_token
 from shim.app import create_app
 from shim.settings import ShimSettings
 
@@ -76,8 +79,12 @@ def drop_database(url: str) -> None:
 class Stack:
     backend: str
     database_url: str
-    client: TestClient
+    client: ActingClient
     workspace_root: Path
+
+    def auth(self, name: str) -> dict[str, str]:
+        """Headers that act as one of PEOPLE."""
+        return self.client.people.auth(name)
 
     def submit(self, body: dict[str, Any], key: str | None = None) -> Any:
         headers = {"Idempotency-Key": key} if key else {}
@@ -91,6 +98,17 @@ class Stack:
 
     def wait(self, run_id: str, statuses: set[str], timeout: float = 60) -> dict[str, Any]:
         return wait_for_status(self.run, run_id, statuses, timeout)
+
+    def execute(self, statement: str, **params: Any) -> None:
+        """Write to the database behind Gatehouse's back (tamper tests)."""
+        from ledger import open_database
+
+        db = open_database(self.database_url)
+        try:
+            with db.engine.begin() as conn:
+                conn.execute(sa.text(statement), params)
+        finally:
+            db.dispose()
 
     def sql(self, query: str, **params: Any) -> list[tuple[Any, ...]]:
         from ledger import open_database
@@ -114,8 +132,53 @@ def wait_for_status(read: Any, run_id: str, statuses: set[str], timeout: float) 
     raise AssertionError(f"run {run_id} stayed {last.get('status')!r}; wanted {statuses}: {last}")
 
 
+# The people tests act as. alice submits, bob approves (four-eyes holds), olga
+# operates; sam and ann hold one role each, for the role tests.
+PEOPLE: dict[str, list[Role]] = {
+    "alice": [Role.SUBMITTER, Role.OPERATOR],
+    "bob": [Role.APPROVER, Role.OPERATOR],
+    "olga": [Role.OPERATOR],
+    "sam": [Role.SUBMITTER],
+    "ann": [Role.APPROVER],
+    "max": [Role.SUBMITTER, Role.APPROVER],
+}
+
+
+class People:
+    """Tokens for PEOPLE, written to a tokens file (digests only)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.file = folder / f"tokens-{uuid.uuid4().hex[:8]}.json"
+        self.tokens = {name: add_token(self.file, name, roles) for name, roles in PEOPLE.items()}
+
+    def auth(self, name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[name]}"}
+
+
+class ActingClient(TestClient):
+    """A TestClient that acts as two people, as a real deployment would have:
+    decisions are sent as bob (approver), everything else as alice (submitter
+    and operator). A request that sets its own Authorization header keeps it."""
+
+    people: People
+
+    def request(self, method: str, url: Any, *args: Any, **kwargs: Any) -> Any:
+        headers = dict(kwargs.pop("headers", None) or {})
+        if not any(k.lower() == "authorization" for k in headers):
+            decider = str(url).startswith(("/approve/", "/reject/"))
+            headers.update(self.people.auth("bob" if decider else "alice"))
+        return super().request(method, url, *args, headers=headers, **kwargs)
+
+
 @contextmanager
-def shim_client(database_url: str) -> Iterator[TestClient]:
-    app = create_app(ShimSettings.from_env({"GATEHOUSE_DATABASE_URL": database_url}))
-    with TestClient(app) as client:
+def shim_client(database_url: str, people: People | None = None) -> Iterator[ActingClient]:
+    folder = Path(tempfile.mkdtemp(prefix="gh-tokens-"))
+    who = people or People(folder)
+    app = create_app(
+        ShimSettings.from_env(
+            {"GATEHOUSE_DATABASE_URL": database_url, "GATEHOUSE_TOKENS_FILE": str(who.file)}
+        )
+    )
+    with ActingClient(app) as client:
+        client.people = who
         yield client

@@ -68,9 +68,16 @@ def test_every_cli_command_is_documented_and_has_help(capsys: pytest.CaptureFixt
         assert COMMANDS[name] in capsys.readouterr().out.replace("\n", " ").replace("  ", " ")
 
 
+def _section(title: str) -> str:
+    start = README.index(title)
+    end = README.find("\n#", start + len(title))
+    return README[start : end if end != -1 else None]
+
+
 def test_every_mise_task_is_documented() -> None:
     tasks = set(tomllib.loads((ROOT / "mise.toml").read_text())["tasks"])
-    documented = {r[0].strip("`") for r in _table_rows(README, r"`[a-z0-9:]+`") if len(r) == 2}
+    section = _section("### mise tasks")
+    documented = {r[0].strip("`") for r in _table_rows(section, r"`[a-z0-9:]+`") if len(r) == 2}
     assert tasks == documented
 
 

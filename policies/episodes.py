@@ -1,0 +1,124 @@
+"""Builders for the MOVA 4.1.1 episodes a run (or a refused request) leaves behind.
+
+Pure functions: the caller passes the time (``recorded_at``), nothing is read
+or written here. Episode ids are derived from (run, kind, subject), so writing
+the same episode twice — a re-executed step — stores it once.
+
+Every episode built here validates against ``vendor/mova-4.1.1/``
+(``ds.mova_episode_core_v1``, ``ds.security_event_episode_core_v1``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from contracts import (
+    DataRef,
+    EnvelopeRef,
+    Episode,
+    ErrorCode,
+    Executor,
+    JsonObject,
+    SecurityEpisode,
+    digest_of,
+)
+from contracts.episode import SECURITY_MODEL_VERSION, PolicyRef, ResultStatus, SecurityAction
+from policies.security import classify
+
+__all__ = ["SECURITY_EVENT_NAMESPACE", "episode", "episode_id", "security_episode"]
+
+# Gatehouse's refusal codes are not in global.security_catalog_v1's
+# security_event_type list; upstream allows namespaced custom types.
+SECURITY_EVENT_NAMESPACE: Final = "gatehouse"
+_INTENT_ENVELOPE: Final = "env.intent_request_v1"
+
+
+def episode_id(run_id: str, kind: str, subject: str) -> str:
+    """The deterministic id of the episode recording ``subject`` of kind ``kind`` in a run."""
+    return "ep_" + digest_of([run_id, kind, subject])[:32]
+
+
+def _executor(executor_id: str) -> Executor:
+    return Executor(role="service", executor_id=executor_id, executor_kind="service")
+
+
+def _inputs(run_id: str | None) -> list[EnvelopeRef]:
+    # MOVA asks for input_envelopes or input_data_refs; an empty list is present.
+    return [EnvelopeRef(envelope_type=_INTENT_ENVELOPE, envelope_id=run_id)] if run_id else []
+
+
+def episode(
+    *,
+    run_id: str,
+    kind: str,
+    subject: str,
+    episode_type: str,
+    status: ResultStatus,
+    summary: str,
+    executor_id: str,
+    recorded_at: str,
+    details: JsonObject,
+    outputs: list[DataRef] | None = None,
+    inputs: list[DataRef] | None = None,
+) -> Episode:
+    return Episode(
+        episode_id=episode_id(run_id, kind, subject),
+        episode_type=episode_type,
+        recorded_at=recorded_at,
+        input_envelopes=_inputs(run_id),
+        input_data_refs=inputs or [],
+        executor=_executor(executor_id),
+        result_status=status,
+        result_summary=summary,
+        result_details={"run_id": run_id, **details},
+        output_data_refs=outputs or [],
+    )
+
+
+def security_episode(
+    *,
+    run_id: str | None,
+    subject: str,
+    code: ErrorCode,
+    message: str,
+    executor_id: str,
+    recorded_at: str,
+    details: JsonObject,
+    profile_id: str | None = None,
+    profile_version: str | None = None,
+) -> SecurityEpisode:
+    """A refusal as a MOVA security event: what was blocked, why, and by which rule."""
+    category, severity = classify(code)
+    policy_ref = None
+    if profile_id is not None:
+        policy_ref = PolicyRef(
+            policy_document_id=f"gatehouse:profile/{profile_id}",
+            rule_id=code.value,
+            policy_version=profile_version,
+        )
+    return SecurityEpisode(
+        episode_id=episode_id(run_id or "", "security", subject),
+        episode_type=f"security_event/{code.value}",
+        recorded_at=recorded_at,
+        input_envelopes=_inputs(run_id),
+        executor=_executor(executor_id),
+        result_status="failed",
+        result_summary=message,
+        result_details={"run_id": run_id, "error_code": code.value, **details},
+        security_event_type=f"{SECURITY_EVENT_NAMESPACE}:{code.value}",
+        security_event_category=category,
+        severity=severity,
+        security_model_version=SECURITY_MODEL_VERSION,
+        policy_profile_id=profile_id,
+        policy_ref=policy_ref,
+        detection_source="runtime_guard",
+        actions_taken=[
+            SecurityAction(
+                action_type="block",
+                taken_at=recorded_at,
+                actor=executor_id,
+                status="completed",
+                details=f"refused: {code.value}",
+            )
+        ],
+    )

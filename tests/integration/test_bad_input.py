@@ -1,0 +1,256 @@
+"""Every refused intent gets its own stable code, a 4xx, and writes nothing at all."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.stack import Stack
+
+ONE_MIB = 1024 * 1024
+
+
+def workflow_table(stack: Stack) -> str:
+    """DBOS keeps its rows beside ours on SQLite, in schema ``dbos`` on PostgreSQL."""
+    return "workflow_status" if stack.backend == "sqlite" else "dbos.workflow_status"
+
+
+def row_counts(stack: Stack) -> dict[str, int]:
+    tables = ["intents", "runs", "calls", "plan_cards", "plan_approvals", workflow_table(stack)]
+    return {t: stack.sql(f"SELECT COUNT(*) FROM {t}")[0][0] for t in tables}
+
+
+def intent(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "recipe": "echo",
+        "objective": "refuse me",
+        "parameters": {"n": 1},
+        "mode": "full-cycle",
+    }
+    body.update(overrides)
+    return body
+
+
+def step(**fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "step_id": "only",
+        "verb": "note",
+        "connector_id": "note",
+        "driver_kind": "noop",
+        "input": {"message": "hi"},
+    }
+    base.update(fields)
+    return base
+
+
+def plan_intent(*steps: dict[str, Any]) -> dict[str, Any]:
+    return intent(mode="run-plan", plan={"objective": "refuse me", "steps": list(steps)})
+
+
+def shell(argv: list[str]) -> dict[str, Any]:
+    return step(
+        verb="run",
+        connector_id="workspace-shell",
+        driver_kind="restricted_shell",
+        input={"argv": argv},
+    )
+
+
+def http(url: str) -> dict[str, Any]:
+    return step(
+        verb="fetch",
+        connector_id="local-http",
+        driver_kind="http",
+        input={"method": "GET", "url": url},
+    )
+
+
+JSON = {"content-type": "application/json"}
+
+# (id, raw body bytes, headers, status, error code)
+RAW_CASES: list[tuple[str, bytes, dict[str, str], int, str]] = [
+    ("malformed-json", b'{"recipe": "echo", "objective": ', JSON, 400, "invalid_json"),
+    ("not-utf8", b'{"recipe": "\xff\xfe"}', JSON, 400, "invalid_json"),
+    (
+        "text-plain",
+        json.dumps(intent()).encode(),
+        {"content-type": "text/plain"},
+        415,
+        "unsupported_media_type",
+    ),
+    ("no-content-type", json.dumps(intent()).encode(), {}, 415, "unsupported_media_type"),
+    (
+        "too-large",
+        json.dumps(intent(objective="x" * (ONE_MIB + 16))).encode(),
+        JSON,
+        413,
+        "payload_too_large",
+    ),
+    ("json-array", b"[1, 2, 3]", JSON, 422, "invalid_request"),
+]
+
+# (id, body, status, error code)
+BODY_CASES: list[tuple[str, dict[str, Any], int, str]] = [
+    ("objective-int", intent(objective=5), 422, "invalid_request"),
+    ("unknown-field", intent(priority="high"), 422, "invalid_request"),
+    ("missing-recipe", {"objective": "no recipe"}, 422, "invalid_request"),
+    ("bad-mode", intent(mode="yolo"), 422, "invalid_request"),
+    ("unknown-recipe", intent(recipe="no-such-recipe"), 422, "unknown_recipe"),
+    ("unknown-profile", intent(policy_profile="no-such-profile"), 422, "unknown_profile"),
+    ("unknown-pool", intent(tool_pool="no-such-pool"), 422, "unknown_tool_pool"),
+    (
+        "params-off-schema",
+        intent(recipe="demo-inventory", parameters={"base_url": "http://example.com"}),
+        422,
+        "invalid_request",
+    ),
+    ("run-plan-without-plan", intent(mode="run-plan"), 422, "invalid_request"),
+    (
+        "plan-without-run-plan",
+        {**plan_intent(step()), "mode": "full-cycle"},
+        422,
+        "invalid_request",
+    ),
+    ("unknown-connector", plan_intent(step(connector_id="ghost")), 422, "unknown_connector"),
+    ("shell-rm", plan_intent(shell(["rm", "-rf", "x"])), 422, "command_not_allowed"),
+    ("shell-cat-passwd", plan_intent(shell(["cat", "/etc/passwd"])), 422, "command_not_allowed"),
+    (
+        "duplicate-step-id",
+        plan_intent(step(), step(input={"message": "again"})),
+        422,
+        "invalid_request",
+    ),
+    (
+        "shell-later-step",
+        plan_intent(step(), shell(["rm", "-rf", "/"]) | {"step_id": "two"}),
+        422,
+        "command_not_allowed",
+    ),
+    ("http-private", plan_intent(http("http://10.0.0.1/x")), 422, "destination_not_allowed"),
+    ("http-public", plan_intent(http("http://example.com/")), 422, "destination_not_allowed"),
+    (
+        "noop-on-http",
+        plan_intent(step(connector_id="local-http", driver_kind="noop")),
+        422,
+        "driver_not_allowed",
+    ),
+    (
+        "result-in-plan",
+        plan_intent(step(input={"stdout": "root:x:0:0"})),
+        422,
+        "plan_contains_results",
+    ),
+    (
+        "nested-result-in-plan",
+        plan_intent(step(input={"message": [{"exit_code": 0}]})),
+        422,
+        "plan_contains_results",
+    ),
+    ("step-condition", plan_intent(step(condition="x > 1")), 422, "invalid_request"),
+    ("step-loop", plan_intent(step(loop={"times": 3})), 422, "invalid_request"),
+    (
+        "plan-extra-field",
+        intent(mode="run-plan", plan={"objective": "o", "steps": [step()], "code": "rm -rf /"}),
+        422,
+        "invalid_request",
+    ),
+    (
+        "input-and-input-from",
+        plan_intent(step(input_from={"step_id": "only"})),
+        422,
+        "invalid_request",
+    ),
+    (
+        "empty-plan",
+        intent(mode="run-plan", plan={"objective": "o", "steps": []}),
+        422,
+        "invalid_request",
+    ),
+    ("nul-in-objective", intent(objective="before\x00after"), 422, "invalid_request"),
+]
+
+
+def error_of(r: Any) -> dict[str, Any]:
+    body = r.json()
+    assert set(body) == {"error"}, body
+    err: dict[str, Any] = body["error"]
+    assert set(err) == {"code", "message", "retryable", "details"}, err
+    assert err["retryable"] is False, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("raw", "headers", "status", "code"),
+    [c[1:] for c in RAW_CASES],
+    ids=[c[0] for c in RAW_CASES],
+)
+def test_raw_body_refused(
+    stack: Stack, raw: bytes, headers: dict[str, str], status: int, code: str
+) -> None:
+    before = row_counts(stack)
+    r = stack.client.post("/intent", content=raw, headers=headers)
+    assert r.status_code == status, r.text
+    assert error_of(r)["code"] == code
+    assert row_counts(stack) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [c[1:] for c in BODY_CASES],
+    ids=[c[0] for c in BODY_CASES],
+)
+def test_body_refused(stack: Stack, body: dict[str, Any], status: int, code: str) -> None:
+    before = row_counts(stack)
+    r = stack.submit(body, key="bad-input-key")
+    assert r.status_code == status, r.text
+    assert error_of(r)["code"] == code
+    assert row_counts(stack) == before
+    # a refused request does not claim its Idempotency-Key either
+    assert stack.sql("SELECT COUNT(*) FROM intents WHERE idempotency_key = 'bad-input-key'") == [
+        (0,)
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        intent(submitted_by="a\x00b"),
+        intent(recipe="echo\x00"),
+        plan_intent(step(title="t\x00")),
+        intent(mode="run-plan", plan={"objective": "o\x00", "steps": [step()]}),
+    ],
+    ids=["submitted_by", "recipe", "step-title", "plan-objective"],
+)
+def test_nul_in_text_is_a_4xx(stack: Stack, body: dict[str, Any]) -> None:
+    """NUL cannot be stored in PostgreSQL text: refused up front, never a 500."""
+    before = row_counts(stack)
+    r = stack.submit(body)
+    assert r.status_code == 422, r.text
+    assert error_of(r)["code"] == "invalid_request"
+    assert row_counts(stack) == before
+
+
+def test_nul_in_free_json_is_kept_as_data(stack: Stack) -> None:
+    """Inside free-form JSON a NUL is data: stored escaped, read back intact, on both backends."""
+    params = {"note": "x\x00y", "k\x00": 1}
+    r = stack.submit(intent(parameters=params))
+    assert r.status_code == 202, r.text
+    run = stack.wait(r.json()["run_id"], {"waiting_approval", "failed"})
+    assert run["status"] == "waiting_approval", run
+    assert run["plan_card"]["plan"]["steps"][0]["input"] == {"parameters": params}
+    # leave no workflow waiting in recv: the module's worker must shut down promptly
+    decided = stack.client.post(
+        f"/reject/{run['run_id']}", json={"plan_digest": run["plan_card"]["plan_digest"]}
+    )
+    assert decided.status_code == 200, decided.text
+    assert stack.wait(run["run_id"], {"rejected", "failed"})["status"] == "rejected"
+
+
+def test_bad_idempotency_key_header(stack: Stack) -> None:
+    before = row_counts(stack)
+    r = stack.submit(intent(), key="has spaces and /slashes")
+    assert r.status_code == 422, r.text
+    assert error_of(r)["code"] == "invalid_request"
+    assert row_counts(stack) == before
