@@ -13,7 +13,6 @@ from typing import TypeVar
 
 from dbos import DBOS, DBOSClient
 from dbos._serialization import DBOSPortableJSON
-from policies.episodes import security_episode
 from sqlalchemy.exc import IntegrityError
 
 from contracts import (
@@ -42,6 +41,7 @@ from contracts import (
 )
 from ledger import Database, calls, evidence, intents, migrate, now_iso, open_database, runs
 from policies import catalog
+from policies.episodes import security_episode
 from policies.gate import gate_plan
 from policies.templates import compile_template
 from shim._auth import Identity
