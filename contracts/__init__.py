@@ -7,6 +7,13 @@ from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
 from contracts._schemas import SCHEMA_MODELS, schema_id, schema_registry, validate_instance
 from contracts.auth import Role, TokenEntry, TokenFile
+from contracts.channels import (
+    EPISODES_CHANNELS,
+    POLICY_CHANNELS,
+    RUN_VIEW_CHANNELS,
+    SECURITY_EVENTS_CHANNELS,
+    TextChannel,
+)
 from contracts.episode import DataRef, EnvelopeRef, Episode, Executor, SecurityEpisode
 from contracts.intent import IntentAccepted, IntentRequest, Mode
 from contracts.job import APP_VERSION, APPROVAL_TOPIC, INTENT_QUEUE, INTENT_WORKFLOW, IntentJob
@@ -39,9 +46,13 @@ from contracts.tool_pool import (
 __all__ = [
     "APPROVAL_TOPIC",
     "APP_VERSION",
+    "EPISODES_CHANNELS",
     "INTENT_QUEUE",
     "INTENT_WORKFLOW",
+    "POLICY_CHANNELS",
+    "RUN_VIEW_CHANNELS",
     "SCHEMA_MODELS",
+    "SECURITY_EVENTS_CHANNELS",
     "Approval",
     "ApprovalRequest",
     "ApprovalView",
@@ -81,6 +92,7 @@ __all__ = [
     "RunView",
     "SecurityEpisode",
     "StepView",
+    "TextChannel",
     "TokenEntry",
     "TokenFile",
     "ToolPool",

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from contracts._base import Closed, Digest, Identifier, ShortText
 from contracts._json import JsonObject, JsonValue
+from contracts.channels import RUN_VIEW_CHANNELS, TextChannel
 from contracts.intent import Mode
 from contracts.plan import Plan
 
@@ -116,6 +117,7 @@ class RunView(Closed):
     approvals: list[ApprovalView]
     steps: list[StepView]
     links: dict[str, str]
+    text_channels: dict[str, TextChannel] = Field(default_factory=lambda: dict(RUN_VIEW_CHANNELS))
 
 
 class RunSummary(Closed):

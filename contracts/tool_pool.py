@@ -112,3 +112,5 @@ class PolicyProfile(Closed):
     # Guardrail text given to model planners (channel model_instruction): never
     # shown to people as human_ui, never mixed with tool output.
     planner_instruction: str = Field(min_length=1, max_length=8000)
+    # Budget for model planners: the most tokens one compile may ask a model for.
+    max_planner_tokens: int = Field(default=4096, ge=1, le=200_000)

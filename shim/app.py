@@ -21,6 +21,9 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contracts import (
+    EPISODES_CHANNELS,
+    POLICY_CHANNELS,
+    SECURITY_EVENTS_CHANNELS,
     ApprovalRequest,
     Decision,
     ErrorCode,
@@ -55,7 +58,7 @@ def _policy(model: BaseModel, digest: str) -> JsonValue:
         "digest": digest,
         "content": model.model_dump(mode="json"),
         # planner_instruction is guardrail text for planners, never text for people.
-        "channels": {"content.planner_instruction": "model_instruction"},
+        "text_channels": {k: v.value for k, v in POLICY_CHANNELS.items()},
     }
     return body
 
@@ -230,7 +233,10 @@ def create_app(
     def get_episodes(request: Request, run_id: RunId) -> JSONResponse:
         auth(request, Role.OPERATOR)
         return JSONResponse(
-            {"episodes": [e.model_dump(mode="json") for e in svc().episodes(run_id)]}
+            {
+                "episodes": [e.model_dump(mode="json") for e in svc().episodes(run_id)],
+                "text_channels": {k: v.value for k, v in EPISODES_CHANNELS.items()},
+            }
         )
 
     @app.get("/runs/{run_id}/artifacts")
@@ -301,6 +307,11 @@ def create_app(
         request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> JSONResponse:
         auth(request, Role.OPERATOR)
-        return JSONResponse({"security_events": svc().security_events(limit)})
+        return JSONResponse(
+            {
+                "security_events": svc().security_events(limit),
+                "text_channels": {k: v.value for k, v in SECURITY_EVENTS_CHANNELS.items()},
+            }
+        )
 
     return app

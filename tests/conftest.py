@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.stack import (
-    BACKENDS,
-    Stack,
-    drop_database,
-    fresh_database_url,
-    postgres_available,
-    shim_client,
-)
+from tests.support.stack import BACKENDS, Stack, postgres_available, running_stack
 
 
 def require_backend(backend: str) -> None:
@@ -35,36 +29,8 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="module")
 def stack(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A worker in this process plus the shim behind a TestClient, on a fresh database."""
-    from worker.app import launch, shutdown
-    from worker.settings import WorkerSettings
-
-    tmp = tmp_path_factory.mktemp(f"stack-{backend}")
-    url = fresh_database_url(backend, tmp)
-    workspace = tmp / "workspaces"
-    settings = WorkerSettings.from_env(
-        {
-            "GATEHOUSE_DATABASE_URL": url,
-            "GATEHOUSE_EXECUTOR_ID": f"test-{backend}",
-            "GATEHOUSE_WORKSPACE_ROOT": str(workspace),
-        }
-    )
-    launch(settings)
-    try:
-        with shim_client(url) as client:
-            yield Stack(backend=backend, database_url=url, client=client, workspace_root=workspace)
-    finally:
-        # A run left waiting for a decision holds a DBOS thread in recv (up to the
-        # profile's recheck_s) and would poll a database about to be dropped:
-        # cancel it and wake it, so its thread ends now.
-        from dbos import DBOS
-
-        from contracts import APPROVAL_TOPIC
-
-        for wf in DBOS.list_workflows(status=["PENDING", "ENQUEUED"]):
-            DBOS.cancel_workflow(wf.workflow_id)
-            DBOS.send(wf.workflow_id, {"wake": True}, APPROVAL_TOPIC)
-        shutdown()
-        drop_database(url)
+    with running_stack(backend, tmp_path_factory.mktemp(f"stack-{backend}")) as built:
+        yield built
 
 
 @pytest.fixture(scope="session")
@@ -72,3 +38,24 @@ def shared_dir() -> Path | None:
     """The ../shared folder CI places beside the repo, if present."""
     here = Path(__file__).resolve().parent.parent.parent / "shared"
     return here if here.is_dir() else None
+
+
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave without joining DBOS's worker threads.
+
+    A workflow that a failed test left waiting for approval sits in a durable
+    wait (up to the profile's recheck_s) on a thread the interpreter would join
+    at exit, long after its database was dropped. Its state is durable; there is
+    nothing to wait for. pytest has printed its report by now.
+    """
+    if _exit_status:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status[0])

@@ -117,6 +117,7 @@ def planner_call(raw: JsonObject) -> JsonObject:
         recipe=recipe,
         tool_pool=spec.tool_pool,
         instruction=spec.profile.planner_instruction,
+        max_tokens=spec.profile.max_planner_tokens,
     )
     body = request_body(model, planner_input)
 

@@ -81,7 +81,9 @@ def test_policies_and_the_digests_a_run_records(stack: Stack) -> None:
     policies = stack.client.get("/policies", headers=stack.auth("olga")).json()
     profiles = {p["content"]["profile_id"]: p for p in policies["profiles"]}
     assert {"default", "auto-read-only"} <= set(profiles)
-    assert profiles["default"]["channels"]["content.planner_instruction"] == "model_instruction"
+    assert (
+        profiles["default"]["text_channels"]["/content/planner_instruction"] == "model_instruction"
+    )
     one = stack.client.get("/policies/default", headers=stack.auth("olga")).json()
     assert one["profile"]["digest"] == profiles["default"]["digest"]
     assert one["tool_pool"]["content"]["tool_pool_id"] == "default"

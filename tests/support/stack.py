@@ -25,7 +25,14 @@ from shim._auth import add_token
 from shim.app import create_app
 from shim.settings import ShimSettings
 
-__all__ = ["BACKENDS", "Stack", "fresh_database_url", "pg_admin_url", "wait_for_status"]
+__all__ = [
+    "BACKENDS",
+    "Stack",
+    "fresh_database_url",
+    "pg_admin_url",
+    "running_stack",
+    "wait_for_status",
+]
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -182,3 +189,39 @@ def shim_client(database_url: str, people: People | None = None) -> Iterator[Act
     with ActingClient(app) as client:
         client.people = who
         yield client
+
+
+@contextmanager
+def running_stack(
+    backend: str, tmp: Path, worker_env: dict[str, str] | None = None
+) -> Iterator[Stack]:
+    """A worker in this process plus the shim behind a TestClient, on a fresh database."""
+    from dbos import DBOS
+
+    from contracts import APPROVAL_TOPIC
+    from worker.app import launch, shutdown
+    from worker.settings import WorkerSettings
+
+    url = fresh_database_url(backend, tmp)
+    workspace = tmp / "workspaces"
+    settings = WorkerSettings.from_env(
+        {
+            "GATEHOUSE_DATABASE_URL": url,
+            "GATEHOUSE_EXECUTOR_ID": f"test-{backend}",
+            "GATEHOUSE_WORKSPACE_ROOT": str(workspace),
+            **(worker_env or {}),
+        }
+    )
+    launch(settings)
+    try:
+        with shim_client(url) as client:
+            yield Stack(backend=backend, database_url=url, client=client, workspace_root=workspace)
+    finally:
+        # A run left waiting for a decision holds a DBOS thread in recv (up to the
+        # profile's recheck_s) and would poll a database about to be dropped:
+        # cancel it and wake it, so its thread ends now.
+        for wf in DBOS.list_workflows(status=["PENDING", "ENQUEUED"]):
+            DBOS.cancel_workflow(wf.workflow_id)
+            DBOS.send(wf.workflow_id, {"wake": True}, APPROVAL_TOPIC)
+        shutdown()
+        drop_database(url)

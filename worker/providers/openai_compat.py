@@ -73,6 +73,7 @@ class PlannerInput:
     recipe: Recipe  # recipe.model_prompt is the task text (may be None)
     tool_pool: ToolPool  # the connectors the plan may use
     instruction: str  # guardrail text (channel model_instruction)
+    max_tokens: int = 4096  # the profile's budget for one compile
 
 
 def _describe_connector(connector: Connector) -> JsonObject:
@@ -132,6 +133,7 @@ def request_body(settings: ModelSettings, planner_input: PlannerInput) -> JsonOb
     return {
         "model": settings.model,
         "temperature": 0,
+        "max_tokens": planner_input.max_tokens,
         "stream": False,
         "messages": [
             {"role": "system", "content": _system_message(planner_input)},
