@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dbos import DBOS
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
@@ -26,7 +27,7 @@ from worker._crash import maybe_crash
 from worker._runtime import runtime
 from worker.handlers._base import Artifact
 
-__all__ = ["RETRY", "Performed", "refusal", "through_ledger"]
+__all__ = ["Performed", "call_step", "refusal", "through_ledger"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,16 @@ class Performed:
     error_message: str | None = None
     artifacts: tuple[Artifact, ...] = ()
 
+    def response(self, artifact_refs: list[JsonValue]) -> JsonObject:
+        """What the ledger records for this call."""
+        return {
+            "ok": self.ok,
+            "output": self.output,
+            "error_code": None if self.error_code is None else self.error_code.value,
+            "error_message": self.error_message,
+            "artifacts": artifact_refs,
+        }
+
 
 def _transient(exc: BaseException) -> bool:
     # Lost connections are retried (the ledger makes re-running the body safe);
@@ -46,18 +57,21 @@ def _transient(exc: BaseException) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class _Retry:
-    max_attempts: int = 6
-    interval_seconds: float = 0.5
-    backoff_rate: float = 2.0
-
-    @staticmethod
-    def should_retry(exc: BaseException) -> bool:
-        return _transient(exc)
+CallStep = Callable[[JsonObject], JsonObject]
 
 
-RETRY = _Retry()
+def call_step(name: str) -> Callable[[CallStep], CallStep]:
+    """A DBOS step under a stable name that retries lost database connections
+    (up to 6 attempts, backoff from 0.5 s). Re-running its body is safe: the
+    ledger answers for any call that already happened."""
+    return DBOS.step(
+        name=name,
+        retries_allowed=True,
+        max_attempts=6,
+        interval_seconds=0.5,
+        backoff_rate=2.0,
+        should_retry=_transient,
+    )
 
 
 def _result(key: str, response: JsonObject, from_ledger: bool) -> JsonObject:
@@ -136,13 +150,7 @@ def through_ledger(
                     "size_bytes": len(art.content),
                 }
             )
-        response: JsonObject = {
-            "ok": performed.ok,
-            "output": performed.output,
-            "error_code": None if performed.error_code is None else performed.error_code.value,
-            "error_message": performed.error_message,
-            "artifacts": refs,
-        }
+        response = performed.response(refs)
         recorded = calls.complete(
             conn,
             key=key,

@@ -7,7 +7,6 @@ under the same names.
 
 from __future__ import annotations
 
-from dbos import DBOS
 from pydantic import ValidationError
 
 from contracts import (
@@ -22,7 +21,7 @@ from contracts import (
 from contracts._base import Closed
 from policies import catalog
 from policies.templates import compile_template
-from worker._calls import RETRY, Performed, refusal, through_ledger
+from worker._calls import Performed, call_step, refusal, through_ledger
 from worker._runtime import runtime
 from worker.handlers._base import HandlerContext
 from worker.handlers.registry import HANDLERS
@@ -62,14 +61,7 @@ class ToolCall(Closed):
     input: JsonObject
 
 
-@DBOS.step(
-    name="gatehouse.planner_call",
-    retries_allowed=True,
-    max_attempts=RETRY.max_attempts,
-    interval_seconds=RETRY.interval_seconds,
-    backoff_rate=RETRY.backoff_rate,
-    should_retry=RETRY.should_retry,
-)
+@call_step("gatehouse.planner_call")
 def planner_call(raw: JsonObject) -> JsonObject:
     spec = PlannerCall.model_validate(raw)
     rt = runtime()
@@ -105,11 +97,11 @@ def planner_call(raw: JsonObject) -> JsonObject:
 
     s = rt.settings
     if s.model_base_url is None:
-        raise_unavailable = GatehouseError(
+        unavailable = GatehouseError(
             ErrorCode.PLANNER_UNAVAILABLE,
             f"recipe {recipe.recipe_id!r} needs a model planner; set GATEHOUSE_MODEL_BASE_URL",
         )
-        return {"op_key": None, "from_ledger": False, **_as_response(refusal(raise_unavailable))}
+        return {"op_key": None, "from_ledger": False, **refusal(unavailable).response([])}
     model = ModelSettings(base_url=s.model_base_url, model=s.model_name, api_key=s.model_api_key)
     planner_input = PlannerInput(
         objective=spec.objective,
@@ -139,24 +131,7 @@ def planner_call(raw: JsonObject) -> JsonObject:
     )
 
 
-def _as_response(p: Performed) -> JsonObject:
-    return {
-        "ok": p.ok,
-        "output": p.output,
-        "error_code": None if p.error_code is None else p.error_code.value,
-        "error_message": p.error_message,
-        "artifacts": [],
-    }
-
-
-@DBOS.step(
-    name="gatehouse.tool_call",
-    retries_allowed=True,
-    max_attempts=RETRY.max_attempts,
-    interval_seconds=RETRY.interval_seconds,
-    backoff_rate=RETRY.backoff_rate,
-    should_retry=RETRY.should_retry,
-)
+@call_step("gatehouse.tool_call")
 def tool_call(raw: JsonObject) -> JsonObject:
     spec = ToolCall.model_validate(raw)
     rt = runtime()

@@ -15,9 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts import Connector, ErrorCode, JsonObject
+from pydantic import ValidationError
 
-__all__ = ["Artifact", "Handler", "HandlerContext", "HandlerResult"]
+from contracts import Connector, ErrorCode, GatehouseError, JsonObject, Limits
+
+__all__ = [
+    "Artifact",
+    "Handler",
+    "HandlerContext",
+    "HandlerResult",
+    "describe_invalid",
+    "limits_of",
+]
 
 
 @dataclass(frozen=True)
@@ -46,3 +55,22 @@ class HandlerResult:
 
 
 Handler = Callable[[HandlerContext, JsonObject], HandlerResult]
+
+
+def limits_of(ctx: HandlerContext) -> Limits:
+    """The connector's limits; the gate guarantees them, this refuses if it did not."""
+    if ctx.connector.limits is None:
+        raise GatehouseError(
+            ErrorCode.LIMITS_MISSING,
+            "the connector declares no limits",
+            {"connector_id": ctx.connector.connector_id},
+        )
+    return ctx.connector.limits
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """Field paths and messages only: the input itself may hold secrets."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+        for err in exc.errors(include_url=False, include_input=False)
+    )

@@ -39,12 +39,17 @@ from contracts import (
     GatehouseError,
     JsonObject,
     JsonValue,
-    Limits,
     canonical_json,
     sha256_hex,
 )
 from policies.destinations import address_allowed, match_destination
-from worker.handlers._base import Artifact, HandlerContext, HandlerResult
+from worker.handlers._base import (
+    Artifact,
+    HandlerContext,
+    HandlerResult,
+    describe_invalid,
+    limits_of,
+)
 
 __all__ = ["run"]
 
@@ -82,25 +87,6 @@ def _failed(message: str, output: JsonObject | None = None) -> HandlerResult:
         error_code=ErrorCode.HANDLER_FAILED,
         error_message=message[:2000],
     )
-
-
-def _limits(ctx: HandlerContext) -> Limits:
-    if ctx.connector.limits is None:
-        raise GatehouseError(
-            ErrorCode.LIMITS_MISSING,
-            "the connector declares no limits",
-            {"connector_id": ctx.connector.connector_id},
-        )
-    return ctx.connector.limits
-
-
-def _describe(exc: ValidationError) -> str:
-    """Field paths and messages only: the input itself may hold secrets."""
-    parts = [
-        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-        for err in exc.errors(include_url=False, include_input=False)
-    ]
-    return "; ".join(parts)
 
 
 def _header_problem(headers: dict[str, str]) -> str | None:
@@ -227,11 +213,11 @@ def _save(workspace: Path, name: str, body: bytes) -> None:
 
 def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
     """Send one request as the step input describes and record what came back."""
-    limits = _limits(ctx)
+    limits = limits_of(ctx)
     try:
         spec = _HttpInput.model_validate(step_input)
     except ValidationError as exc:
-        return _failed(f"invalid http input: {_describe(exc)}")
+        return _failed(f"invalid http input: {describe_invalid(exc)}")
     problem = _header_problem(spec.headers)
     if problem is not None:
         return _failed(problem)

@@ -31,9 +31,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, Limits, sha256_hex
+from contracts import ErrorCode, JsonObject, JsonValue, Limits, sha256_hex
 from policies.commands import check_argv
-from worker.handlers._base import Artifact, HandlerContext, HandlerResult
+from worker.handlers._base import (
+    Artifact,
+    HandlerContext,
+    HandlerResult,
+    describe_invalid,
+    limits_of,
+)
 
 __all__ = ["run"]
 
@@ -78,24 +84,6 @@ class _Outcome:
 def _failed(message: str) -> HandlerResult:
     return HandlerResult(
         ok=False, output={}, error_code=ErrorCode.HANDLER_FAILED, error_message=message[:2000]
-    )
-
-
-def _limits(ctx: HandlerContext) -> Limits:
-    if ctx.connector.limits is None:
-        raise GatehouseError(
-            ErrorCode.LIMITS_MISSING,
-            "the connector declares no limits",
-            {"connector_id": ctx.connector.connector_id},
-        )
-    return ctx.connector.limits
-
-
-def _describe(exc: ValidationError) -> str:
-    """Field paths and messages only: the input itself may hold secrets."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-        for err in exc.errors(include_url=False, include_input=False)
     )
 
 
@@ -225,11 +213,11 @@ def _text(data: bytes) -> str:
 
 def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
     """Run the step's argv under the connector's rule and limits; record the result."""
-    limits = _limits(ctx)
+    limits = limits_of(ctx)
     try:
         spec = _ShellInput.model_validate(step_input)
     except ValidationError as exc:
-        return _failed(f"invalid restricted_shell input: {_describe(exc)}")
+        return _failed(f"invalid restricted_shell input: {describe_invalid(exc)}")
     stdin = (spec.stdin or "").encode("utf-8")
     if len(stdin) > _MAX_STDIN_BYTES:
         return _failed(f"stdin is {len(stdin)} bytes; the limit is {_MAX_STDIN_BYTES}")
