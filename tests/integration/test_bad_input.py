@@ -22,6 +22,12 @@ def row_counts(stack: Stack) -> dict[str, int]:
     return {t: stack.sql(f"SELECT COUNT(*) FROM {t}")[0][0] for t in tables}
 
 
+def refusals(stack: Stack) -> list[str]:
+    """Codes of the recorded request refusals (MOVA security episodes), oldest first."""
+    rows = stack.sql("SELECT error_code FROM security_events ORDER BY recorded_at, episode_id")
+    return [str(r[0]) for r in rows]
+
+
 def intent(**overrides: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "recipe": "echo",
@@ -189,11 +195,12 @@ def error_of(r: Any) -> dict[str, Any]:
 def test_raw_body_refused(
     stack: Stack, raw: bytes, headers: dict[str, str], status: int, code: str
 ) -> None:
-    before = row_counts(stack)
+    before, events = row_counts(stack), refusals(stack)
     r = stack.client.post("/intent", content=raw, headers=headers)
     assert r.status_code == status, r.text
     assert error_of(r)["code"] == code
     assert row_counts(stack) == before
+    assert sorted(refusals(stack)) == sorted([*events, code])
 
 
 @pytest.mark.parametrize(
@@ -202,11 +209,13 @@ def test_raw_body_refused(
     ids=[c[0] for c in BODY_CASES],
 )
 def test_body_refused(stack: Stack, body: dict[str, Any], status: int, code: str) -> None:
-    before = row_counts(stack)
+    before, events = row_counts(stack), refusals(stack)
     r = stack.submit(body, key="bad-input-key")
     assert r.status_code == status, r.text
     assert error_of(r)["code"] == code
     assert row_counts(stack) == before
+    # nothing of the request is written, but the refusal itself is evidence
+    assert sorted(refusals(stack)) == sorted([*events, code])
     # a refused request does not claim its Idempotency-Key either
     assert stack.sql("SELECT COUNT(*) FROM intents WHERE idempotency_key = 'bad-input-key'") == [
         (0,)

@@ -82,3 +82,20 @@ def test_output_that_breaks_its_declared_schema_fails_the_step(stack: Stack) -> 
 def test_unknown_output_schema_is_refused_at_the_gate(stack: Stack) -> None:
     r = stack.submit(_run_plan([{**NOTE, "output_schema_ref": "ds.nope_v1"}]))
     assert r.status_code == 422 and r.json()["error"]["code"] == "plan_invalid"
+
+
+def test_a_corrupt_row_is_a_security_event_not_a_crash(stack: Stack) -> None:
+    run_id = stack.submit({"recipe": "echo", "objective": "corrupt", "parameters": {}}).json()[
+        "run_id"
+    ]
+    stack.wait(run_id, {"waiting_approval"})
+    stack.execute("UPDATE runs SET status = 'bogus' WHERE run_id = :r", r=run_id)
+    r = stack.client.get(f"/runs/{run_id}")
+    assert r.status_code == 500 and r.json()["error"]["code"] == "corrupt_record"
+    assert r.json()["error"]["details"]["table"] == "runs"
+    events = stack.client.get("/security-events", headers=stack.auth("olga")).json()
+    corrupt = [
+        e for e in events["security_events"] if e["episode_type"] == "security_event/corrupt_record"
+    ]
+    assert corrupt and corrupt[0]["security_event_category"] == "data_access"
+    stack.execute("UPDATE runs SET status = 'waiting_approval' WHERE run_id = :r", r=run_id)
