@@ -99,10 +99,10 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
                 lambda: all(_pids(log)[k] != first[k] for k in first), 60, "workers to restart"
             )
 
-            # four-eyes: the submitter may not approve its own run
+            # the submitter holds no approver role (four-eyes proper: test_access.py)
             with pytest.raises(ApiError) as refused:
                 api.decide(run_id, True, view.plan_card.plan_digest)
-            assert refused.value.code == "four_eyes"
+            assert refused.value.code == "forbidden"
             approver.decide(run_id, True, view.plan_card.plan_digest)
             done = api.wait(run_id, {"succeeded", "failed"}, 90)
             assert done.status.value == "succeeded", done
