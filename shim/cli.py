@@ -179,6 +179,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _api(args: argparse.Namespace) -> int:
+    import httpx
+
     from shim._client import ApiError, Client, dump
 
     api = Client(args.url, args.token)
@@ -191,7 +193,11 @@ def _api(args: argparse.Namespace) -> int:
                 "parameters": dict(_param(p) for p in args.param),
             }
             if args.plan:
-                intent["plan"] = json.loads(Path(args.plan).read_text("utf-8"))
+                try:
+                    intent["plan"] = json.loads(Path(args.plan).read_text("utf-8"))
+                except (OSError, ValueError) as exc:
+                    print(f"gatehouse: cannot read the plan {args.plan}: {exc}", file=sys.stderr)
+                    return 2
             out = dump(api.submit(intent, args.idempotency_key))
         elif args.command == "runs":
             out = dump(api.runs(args.status))
@@ -207,6 +213,9 @@ def _api(args: argparse.Namespace) -> int:
             out = dump(api.decide(args.run_id, approve, digest, args.comment))
     except ApiError as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
+        return 1
+    except httpx.HTTPError as exc:
+        print(f"gatehouse: cannot reach the shim at {args.url}: {exc}", file=sys.stderr)
         return 1
     finally:
         api.close()

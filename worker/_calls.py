@@ -89,7 +89,39 @@ def through_ledger(
     idempotent: bool,
     perform: Callable[[str], Performed],
 ) -> JsonObject:
-    """Run one call exactly once per op_key; return the recorded response."""
+    """Run one call exactly once per op_key; return the recorded response.
+
+    A ledger row that fails validation stops this call (``corrupt_record``):
+    nothing is called on the strength of a record that cannot be trusted.
+    """
+    try:
+        return _through_ledger(
+            run_id=run_id,
+            step_id=step_id,
+            attempt=attempt,
+            kind=kind,
+            target=target,
+            request=request,
+            idempotent=idempotent,
+            perform=perform,
+        )
+    except GatehouseError as exc:
+        if exc.code is not ErrorCode.CORRUPT_RECORD:
+            raise
+        return _result(calls.op_key(run_id, step_id, attempt), refusal(exc).response([]), False)
+
+
+def _through_ledger(
+    *,
+    run_id: str,
+    step_id: str,
+    attempt: int,
+    kind: str,
+    target: str,
+    request: JsonObject,
+    idempotent: bool,
+    perform: Callable[[str], Performed],
+) -> JsonObject:
     rt = runtime()
     key = calls.op_key(run_id, step_id, attempt)
     with rt.db.engine.begin() as conn:

@@ -32,6 +32,7 @@ from ledger import evidence, now_iso, runs
 from policies import catalog
 from policies.episodes import episode, security_episode
 from policies.gate import gate_plan, read_only
+from policies.security import classify
 from worker._runtime import runtime
 
 __all__ = [
@@ -232,14 +233,6 @@ def gate_and_card(
     return GateResult.model_validate(out)
 
 
-def refuse(run_id: str, phase: str, code: str, message: str, subject: str) -> None:
-    def _fn(arg: JsonObject) -> JsonObject:
-        exc = GatehouseError(ErrorCode(code), message)
-        return _refuse(run_id, phase, exc, subject)
-
-    _tx("gatehouse.refuse", _fn, {"run_id": run_id})
-
-
 def fail_run(run_id: str, phase: str, code: str, message: str) -> None:
     def _fn(arg: JsonObject) -> JsonObject:
         runs.set_status(
@@ -375,24 +368,26 @@ def _record_step(arg: JsonObject) -> JsonObject:
         if problems:
             ok, code = False, ErrorCode.OUTPUT_INVALID.value
             message = f"the output of step {step_id!r} does not match {ref}: {problems[0]}"
-            evidence.put_episode(
-                s,
-                run_id,
-                step_id,
-                security_episode(
-                    run_id=run_id,
-                    subject=f"output:{step_id}",
-                    code=ErrorCode.OUTPUT_INVALID,
-                    message=message,
-                    executor_id=_exec_id(),
-                    recorded_at=now_iso(),
-                    details={
-                        "step_id": step_id,
-                        "output_schema_ref": ref,
-                        "problems": list[JsonValue](problems),
-                    },
-                ),
-            )
+            output = {"output_schema_ref": ref, "problems": list[JsonValue](problems)}
+    refused = _security_code(code)
+    if refused is not None:
+        # A refusal at run time (a destination that resolved to a private address,
+        # a command refused by the handler, output off its contract, a call in
+        # doubt, a corrupt ledger row) is a security event like one at the gate.
+        evidence.put_episode(
+            s,
+            run_id,
+            step_id,
+            security_episode(
+                run_id=run_id,
+                subject=f"step:{step_id}",
+                code=refused,
+                message=str(message or refused.value),
+                executor_id=_exec_id(),
+                recorded_at=now_iso(),
+                details={"step_id": step_id, "refusal": output},
+            ),
+        )
     status = "succeeded" if ok else "failed"
     runs.record_step(
         s,
@@ -436,6 +431,15 @@ def _record_step(arg: JsonObject) -> JsonObject:
         ),
     )
     return {"ok": ok, "error_code": code, "error_message": message}
+
+
+def _security_code(code: JsonValue) -> ErrorCode | None:
+    """The code if it is a refusal worth a security episode (not a plain failure)."""
+    try:
+        parsed = ErrorCode(str(code))
+    except ValueError:
+        return None
+    return None if classify(parsed)[0] == "other" else parsed
 
 
 def record_step_result(

@@ -106,7 +106,6 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
             step_input = resolve_input(step, outputs)
             connector = check_step(step, step_input, pool, profile)
         except GatehouseError as exc:
-            rec.refuse(run_id, "execute", exc.code.value, exc.message, step.step_id)
             rec.record_step_result(
                 run_id=run_id,
                 step_id=step.step_id,
