@@ -74,6 +74,7 @@ def bench_ledger(url: str, n: int) -> list[float]:
             calls.complete(
                 conn,
                 key=key,
+                run_id=run_id,
                 response={"ok": True, "i": i},
                 ok=True,
                 error_code=None,

@@ -4,7 +4,7 @@ Functions take a connection (or a DBOS datasource session) and never open
 transactions of their own, so the caller decides what commits together.
 """
 
-from ledger import calls, evidence, intents, runs
+from ledger import calls, chain, evidence, intents, runs
 from ledger._db import APP_SCHEMA, Conn, Database, now_iso, open_database
 from ledger._migrate import migrate
 
@@ -13,6 +13,7 @@ __all__ = [
     "Conn",
     "Database",
     "calls",
+    "chain",
     "evidence",
     "intents",
     "migrate",

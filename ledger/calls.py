@@ -6,7 +6,8 @@
 2. ``claim``   — ``INSERT … status='started' ON CONFLICT (op_key) DO NOTHING
    RETURNING``: at most one claim per op_key, visible even if we then crash.
 3. the call itself, with op_key sent as the callee's idempotency key.
-4. ``complete`` — the response and its digest, ``WHERE status='started'``.
+4. ``complete`` — the response and its digest, ``WHERE status='started'``, and
+   the entry appended to the run's hash chain (``ledger/chain.py``).
 
 Steps 2 and 4 are one commit each; the DBOS step checkpoint is the third.
 """
@@ -20,6 +21,7 @@ import sqlalchemy as sa
 
 from contracts import CallView, ErrorCode, GatehouseError, JsonObject, canonical_json, digest_of
 from contracts._json import sha256_hex
+from ledger import chain
 from ledger._db import Conn, now_iso
 
 __all__ = ["CallRow", "claim", "complete", "list_calls", "lookup", "op_key"]
@@ -102,6 +104,7 @@ def complete(
     conn: Conn,
     *,
     key: str,
+    run_id: str,
     response: JsonObject,
     ok: bool,
     error_code: str | None,
@@ -127,6 +130,7 @@ def complete(
     row = lookup(conn, key)
     if row is None:
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a claimed call vanished", {"op_key": key})
+    chain.append(conn, key, run_id)
     return row
 
 

@@ -6,6 +6,7 @@ a client notices a response that breaks its contract instead of passing it on.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -91,6 +92,10 @@ class Client:
 
     def ledger(self, run_id: str) -> list[CallView]:
         return _calls.validate_json(self._call("GET", f"/runs/{run_id}/ledger"))["calls"]
+
+    def verify_ledger(self, run_id: str) -> JsonValue:
+        out: JsonValue = json.loads(self._call("GET", f"/runs/{run_id}/ledger/verify"))
+        return out
 
     def episodes(self, run_id: str) -> list[EpisodeView]:
         raw = self._call("GET", f"/runs/{run_id}/episodes")

@@ -39,7 +39,7 @@ from contracts import (
     digest_of,
     validate_instance,
 )
-from ledger import Database, calls, evidence, intents, migrate, now_iso, open_database, runs
+from ledger import Database, calls, chain, evidence, intents, migrate, now_iso, open_database, runs
 from policies import catalog
 from policies.episodes import security_episode
 from policies.gate import gate_plan
@@ -288,6 +288,11 @@ class Service:
         self.run(run_id)
         with self.db.engine.connect() as conn:
             return calls.list_calls(conn, run_id)
+
+    def verify_ledger(self, run_id: str) -> JsonObject:
+        self.run(run_id)
+        with self.db.engine.connect() as conn:
+            return chain.verify(conn, run_id).to_json()
 
     def episodes(self, run_id: str) -> list[EpisodeView]:
         self.run(run_id)

@@ -229,6 +229,11 @@ def create_app(
         auth(request, Role.OPERATOR)
         return JSONResponse({"calls": [c.model_dump(mode="json") for c in svc().ledger(run_id)]})
 
+    @app.get("/runs/{run_id}/ledger/verify")
+    def verify_ledger(request: Request, run_id: RunId) -> JSONResponse:
+        auth(request, Role.OPERATOR)
+        return JSONResponse(svc().verify_ledger(run_id))
+
     @app.get("/runs/{run_id}/episodes")
     def get_episodes(request: Request, run_id: RunId) -> JSONResponse:
         auth(request, Role.OPERATOR)

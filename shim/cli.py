@@ -33,6 +33,7 @@ COMMANDS = {
     "reject": "reject a run's plan (by its digest)",
     "sql": "run a read-only SQL query against the database",
     "tokens": "create a bearer token for an identity (stores only its digest)",
+    "ledger": "verify a run's ledger hash chain and name the first broken entry",
 }
 
 
@@ -61,10 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("worker")
     m = add("migrate")
     m.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
-    for name in ("submit", "runs", "show", "approve", "reject"):
+    for name in ("submit", "runs", "show", "approve", "reject", "ledger"):
         add(name)
     url_default = os.environ.get("GATEHOUSE_URL", DEFAULT_URL)
-    for name in ("submit", "runs", "show", "approve", "reject"):
+    for name in ("submit", "runs", "show", "approve", "reject", "ledger"):
         sub.choices[name].add_argument("--url", default=url_default, help="the shim's base URL")
         sub.choices[name].add_argument(
             "--token",
@@ -80,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--idempotency-key")
     sub.choices["runs"].add_argument("--status")
     sub.choices["show"].add_argument("run_id")
+    sub.choices["ledger"].add_argument("action", choices=["verify"])
+    sub.choices["ledger"].add_argument("run_id")
     for name in ("approve", "reject"):
         c = sub.choices[name]
         c.add_argument("run_id")
@@ -203,6 +206,10 @@ def _api(args: argparse.Namespace) -> int:
             out = dump(api.runs(args.status))
         elif args.command == "show":
             out = dump(api.run(args.run_id))
+        elif args.command == "ledger":
+            out = api.verify_ledger(args.run_id)
+            print(json.dumps(out, indent=2))
+            return 0 if isinstance(out, dict) and out.get("ok") is True else 3
         else:
             card = None if args.digest else api.run(args.run_id).plan_card
             digest = args.digest or (card.plan_digest if card else None)

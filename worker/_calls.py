@@ -186,6 +186,7 @@ def _through_ledger(
         recorded = calls.complete(
             conn,
             key=key,
+            run_id=run_id,
             response=response,
             ok=performed.ok,
             error_code=response["error_code"] if isinstance(response["error_code"], str) else None,

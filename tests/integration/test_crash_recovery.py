@@ -119,6 +119,10 @@ def test_crash_point(
         by_step = {c["step_id"]: c for c in calls}
         assert len([c for c in calls if c["step_id"] == "fetch"]) == 1
         assert by_step["fetch"]["status"] == "completed"
+        chain = client.get(
+            f"/runs/{run_id}/ledger/verify", headers=client.people.auth("olga")
+        ).json()
+        assert chain["ok"] is True, chain  # a crash never forks or breaks the chain
         if final == "failed":
             assert done["error_code"] == "call_in_doubt"
             assert by_step["checksum"]["status"] == "started"  # left for an operator
