@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from contracts import (
     CallView,
@@ -22,14 +22,25 @@ from contracts import (
     JsonValue,
     RunList,
     RunView,
+    TextChannel,
 )
 
 __all__ = ["ApiError", "ArtifactRef", "Client", "dump"]
 
 ArtifactRef = dict[str, str | int]
-_calls = TypeAdapter(dict[str, list[CallView]])
-_episodes = TypeAdapter(dict[str, list[EpisodeView]])
-_artifacts = TypeAdapter(dict[str, list[ArtifactRef]])
+
+
+class _Calls(BaseModel):
+    calls: list[CallView]
+
+
+class _Episodes(BaseModel):
+    episodes: list[EpisodeView]
+    text_channels: dict[str, TextChannel]
+
+
+class _Artifacts(BaseModel):
+    artifacts: list[ArtifactRef]
 
 
 class ApiError(Exception):
@@ -91,7 +102,7 @@ class Client:
         return DecisionAccepted.model_validate_json(self._call("POST", f"/{route}/{run_id}", body))
 
     def ledger(self, run_id: str) -> list[CallView]:
-        return _calls.validate_json(self._call("GET", f"/runs/{run_id}/ledger"))["calls"]
+        return _Calls.model_validate_json(self._call("GET", f"/runs/{run_id}/ledger")).calls
 
     def verify_ledger(self, run_id: str) -> JsonValue:
         out: JsonValue = json.loads(self._call("GET", f"/runs/{run_id}/ledger/verify"))
@@ -99,11 +110,11 @@ class Client:
 
     def episodes(self, run_id: str) -> list[EpisodeView]:
         raw = self._call("GET", f"/runs/{run_id}/episodes")
-        return _episodes.validate_json(raw)["episodes"]
+        return _Episodes.model_validate_json(raw).episodes
 
     def artifacts(self, run_id: str) -> list[ArtifactRef]:
         raw = self._call("GET", f"/runs/{run_id}/artifacts")
-        return _artifacts.validate_json(raw)["artifacts"]
+        return _Artifacts.model_validate_json(raw).artifacts
 
     def wait(
         self,
