@@ -18,6 +18,7 @@ from dbos._serialization import DBOSPortableJSON
 from contracts import INTENT_QUEUE
 from ledger import migrate, open_database
 from worker import workflow as _workflow  # registers the workflow with DBOS
+from worker._reaper import Reaper
 from worker._runtime import Runtime, install, runtime
 from worker.settings import WorkerSettings
 
@@ -25,6 +26,7 @@ __all__ = ["dbos_config", "launch", "main", "shutdown"]
 
 _log = logging.getLogger("gatehouse.worker")
 _ = _workflow
+_reapers: list[Reaper] = []
 
 
 def dbos_config(settings: WorkerSettings) -> DBOSConfig:
@@ -56,11 +58,18 @@ def launch(settings: WorkerSettings) -> Runtime:
         worker_concurrency=settings.worker_concurrency,
         polling_interval_sec=settings.queue_poll_s,
     )
+    reaper = Reaper(rt, settings.heartbeat_s, settings.dead_after_s)
+    reaper.start()
+    _reapers.append(reaper)
     return rt
 
 
 def shutdown() -> None:
     rt = runtime()
+    while _reapers:
+        reaper = _reapers.pop()
+        reaper.stop.set()
+        reaper.join(timeout=10)
     DBOS.destroy(workflow_completion_timeout_sec=0)
     rt.db.dispose()
 

@@ -23,6 +23,8 @@ class WorkerSettings:
     model_api_key: str | None
     worker_concurrency: int
     queue_poll_s: float  # how often this worker looks for queued intents
+    heartbeat_s: float  # how often this worker says it is alive (and the reaper looks)
+    dead_after_s: float  # a worker silent this long is dead: its runs are handed over
     crash_point: str | None  # test hook: see worker/_crash.py
 
     @classmethod
@@ -35,12 +37,14 @@ class WorkerSettings:
             raise GatehouseError(
                 ErrorCode.INVALID_REQUEST, "GATEHOUSE_WORKER_CONCURRENCY must be an integer"
             ) from exc
-        try:
-            queue_poll = float(e.get("GATEHOUSE_QUEUE_POLL_S", "0.25"))
-        except ValueError as exc:
+        queue_poll = _seconds(e, "GATEHOUSE_QUEUE_POLL_S", "0.25")
+        heartbeat = _seconds(e, "GATEHOUSE_HEARTBEAT_S", "1")
+        dead_after = _seconds(e, "GATEHOUSE_DEAD_AFTER_S", "6")
+        if dead_after < 3 * heartbeat:
             raise GatehouseError(
-                ErrorCode.INVALID_REQUEST, "GATEHOUSE_QUEUE_POLL_S must be a number of seconds"
-            ) from exc
+                ErrorCode.INVALID_REQUEST,
+                "GATEHOUSE_DEAD_AFTER_S must be at least three heartbeats (GATEHOUSE_HEARTBEAT_S)",
+            )
         return cls(
             database_url=url,
             executor_id=e.get("GATEHOUSE_EXECUTOR_ID", f"worker-{socket.gethostname()}"),
@@ -51,5 +55,19 @@ class WorkerSettings:
             model_api_key=e.get("GATEHOUSE_MODEL_API_KEY") or None,
             worker_concurrency=max(1, concurrency),
             queue_poll_s=min(10.0, max(0.05, queue_poll)),
+            heartbeat_s=heartbeat,
+            dead_after_s=dead_after,
             crash_point=e.get("GATEHOUSE_CRASH_POINT") or None,
         )
+
+
+def _seconds(env: dict[str, str], name: str, default: str) -> float:
+    try:
+        value = float(env.get(name, default))
+    except ValueError as exc:
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST, f"{name} must be a number of seconds"
+        ) from exc
+    if value <= 0:
+        raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{name} must be more than 0")
+    return value

@@ -18,6 +18,7 @@ def workflow_table(stack: Stack) -> str:
 
 
 def row_counts(stack: Stack) -> dict[str, int]:
+    stack.settle()  # a run accepted by an earlier test may still be compiling
     tables = ["intents", "runs", "calls", "plan_cards", "plan_approvals", workflow_table(stack)]
     return {t: stack.sql(f"SELECT COUNT(*) FROM {t}")[0][0] for t in tables}
 

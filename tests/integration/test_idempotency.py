@@ -100,6 +100,7 @@ def test_same_key_different_body_conflicts(stack: Stack) -> None:
     first = stack.submit(intent(nonce), key)
     assert first.status_code == 202, first.text
     run_id = first.json()["run_id"]
+    stack.settle()  # the run compiles in the worker meanwhile; count after it has
     before = row_counts(stack)
 
     for changed in (

@@ -106,6 +106,16 @@ class Stack:
     def wait(self, run_id: str, statuses: set[str], timeout: float = 60) -> dict[str, Any]:
         return wait_for_status(self.run, run_id, statuses, timeout)
 
+    def settle(self, timeout: float = 60) -> None:
+        """Wait until no run is queued or running, so row counts stand still."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            busy = self.sql("SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')")
+            if busy[0][0] == 0:
+                return
+            time.sleep(0.05)
+        raise AssertionError("runs are still queued or running")
+
     def execute(self, statement: str, **params: Any) -> None:
         """Write to the database behind Gatehouse's back (tamper tests)."""
         from ledger import open_database

@@ -1,0 +1,99 @@
+"""A worker killed for good: the reaper in a live worker hands its runs over.
+
+Worker ``doomed`` takes a run and is SIGKILLed while the run waits for its
+approval; it never comes back. Worker ``survivor`` (another executor id) sees
+the stale heartbeat, marks ``doomed`` reaped, re-enqueues its PENDING
+workflows, adopts the run (an episode says so), and finishes it once approved.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shim._procs import start_worker, stop
+from tests.conftest import require_backend
+from tests.support.stack import BACKENDS, drop_database, fresh_database_url, shim_client
+
+FAST = {"GATEHOUSE_HEARTBEAT_S": "0.5", "GATEHOUSE_DEAD_AFTER_S": "3"}
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    require_backend(request.param)
+    url = fresh_database_url(request.param, tmp_path)
+    yield url
+    drop_database(url)
+
+
+def _until(check: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_a_dead_workers_run_is_adopted(db_url: str, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    with shim_client(db_url) as client:
+        doomed = start_worker(db_url, "doomed", ws, tmp_path / "doomed.log", FAST)
+        survivor = None
+        try:
+            run_id = client.post(
+                "/intent", json={"recipe": "echo", "objective": "reaper", "parameters": {}}
+            ).json()["run_id"]
+            view = _until(
+                lambda: (
+                    (v := client.get(f"/runs/{run_id}").json())["status"] == "waiting_approval"
+                    and v
+                ),
+                60,
+                "the plan card",
+            )
+            os.kill(doomed.pid, signal.SIGKILL)
+            doomed.wait(timeout=10)
+            killed_at = time.monotonic()
+
+            survivor = start_worker(db_url, "survivor", ws, tmp_path / "survivor.log", FAST)
+            olga = client.people.auth("olga")
+
+            def adopted() -> list[dict[str, Any]]:
+                eps = client.get(f"/runs/{run_id}/episodes", headers=olga).json()["episodes"]
+                return [e for e in eps if e["episode_type"] == "execution/adoption"]
+
+            adoption = _until(adopted, 60, "the adoption episode")[0]
+            print(f"adopted {time.monotonic() - killed_at:.1f} s after the kill")
+            details = adoption["body"]["result_details"]
+            assert details["from_executor"] == "doomed" and details["by"] == "survivor"
+
+            digest = view["plan_card"]["plan_digest"]
+            assert (
+                client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+            )
+            done = _until(
+                lambda: (
+                    (v := client.get(f"/runs/{run_id}").json())["status"] in ("succeeded", "failed")
+                    and v
+                ),
+                60,
+                "the run to end",
+            )
+            assert done["status"] == "succeeded", done
+            tool_calls = [
+                c
+                for c in client.get(f"/runs/{run_id}/ledger").json()["calls"]
+                if c["kind"] == "tool"
+            ]
+            assert len(tool_calls) == 1  # executed once, by the survivor
+        finally:
+            stop([p for p in (doomed, survivor) if p is not None])
