@@ -95,24 +95,14 @@ def through_ledger(
     nothing is called on the strength of a record that cannot be trusted.
     """
     try:
-        return _through_ledger(
-            run_id=run_id,
-            step_id=step_id,
-            attempt=attempt,
-            kind=kind,
-            target=target,
-            request=request,
-            idempotent=idempotent,
-            perform=perform,
-        )
+        return _call_once(run_id, step_id, attempt, kind, target, request, idempotent, perform)
     except GatehouseError as exc:
         if exc.code is not ErrorCode.CORRUPT_RECORD:
             raise
         return _result(calls.op_key(run_id, step_id, attempt), refusal(exc).response([]), False)
 
 
-def _through_ledger(
-    *,
+def _call_once(  # noqa: PLR0917  (the same fields as through_ledger, passed straight on)
     run_id: str,
     step_id: str,
     attempt: int,
