@@ -28,6 +28,7 @@ from contracts import (
     validate_instance,
 )
 from contracts._base import Closed
+from contracts.episode import ResultStatus
 from ledger import evidence, now_iso, runs
 from policies import catalog
 from policies.episodes import episode, security_episode
@@ -84,14 +85,6 @@ def _begin(arg: JsonObject) -> JsonObject:
         prof = catalog.profile(str(arg["policy_profile"]))
         pool = catalog.tool_pool(str(arg["tool_pool"]))
     except GatehouseError as exc:
-        runs.set_status(
-            s,
-            run_id,
-            RunStatus.FAILED,
-            "compile",
-            error_code=exc.code.value,
-            error_message=exc.message,
-        )
         return BeginResult(
             ok=False, error_code=exc.code.value, error_message=exc.message
         ).model_dump(mode="json")
@@ -125,10 +118,8 @@ class GateResult(Closed):
 
 
 def _refuse(run_id: str, phase: str, exc: GatehouseError, subject: str) -> JsonObject:
+    """Record a refusal as a security episode; the workflow then ends the run."""
     s = _session()
-    runs.set_status(
-        s, run_id, RunStatus.FAILED, phase, error_code=exc.code.value, error_message=exc.message
-    )
     evidence.put_episode(
         s,
         run_id,
@@ -233,16 +224,6 @@ def gate_and_card(
     return GateResult.model_validate(out)
 
 
-def fail_run(run_id: str, phase: str, code: str, message: str) -> None:
-    def _fn(arg: JsonObject) -> JsonObject:
-        runs.set_status(
-            _session(), run_id, RunStatus.FAILED, phase, error_code=code, error_message=message
-        )
-        return {}
-
-    _tx("gatehouse.fail", _fn, {"run_id": run_id})
-
-
 # ---------------------------------------------------------------- approval
 def _read_decision(arg: JsonObject) -> JsonObject:
     found = runs.decision_for(_session(), str(arg["run_id"]), str(arg["plan_digest"]))
@@ -269,8 +250,6 @@ def _record_decision(arg: JsonObject) -> JsonObject:
     runs.set_plan_card_status(s, run_id, decision.value)
     if approved:
         runs.set_status(s, run_id, RunStatus.RUNNING, "execute")
-    else:
-        runs.set_status(s, run_id, RunStatus.REJECTED, "done")
     evidence.put_episode(
         s,
         run_id,
@@ -303,18 +282,11 @@ def record_decision(run_id: str, plan_digest: str, decision: Decision, decided_b
     )
 
 
-def expire_approval(run_id: str, plan_digest: str, waited_s: float) -> None:
+def expire_plan_card(run_id: str) -> None:
+    """No decision came in time: the card can no longer be decided (the run ends next)."""
+
     def _fn(arg: JsonObject) -> JsonObject:
-        s = _session()
-        runs.set_plan_card_status(s, run_id, "expired")
-        runs.set_status(
-            s,
-            run_id,
-            RunStatus.FAILED,
-            "approval",
-            error_code=ErrorCode.APPROVAL_TIMEOUT.value,
-            error_message=f"no decision on plan {plan_digest[:12]} within {waited_s:.0f} s",
-        )
+        runs.set_plan_card_status(_session(), run_id, "expired")
         return {}
 
     _tx("gatehouse.expire_approval", _fn, {"run_id": run_id})
@@ -469,6 +441,15 @@ def record_step_result(
 
 
 # ---------------------------------------------------------------- finish
+# How a run's end reads as a MOVA result_status.
+_SUMMARY_STATUS: dict[RunStatus, ResultStatus] = {
+    RunStatus.SUCCEEDED: "completed",
+    RunStatus.PLANNED: "completed",
+    RunStatus.REJECTED: "cancelled",
+    RunStatus.FAILED: "failed",
+}
+
+
 def _finish(arg: JsonObject) -> JsonObject:
     run_id = str(arg["run_id"])
     status = RunStatus(str(arg["status"]))
@@ -492,7 +473,7 @@ def _finish(arg: JsonObject) -> JsonObject:
             kind="summary",
             subject="run",
             episode_type="execution/run_summary",
-            status="completed" if status is RunStatus.SUCCEEDED else "failed",
+            status=_SUMMARY_STATUS[status],
             summary=f"run {status.value}",
             executor_id=_exec_id(),
             recorded_at=now_iso(),

@@ -37,7 +37,7 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
 
     begun = rec.begin_run(run_id, req.policy_profile, req.tool_pool)
     if not begun.ok or begun.profile is None or begun.tool_pool is None:
-        return {"run_id": run_id, "status": RunStatus.FAILED.value, "error_code": begun.error_code}
+        return _end(run_id, RunStatus.FAILED, [], begun.error_code, begun.error_message)
     profile, pool = begun.profile, begun.tool_pool
 
     # 1 compile: a supplied plan (run-plan) or the planner's, through the ledger
@@ -58,29 +58,26 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
         plan_value = output.get("plan") if isinstance(output, dict) else None
         if not compiled.get("ok") or not isinstance(plan_value, dict):
             code = str(compiled.get("error_code") or ErrorCode.PLANNER_FAILED.value)
-            rec.fail_run(run_id, "compile", code, str(compiled.get("error_message") or ""))
-            return {"run_id": run_id, "status": RunStatus.FAILED.value, "error_code": code}
+            message = str(compiled.get("error_message") or "")
+            return _end(run_id, RunStatus.FAILED, [], code, message)
         raw_plan = plan_value
 
     # 2 gate + 3 plan card
     gated = rec.gate_and_card(run_id, raw_plan, profile, pool, req.mode)
     if not gated.ok or gated.plan is None or gated.plan_digest is None:
-        return {"run_id": run_id, "status": RunStatus.FAILED.value, "error_code": gated.error_code}
+        return _end(run_id, RunStatus.FAILED, [], gated.error_code, gated.error_message)
     plan, digest = gated.plan, gated.plan_digest
     if req.mode is Mode.PLAN_ONLY:
-        return {"run_id": run_id, "status": RunStatus.PLANNED.value, "plan_digest": digest}
+        return _end(run_id, RunStatus.PLANNED, [])
 
     # 4 durable wait: the plan_approvals row decides; a message only wakes us early
     waited = 0.0
     decided = rec.read_decision(run_id, digest)
     while decided is None:
         if waited >= profile.approval.timeout_s:
-            rec.expire_approval(run_id, digest, waited)
-            return {
-                "run_id": run_id,
-                "status": RunStatus.FAILED.value,
-                "error_code": ErrorCode.APPROVAL_TIMEOUT.value,
-            }
+            rec.expire_plan_card(run_id)
+            message = f"no decision on plan {digest[:12]} within {waited:.0f} s"
+            return _end(run_id, RunStatus.FAILED, [], ErrorCode.APPROVAL_TIMEOUT.value, message)
         chunk = min(profile.approval.recheck_s, profile.approval.timeout_s - waited)
         message = DBOS.recv(APPROVAL_TOPIC, timeout_seconds=chunk)
         if message is None:
@@ -89,14 +86,10 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
     decision, decided_by = decided
     rec.record_decision(run_id, digest, decision, decided_by)
     if decision is Decision.REJECTED:
-        return {"run_id": run_id, "status": RunStatus.REJECTED.value, "plan_digest": digest}
+        return _end(run_id, RunStatus.REJECTED, [])
     verified = rec.verify_plan(run_id, digest)
     if not verified.ok:  # the stored plan was changed after approval: run nothing
-        return {
-            "run_id": run_id,
-            "status": RunStatus.FAILED.value,
-            "error_code": verified.error_code,
-        }
+        return _end(run_id, RunStatus.FAILED, [], verified.error_code, verified.error_message)
 
     # 5 execute, in order, each step re-checked against the policy right before it runs
     outputs: dict[str, JsonObject] = {}
@@ -122,7 +115,7 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
                 },
             )
             summary.append({"step_id": step.step_id, "ok": False, "error_code": exc.code.value})
-            return _finish(run_id, summary, exc.code.value, exc.message)
+            return _end(run_id, RunStatus.FAILED, summary, exc.code.value, exc.message)
         outcome = tool_call(
             {
                 "run_id": run_id,
@@ -150,20 +143,25 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
         if ok and isinstance(out, dict):
             outputs[step.step_id] = out
         if not ok and step.on_error is OnError.FATAL:
-            return _finish(
+            return _end(
                 run_id,
+                RunStatus.FAILED,
                 summary,
                 step_code or ErrorCode.HANDLER_FAILED.value,
                 str(final.get("error_message") or ""),
             )
 
     # 6 evidence: the summary episode and the terminal status, in one commit
-    return _finish(run_id, summary, None, None)
+    return _end(run_id, RunStatus.SUCCEEDED, summary)
 
 
-def _finish(
-    run_id: str, summary: list[JsonValue], code: str | None, message: str | None
+def _end(
+    run_id: str,
+    status: RunStatus,
+    summary: list[JsonValue],
+    code: str | None = None,
+    message: str | None = None,
 ) -> JsonObject:
-    status = RunStatus.SUCCEEDED if code is None else RunStatus.FAILED
+    """Every way a run ends: terminal status and run-summary episode, in one commit."""
     rec.finish_run(run_id, status, summary, code, message)
     return {"run_id": run_id, "status": status.value, "error_code": code, "steps": summary}

@@ -95,7 +95,17 @@ def test_reject_runs_nothing(stack: Stack) -> None:
         e["episode_type"] for e in stack.client.get(f"/runs/{run_id}/episodes").json()["episodes"]
     ]
     assert "execution/approval" in types
-    assert not any(t.startswith("execution/") and t != "execution/approval" for t in types)
+    # no step executed; the run still ends with its summary, which says it was cancelled
+    assert not any(
+        t.startswith("execution/") and t not in ("execution/approval", "execution/run_summary")
+        for t in types
+    )
+    summary = next(
+        e
+        for e in stack.client.get(f"/runs/{run_id}/episodes").json()["episodes"]
+        if e["episode_type"] == "execution/run_summary"
+    )
+    assert summary["result_status"] == "cancelled"
 
     # a finished run takes no further decision, in either direction
     for verb in ("approve", "reject"):

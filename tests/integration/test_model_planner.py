@@ -87,6 +87,8 @@ def test_model_planner_in_runs(model_stack: tuple[Stack, ScriptedModel]) -> None
     assert done["status"] == "failed" and done["error_code"] == "plan_contains_results"
     episodes = stack.client.get(f"/runs/{run_id}/episodes").json()["episodes"]
     assert "security_event/plan_contains_results" in [e["episode_type"] for e in episodes]
+    ends = [e for e in episodes if e["episode_type"] == "execution/run_summary"]
+    assert [e["result_status"] for e in ends] == ["failed"]  # every run ends with its summary
 
     # 3: the model fails: the run fails with planner_failed, nothing executes
     run_id = _submit(stack)
