@@ -5,11 +5,12 @@ transactions of their own, so the caller decides what commits together.
 """
 
 from ledger import calls, chain, evidence, intents, runs
-from ledger._db import APP_SCHEMA, Conn, Database, now_iso, open_database
+from ledger._db import APP_SCHEMA, DEFAULT_DATABASE_URL, Conn, Database, now_iso, open_database
 from ledger._migrate import migrate
 
 __all__ = [
     "APP_SCHEMA",
+    "DEFAULT_DATABASE_URL",
     "Conn",
     "Database",
     "calls",

@@ -19,9 +19,11 @@ from sqlalchemy.orm import Session
 
 from contracts import ErrorCode, GatehouseError
 
-__all__ = ["APP_SCHEMA", "Conn", "Database", "now_iso", "open_database"]
+__all__ = ["APP_SCHEMA", "DEFAULT_DATABASE_URL", "Conn", "Database", "now_iso", "open_database"]
 
 APP_SCHEMA = "gatehouse"
+# The embedded default: one SQLite file, for one machine.
+DEFAULT_DATABASE_URL = "sqlite:///var/gatehouse.sqlite"
 
 # Ledger functions run on a plain connection (shim) or inside a DBOS
 # datasource transaction's session (worker); both execute SQL the same way.

@@ -15,10 +15,12 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
+from ledger import DEFAULT_DATABASE_URL
+
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-DEFAULT_DB = "sqlite:///var/gatehouse.sqlite"
+DEFAULT_DB = DEFAULT_DATABASE_URL
 
 COMMANDS = {
     "demo": "run one real intent end to end on SQLite and explain each stage",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
+from ledger import DEFAULT_DATABASE_URL
 
 __all__ = ["ShimSettings"]
 
@@ -28,7 +29,7 @@ class ShimSettings:
                 ErrorCode.INVALID_REQUEST, "GATEHOUSE_MAX_BODY_BYTES must be an integer"
             ) from exc
         return cls(
-            database_url=e.get("GATEHOUSE_DATABASE_URL", "sqlite:///var/gatehouse.sqlite"),
+            database_url=e.get("GATEHOUSE_DATABASE_URL", DEFAULT_DATABASE_URL),
             app_version=e.get("GATEHOUSE_APP_VERSION", APP_VERSION),
             max_body_bytes=max_body,
             tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
+from ledger import DEFAULT_DATABASE_URL
 
 __all__ = ["WorkerSettings"]
 
@@ -30,7 +31,7 @@ class WorkerSettings:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> WorkerSettings:
         e = dict(os.environ) if env is None else env
-        url = e.get("GATEHOUSE_DATABASE_URL", "sqlite:///var/gatehouse.sqlite")
+        url = e.get("GATEHOUSE_DATABASE_URL", DEFAULT_DATABASE_URL)
         try:
             concurrency = int(e.get("GATEHOUSE_WORKER_CONCURRENCY", "4"))
         except ValueError as exc:
