@@ -176,8 +176,3 @@ def check_parameters(found: Recipe, parameters: JsonObject) -> None:
                 ]
             },
         )
-
-
-def dump(model: BaseModel) -> JsonObject:
-    loaded: JsonObject = json.loads(model.model_dump_json())
-    return loaded
