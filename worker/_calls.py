@@ -27,7 +27,7 @@ from worker._crash import maybe_crash
 from worker._runtime import runtime
 from worker.handlers._base import Artifact
 
-__all__ = ["Performed", "call_step", "refusal", "through_ledger"]
+__all__ = ["Call", "Performed", "call_step", "refusal", "through_ledger"]
 
 
 @dataclass(frozen=True)
@@ -78,42 +78,40 @@ def _result(key: str, response: JsonObject, from_ledger: bool) -> JsonObject:
     return {"op_key": key, "from_ledger": from_ledger, **response}
 
 
-def through_ledger(
-    *,
-    run_id: str,
-    step_id: str,
-    attempt: int,
-    kind: str,
-    target: str,
-    request: JsonObject,
-    idempotent: bool,
-    perform: Callable[[str], Performed],
-) -> JsonObject:
+@dataclass(frozen=True)
+class Call:
+    """One provider or tool call, as the ledger identifies and records it."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    kind: str  # provider | tool
+    target: str  # the driver kind or planner
+    request: JsonObject  # what is sent; its digest is recorded
+    idempotent: bool  # the callee de-duplicates on the op_key (may be sent again)
+
+    @property
+    def op_key(self) -> str:
+        return calls.op_key(self.run_id, self.step_id, self.attempt)
+
+
+def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     """Run one call exactly once per op_key; return the recorded response.
 
     A ledger row that fails validation stops this call (``corrupt_record``):
     nothing is called on the strength of a record that cannot be trusted.
     """
     try:
-        return _call_once(run_id, step_id, attempt, kind, target, request, idempotent, perform)
+        return _call_once(call, perform)
     except GatehouseError as exc:
         if exc.code is not ErrorCode.CORRUPT_RECORD:
             raise
-        return _result(calls.op_key(run_id, step_id, attempt), refusal(exc).response([]), False)
+        return _result(call.op_key, refusal(exc).response([]), False)
 
 
-def _call_once(  # noqa: PLR0917  (the same fields as through_ledger, passed straight on)
-    run_id: str,
-    step_id: str,
-    attempt: int,
-    kind: str,
-    target: str,
-    request: JsonObject,
-    idempotent: bool,
-    perform: Callable[[str], Performed],
-) -> JsonObject:
+def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     rt = runtime()
-    key = calls.op_key(run_id, step_id, attempt)
+    key = call.op_key
     with rt.db.engine.begin() as conn:
         row = calls.lookup(conn, key)
     if row is None:
@@ -121,12 +119,12 @@ def _call_once(  # noqa: PLR0917  (the same fields as through_ledger, passed str
             claimed = calls.claim(
                 conn,
                 key=key,
-                run_id=run_id,
-                step_id=step_id,
-                attempt=attempt,
-                kind=kind,
-                target=target,
-                request=request,
+                run_id=call.run_id,
+                step_id=call.step_id,
+                attempt=call.attempt,
+                kind=call.kind,
+                target=call.target,
+                request=call.request,
             )
         if not claimed:
             with rt.db.engine.begin() as conn:
@@ -134,32 +132,32 @@ def _call_once(  # noqa: PLR0917  (the same fields as through_ledger, passed str
     if row is not None and row.status != "started" and row.response is not None:
         return _result(key, row.response, from_ledger=True)
     # A claim nobody completed means this call was interrupted mid-flight.
-    if row is not None and (row.request_digest != digest_of(request) or not idempotent):
-        details: JsonObject = {"op_key": key, "step_id": step_id, "target": target}
+    if row is not None and (row.request_digest != digest_of(call.request) or not call.idempotent):
+        details: JsonObject = {"op_key": key, "step_id": call.step_id, "target": call.target}
         return _result(
             key,
             {
                 "ok": False,
                 "output": details,
                 "error_code": ErrorCode.CALL_IN_DOUBT.value,
-                "error_message": f"the {target} call for step {step_id!r} was interrupted"
+                "error_message": f"the {call.target} call for step {call.step_id!r} was interrupted"
                 " after it started; it may or may not have taken effect",
                 "artifacts": [],
             },
             from_ledger=False,
         )
-    maybe_crash(rt.settings.crash_point, "after_claim", step_id)
+    maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
     started = time.monotonic()
     performed = perform(key)
-    maybe_crash(rt.settings.crash_point, "after_effect", step_id)
+    maybe_crash(rt.settings.crash_point, "after_effect", call.step_id)
     duration_ms = int((time.monotonic() - started) * 1000)
     with rt.db.engine.begin() as conn:
         refs: list[JsonValue] = []
         for art in performed.artifacts:
             digest = evidence.put_artifact(
                 conn,
-                run_id=run_id,
-                step_id=step_id,
+                run_id=call.run_id,
+                step_id=call.step_id,
                 name=art.name,
                 media_type=art.media_type,
                 content=art.content,
@@ -176,13 +174,13 @@ def _call_once(  # noqa: PLR0917  (the same fields as through_ledger, passed str
         recorded = calls.complete(
             conn,
             key=key,
-            run_id=run_id,
+            run_id=call.run_id,
             response=response,
             ok=performed.ok,
             error_code=response["error_code"] if isinstance(response["error_code"], str) else None,
             duration_ms=duration_ms,
         )
-    maybe_crash(rt.settings.crash_point, "after_completion", step_id)
+    maybe_crash(rt.settings.crash_point, "after_completion", call.step_id)
     if recorded.response is None:  # pragma: no cover - complete() just wrote it
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
     return _result(key, recorded.response, from_ledger=False)

@@ -21,7 +21,7 @@ from contracts import (
 from contracts._base import Closed
 from policies import catalog
 from policies.templates import compile_template
-from worker._calls import Performed, call_step, refusal, through_ledger
+from worker._calls import Call, Performed, call_step, refusal, through_ledger
 from worker._runtime import runtime
 from worker.handlers._base import HandlerContext
 from worker.handlers.registry import HANDLERS
@@ -85,14 +85,16 @@ def planner_call(raw: JsonObject) -> JsonObject:
             return Performed(ok=True, output={"plan": plan})
 
         return through_ledger(
-            run_id=spec.run_id,
-            step_id=COMPILE_STEP_ID,
-            attempt=1,
-            kind="provider",
-            target="recipe",
-            request=request,
-            idempotent=True,
-            perform=perform_template,
+            Call(
+                run_id=spec.run_id,
+                step_id=COMPILE_STEP_ID,
+                attempt=1,
+                kind="provider",
+                target="recipe",
+                request=request,
+                idempotent=True,
+            ),
+            perform_template,
         )
 
     s = rt.settings
@@ -120,14 +122,16 @@ def planner_call(raw: JsonObject) -> JsonObject:
             return refusal(exc)
 
     return through_ledger(
-        run_id=spec.run_id,
-        step_id=COMPILE_STEP_ID,
-        attempt=1,
-        kind="provider",
-        target="openai_compat",
-        request={"planner": "openai_compat", "body": body},
-        idempotent=True,
-        perform=perform_model,
+        Call(
+            run_id=spec.run_id,
+            step_id=COMPILE_STEP_ID,
+            attempt=1,
+            kind="provider",
+            target="openai_compat",
+            request={"planner": "openai_compat", "body": body},
+            idempotent=True,
+        ),
+        perform_model,
     )
 
 
@@ -179,12 +183,14 @@ def tool_call(raw: JsonObject) -> JsonObject:
         )
 
     return through_ledger(
-        run_id=spec.run_id,
-        step_id=spec.step_id,
-        attempt=spec.attempt,
-        kind="tool",
-        target=spec.driver_kind.value,
-        request=request,
-        idempotent=spec.driver_kind in _IDEMPOTENT,
-        perform=perform,
+        Call(
+            run_id=spec.run_id,
+            step_id=spec.step_id,
+            attempt=spec.attempt,
+            kind="tool",
+            target=spec.driver_kind.value,
+            request=request,
+            idempotent=spec.driver_kind in _IDEMPOTENT,
+        ),
+        perform,
     )
