@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from dbos import DBOS, DBOSClient
 from dbos._serialization import DBOSPortableJSON
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from contracts import (
@@ -284,24 +285,28 @@ class Service:
         nxt = f"{page[-1].created_at}|{page[-1].run_id}" if more and page else None
         return RunList(runs=page, next_cursor=nxt)
 
+    def _exists(self, conn: Connection, run_id: str) -> None:
+        if runs.run_status(conn, run_id) is None:
+            raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+
     def ledger(self, run_id: str) -> list[CallView]:
-        self.run(run_id)
         with self.db.engine.connect() as conn:
+            self._exists(conn, run_id)
             return calls.list_calls(conn, run_id)
 
     def verify_ledger(self, run_id: str) -> JsonObject:
-        self.run(run_id)
         with self.db.engine.connect() as conn:
+            self._exists(conn, run_id)
             return chain.verify(conn, run_id).to_json()
 
     def episodes(self, run_id: str) -> list[EpisodeView]:
-        self.run(run_id)
         with self.db.engine.connect() as conn:
+            self._exists(conn, run_id)
             return evidence.list_episodes(conn, run_id)
 
     def artifacts(self, run_id: str) -> list[dict[str, str | int]]:
-        self.run(run_id)
         with self.db.engine.connect() as conn:
+            self._exists(conn, run_id)
             return evidence.run_artifacts(conn, run_id)
 
     def security_events(self, limit: int) -> list[JsonObject]:

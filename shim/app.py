@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contracts import (
@@ -141,7 +142,9 @@ def create_app(
     async def _gatehouse_error(request: Request, exc: GatehouseError) -> JSONResponse:
         if holder:
             try:
-                svc().record_refusal(
+                # A database write: off the event loop, like the routes' own work.
+                await run_in_threadpool(
+                    svc().record_refusal,
                     exc,
                     getattr(request.state, "identity", None),
                     f"{request.method} {request.url.path}",
