@@ -289,7 +289,7 @@ def expire_plan_card(run_id: str) -> None:
         runs.set_plan_card_status(_session(), run_id, "expired")
         return {}
 
-    _tx("gatehouse.expire_approval", _fn, {"run_id": run_id})
+    _tx("gatehouse.expire_plan_card", _fn, {"run_id": run_id})
 
 
 # ---------------------------------------------------------------- tamper check
