@@ -192,7 +192,7 @@ def main() -> int:
         "  the call itself: two commits (the `started` claim and the completion). The DBOS step",
         "  checkpoint is the third commit of a call and is part of the run figure.",
         "* The run figure includes the HTTP round trips of submit and approve, the queue hand-off",
-        "  to the worker, the approval wake-up, four database transactions of the workflow and",
+        "  to the worker, the approval wake-up, the workflow's seven database transactions and",
         "  the polling of this client. On SQLite a waiting workflow learns of its approval by",
         "  polling (DBOS checks about once a second); PostgreSQL wakes it with LISTEN/NOTIFY.",
         "",
