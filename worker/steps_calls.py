@@ -61,6 +61,19 @@ class ToolCall(Closed):
     input: JsonObject
 
 
+def _compile(run_id: str, planner: str, request: JsonObject) -> Call:
+    """The planner call of a run: one per run, and both planners de-duplicate on its key."""
+    return Call(
+        run_id=run_id,
+        step_id=COMPILE_STEP_ID,
+        attempt=1,
+        kind="provider",
+        target=planner,
+        request=request,
+        idempotent=True,
+    )
+
+
 @call_step("gatehouse.planner_call")
 def planner_call(raw: JsonObject) -> JsonObject:
     spec = PlannerCall.model_validate(raw)
@@ -84,18 +97,7 @@ def planner_call(raw: JsonObject) -> JsonObject:
                 return refusal(exc)
             return Performed(ok=True, output={"plan": plan})
 
-        return through_ledger(
-            Call(
-                run_id=spec.run_id,
-                step_id=COMPILE_STEP_ID,
-                attempt=1,
-                kind="provider",
-                target="recipe",
-                request=request,
-                idempotent=True,
-            ),
-            perform_template,
-        )
+        return through_ledger(_compile(spec.run_id, "recipe", request), perform_template)
 
     s = rt.settings
     if s.model_base_url is None:
@@ -121,18 +123,8 @@ def planner_call(raw: JsonObject) -> JsonObject:
         except GatehouseError as exc:
             return refusal(exc)
 
-    return through_ledger(
-        Call(
-            run_id=spec.run_id,
-            step_id=COMPILE_STEP_ID,
-            attempt=1,
-            kind="provider",
-            target="openai_compat",
-            request={"planner": "openai_compat", "body": body},
-            idempotent=True,
-        ),
-        perform_model,
-    )
+    request = {"planner": "openai_compat", "body": body}
+    return through_ledger(_compile(spec.run_id, "openai_compat", request), perform_model)
 
 
 @call_step("gatehouse.tool_call")
