@@ -16,9 +16,25 @@ from contracts.channels import (
 )
 from contracts.episode import DataRef, EnvelopeRef, Episode, Executor, SecurityEpisode
 from contracts.intent import IntentAccepted, IntentRequest, Mode
-from contracts.job import APP_VERSION, APPROVAL_TOPIC, INTENT_QUEUE, INTENT_WORKFLOW, IntentJob
+from contracts.job import (
+    APP_VERSION,
+    APPROVAL_TOPIC,
+    INTENT_QUEUE,
+    INTENT_WORKFLOW,
+    REPLAY_WORKFLOW,
+    RESOLUTION_TOPIC,
+    IntentJob,
+)
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
 from contracts.recipe import Recipe
+from contracts.replay import (
+    CallResolution,
+    CallResolved,
+    ForkAccepted,
+    ForkRequest,
+    ReplayDivergence,
+    ReplayReport,
+)
 from contracts.run import (
     ApprovalRequest,
     ApprovalView,
@@ -50,12 +66,16 @@ __all__ = [
     "INTENT_QUEUE",
     "INTENT_WORKFLOW",
     "POLICY_CHANNELS",
+    "REPLAY_WORKFLOW",
+    "RESOLUTION_TOPIC",
     "RUN_VIEW_CHANNELS",
     "SCHEMA_MODELS",
     "SECURITY_EVENTS_CHANNELS",
     "Approval",
     "ApprovalRequest",
     "ApprovalView",
+    "CallResolution",
+    "CallResolved",
     "CallView",
     "CommandRule",
     "Connector",
@@ -70,6 +90,8 @@ __all__ = [
     "ErrorCode",
     "ErrorSpec",
     "Executor",
+    "ForkAccepted",
+    "ForkRequest",
     "GatehouseError",
     "InputFrom",
     "IntentAccepted",
@@ -85,6 +107,8 @@ __all__ = [
     "PlanStep",
     "PolicyProfile",
     "Recipe",
+    "ReplayDivergence",
+    "ReplayReport",
     "Role",
     "RunList",
     "RunStatus",

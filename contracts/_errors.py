@@ -63,6 +63,10 @@ class ErrorCode(Enum):
     APPROVAL_TIMEOUT = "approval_timeout"
     ARTIFACT_NOT_FOUND = "artifact_not_found"
     FOUR_EYES = "four_eyes"
+    CALL_NOT_FOUND = "call_not_found"
+    CALL_NOT_IN_DOUBT = "call_not_in_doubt"
+    RUN_NOT_FINISHED = "run_not_finished"
+    FORK_STEP_INVALID = "fork_step_invalid"
     # execution
     PLANNER_FAILED = "planner_failed"
     PLANNER_UNAVAILABLE = "planner_unavailable"
@@ -71,9 +75,11 @@ class ErrorCode(Enum):
     INPUT_RESOLUTION_FAILED = "input_resolution_failed"
     CALL_IN_DOUBT = "call_in_doubt"
     OUTPUT_INVALID = "output_invalid"
+    UPSTREAM_UNAVAILABLE = "upstream_unavailable"
     # infrastructure
     DATABASE_UNAVAILABLE = "database_unavailable"
     CORRUPT_RECORD = "corrupt_record"
+    NO_WORKER = "no_worker"
     INTERNAL_ERROR = "internal_error"
 
     @property
@@ -154,6 +160,16 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.FOUR_EYES: ErrorSpec(
         3007, 403, False, "The identity that submitted a run may not decide on its plan."
     ),
+    ErrorCode.CALL_NOT_FOUND: ErrorSpec(3008, 404, False, "No ledger entry has that op_key."),
+    ErrorCode.CALL_NOT_IN_DOUBT: ErrorSpec(
+        3009, 409, False, "The call is not waiting for an operator, or was resolved otherwise."
+    ),
+    ErrorCode.RUN_NOT_FINISHED: ErrorSpec(
+        3010, 409, False, "Replay and fork need a run that has finished."
+    ),
+    ErrorCode.FORK_STEP_INVALID: ErrorSpec(
+        3011, 422, False, "The parent run has no such step, or never reached it."
+    ),
     ErrorCode.PLANNER_FAILED: ErrorSpec(
         4001, 502, True, "The planner answered with an error or an invalid plan."
     ),
@@ -174,11 +190,20 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.OUTPUT_INVALID: ErrorSpec(
         4007, 502, False, "A step's output does not match the schema the plan declared for it."
     ),
+    ErrorCode.UPSTREAM_UNAVAILABLE: ErrorSpec(
+        4008,
+        503,
+        True,
+        "The callee refused the connection or answered 429/503: the call did not take effect.",
+    ),
     ErrorCode.DATABASE_UNAVAILABLE: ErrorSpec(
         5001, 503, True, "The database cannot be reached; retry later."
     ),
     ErrorCode.CORRUPT_RECORD: ErrorSpec(
         5002, 500, False, "A stored record failed validation when read back."
+    ),
+    ErrorCode.NO_WORKER: ErrorSpec(
+        5004, 503, True, "No worker took the job in time; check that a worker is running."
     ),
     ErrorCode.INTERNAL_ERROR: ErrorSpec(5003, 500, True, "An unexpected error; see the logs."),
 }

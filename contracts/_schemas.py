@@ -25,6 +25,7 @@ from contracts.intent import IntentRequest
 from contracts.job import IntentJob
 from contracts.plan import Plan
 from contracts.recipe import Recipe
+from contracts.replay import CallResolution, ForkRequest, ReplayReport
 from contracts.run import ApprovalRequest, CallView, RunView
 from contracts.tool_pool import PolicyProfile, ToolPool
 
@@ -44,6 +45,9 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "ds.gatehouse_call_v1": CallView,
     "ds.gatehouse_episode_v1": Episode,
     "ds.gatehouse_security_episode_v1": SecurityEpisode,
+    "env.call_resolution_v1": CallResolution,
+    "env.fork_request_v1": ForkRequest,
+    "ds.gatehouse_replay_report_v1": ReplayReport,
 }
 
 

@@ -37,6 +37,9 @@ class RunStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     REJECTED = "rejected"
+    # A call to a callee without idempotency keys was interrupted: the run waits
+    # for an operator to say whether it took effect (POST /calls/{op_key}/resolve).
+    NEEDS_OPERATOR = "needs_operator"
 
     @property
     def terminal(self) -> bool:
@@ -109,6 +112,12 @@ class RunView(Closed):
     plan_digest: Digest | None
     profile_digest: Digest | None = None
     tool_pool_digest: Digest | None = None
+    # Over the ordered (op_key, request digest, response digest) calls and the
+    # plan digest; written when the run ends, reproduced by a replay.
+    trace_digest: Digest | None = None
+    random_seed: str | None = None
+    parent_run_id: str | None = None  # set on a fork
+    fork_from_step: int | None = None
     error_code: str | None
     error_message: str | None
     created_at: str
@@ -144,7 +153,8 @@ class CallView(Closed):
     attempt: int
     kind: Literal["provider", "tool"]
     target: str
-    status: Literal["started", "completed", "failed"]
+    # in_doubt: interrupted, waiting for an operator; applied / not_applied: resolved
+    status: Literal["started", "completed", "failed", "in_doubt", "applied", "not_applied"]
     request_digest: Digest
     response_digest: Digest | None
     error_code: str | None

@@ -64,6 +64,10 @@ class Connector(Closed):
     limits: Limits | None = None
     destinations: list[Destination] = Field(default_factory=list)
     commands: list[CommandRule] = Field(default_factory=list)
+    # "key": the callee de-duplicates on the Idempotency-Key header (the op_key),
+    # so an interrupted call may be sent again. "none": it does not; no key is
+    # sent, and an interrupted call is in doubt until an operator resolves it.
+    idempotency: Literal["key", "none"] = "key"
 
     @model_validator(mode="after")
     def _fits_driver(self) -> Connector:
@@ -71,6 +75,8 @@ class Connector(Closed):
             raise ValueError("only http connectors take destinations")
         if self.commands and self.driver_kind is not DriverKind.RESTRICTED_SHELL:
             raise ValueError("only restricted_shell connectors take commands")
+        if self.idempotency == "none" and self.driver_kind is not DriverKind.HTTP:
+            raise ValueError("only http connectors choose their idempotency")
         return self
 
 
@@ -114,3 +120,8 @@ class PolicyProfile(Closed):
     planner_instruction: str = Field(min_length=1, max_length=8000)
     # Budget for model planners: the most tokens one compile may ask a model for.
     max_planner_tokens: int = Field(default=4096, ge=1, le=200_000)
+    # A step whose call certainly did not take effect (upstream_unavailable) is
+    # sent again as a new attempt, with a new op_key, up to this many attempts,
+    # after a backoff of retry_backoff_s * 2^(attempt-1) with seeded jitter.
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    retry_backoff_s: float = Field(default=0.5, ge=0, le=60)

@@ -24,7 +24,19 @@ from contracts._json import sha256_hex
 from ledger import chain
 from ledger._db import Conn, now_iso
 
-__all__ = ["CallRow", "claim", "complete", "list_calls", "lookup", "op_key"]
+__all__ = [
+    "RESOLVED",
+    "UNFINISHED",
+    "CallRow",
+    "claim",
+    "complete",
+    "in_doubt",
+    "list_calls",
+    "lookup",
+    "mark_in_doubt",
+    "op_key",
+    "resolve",
+]
 
 
 def op_key(run_id: str, step_id: str, attempt: int) -> str:
@@ -34,20 +46,29 @@ def op_key(run_id: str, step_id: str, attempt: int) -> str:
     return sha256_hex(preimage.encode("utf-8"))
 
 
+# Statuses of an entry that has not finished: not on the hash chain yet.
+UNFINISHED = ("started", "in_doubt")
+# Statuses an operator's resolution gives an in-doubt entry.
+RESOLVED = ("applied", "not_applied")
+
+
 @dataclass(frozen=True)
 class CallRow:
     op_key: str
-    status: str  # started | completed | failed
+    status: str  # started | completed | failed | in_doubt | applied | not_applied
     request_digest: str
     response: JsonObject | None
     started_at: str
+    run_id: str = ""
+    step_id: str = ""
+    target: str = ""
 
 
 def lookup(conn: Conn, key: str) -> CallRow | None:
     row = conn.execute(
         sa.text(
-            "SELECT op_key, status, request_digest, response_json, started_at"
-            " FROM calls WHERE op_key = :k"
+            "SELECT op_key, status, request_digest, response_json, started_at, run_id, step_id,"
+            " target FROM calls WHERE op_key = :k"
         ),
         {"k": key},
     ).first()
@@ -63,7 +84,7 @@ def lookup(conn: Conn, key: str) -> CallRow | None:
         raise GatehouseError(
             ErrorCode.CORRUPT_RECORD, "a ledger response is not an object", {"op_key": key}
         )
-    return CallRow(row[0], row[1], row[2], response, row[4])
+    return CallRow(row[0], row[1], row[2], response, row[4], row[5], row[6], row[7])
 
 
 def claim(
@@ -132,6 +153,56 @@ def complete(
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a claimed call vanished", {"op_key": key})
     chain.append(conn, key, run_id)
     return row
+
+
+def mark_in_doubt(conn: Conn, key: str) -> None:
+    """An interrupted call to a callee without idempotency keys: wait for a person."""
+    conn.execute(
+        sa.text("UPDATE calls SET status = 'in_doubt' WHERE op_key = :k AND status = 'started'"),
+        {"k": key},
+    )
+
+
+def resolve(conn: Conn, *, key: str, outcome: str, resolved_by: str, note: str | None) -> bool:
+    """Record an operator's word on an in-doubt call and chain it; False if it was
+    not in doubt (already resolved, finished, or never interrupted)."""
+    if outcome not in RESOLVED:
+        raise ValueError(f"unknown resolution {outcome!r}")
+    row = lookup(conn, key)
+    if row is None:
+        raise GatehouseError(ErrorCode.CALL_NOT_FOUND, "no ledger entry has that op_key")
+    response: JsonObject = {"resolution": outcome, "resolved_by": resolved_by, "note": note}
+    now = now_iso()
+    changed = conn.execute(
+        sa.text(
+            "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"
+            " resolved_by = :by, resolved_at = :t, finished_at = :t"
+            " WHERE op_key = :k AND status = 'in_doubt' RETURNING op_key"
+        ),
+        {
+            "st": outcome,
+            "rs": canonical_json(response),
+            "rd": digest_of(response),
+            "by": resolved_by,
+            "t": now,
+            "k": key,
+        },
+    ).first()
+    if changed is None:
+        return False
+    chain.append(conn, key, row.run_id)
+    return True
+
+
+def in_doubt(conn: Conn, run_id: str) -> list[str]:
+    """The run's op_keys waiting for an operator."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT op_key FROM calls WHERE run_id = :r AND status = 'in_doubt' ORDER BY op_key"
+        ),
+        {"r": run_id},
+    ).all()
+    return [str(r[0]) for r in rows]
 
 
 def list_calls(conn: Conn, run_id: str) -> list[CallView]:

@@ -52,7 +52,7 @@ def append(conn: Conn, op_key: str, run_id: str) -> None:
         sa.text(f"SELECT {_FIELDS}, chain_seq FROM calls WHERE op_key = :k"),  # noqa: S608
         {"k": op_key},
     ).first()
-    if row is None or row[-1] is not None or row[6] == "started":
+    if row is None or row[-1] is not None or row[6] in ("started", "in_doubt"):
         return
     head = conn.execute(
         sa.text(
@@ -133,7 +133,7 @@ def verify(conn: Conn, run_id: str) -> ChainReport:
     prev, expected_seq, count = GENESIS, 1, 0
     for row in rows:
         seq, status = row[10], str(row[6])
-        if seq is None and status == "started":
+        if seq is None and status in ("started", "in_doubt"):
             continue  # not finished: not part of the chain yet
         reason = _problem(row, prev, expected_seq)
         if reason is not None:

@@ -14,12 +14,15 @@ import httpx
 from pydantic import BaseModel
 
 from contracts import (
+    CallResolved,
     CallView,
     DecisionAccepted,
     EpisodeView,
+    ForkAccepted,
     IntentAccepted,
     JsonObject,
     JsonValue,
+    ReplayReport,
     RunList,
     RunView,
     TextChannel,
@@ -70,8 +73,15 @@ class Client:
         path: str,
         body: JsonObject | None = None,
         headers: dict[str, str] | None = None,
+        timeout: float | None = None,
     ) -> bytes:
-        r = self._http.request(method, path, json=body, headers=headers)
+        r = self._http.request(
+            method,
+            path,
+            json=body,
+            headers=headers,
+            timeout=timeout if timeout is not None else self._http.timeout,
+        )
         if r.status_code >= 400:
             try:
                 data: JsonValue = r.json()
@@ -107,6 +117,23 @@ class Client:
     def verify_ledger(self, run_id: str) -> JsonValue:
         out: JsonValue = json.loads(self._call("GET", f"/runs/{run_id}/ledger/verify"))
         return out
+
+    def replay(self, run_id: str) -> ReplayReport:
+        """Have a worker replay the run from its ledger (waits up to about a minute)."""
+        raw = self._call("POST", f"/runs/{run_id}/replay", timeout=90)
+        return ReplayReport.model_validate_json(raw)
+
+    def fork(self, run_id: str, from_step: int) -> ForkAccepted:
+        raw = self._call("POST", f"/runs/{run_id}/fork", {"from_step": from_step})
+        return ForkAccepted.model_validate_json(raw)
+
+    def resolve(self, op_key: str, applied: bool, note: str | None = None) -> CallResolved:
+        body: JsonObject = {"outcome": "applied" if applied else "not_applied"}
+        if note:
+            body["note"] = note
+        return CallResolved.model_validate_json(
+            self._call("POST", f"/calls/{op_key}/resolve", body)
+        )
 
     def episodes(self, run_id: str) -> list[EpisodeView]:
         raw = self._call("GET", f"/runs/{run_id}/episodes")

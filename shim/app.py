@@ -26,8 +26,10 @@ from contracts import (
     POLICY_CHANNELS,
     SECURITY_EVENTS_CHANNELS,
     ApprovalRequest,
+    CallResolution,
     Decision,
     ErrorCode,
+    ForkRequest,
     GatehouseError,
     IntentRequest,
     JsonValue,
@@ -47,6 +49,7 @@ M = TypeVar("M", bound=BaseModel)
 
 RunId = Annotated[str, Path(pattern=r"^run_[0-9a-f]{32}$")]
 Sha256 = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
+OpKey = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 PolicyId = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._:-]{0,63}$")]
 IdempotencyKey = Annotated[
     str | None, Header(alias="Idempotency-Key", pattern=r"^[A-Za-z0-9._:-]{1,128}$")
@@ -236,6 +239,26 @@ def create_app(
     def verify_ledger(request: Request, run_id: RunId) -> JSONResponse:
         auth(request, Role.OPERATOR)
         return JSONResponse(svc().verify_ledger(run_id))
+
+    @app.post("/runs/{run_id}/replay")
+    def replay(request: Request, run_id: RunId) -> JSONResponse:
+        # Sync: FastAPI runs it in a worker thread while a worker replays the run.
+        auth(request, Role.OPERATOR)
+        return _model(svc().replay(run_id))
+
+    @app.post("/runs/{run_id}/fork")
+    async def fork(request: Request, run_id: RunId) -> JSONResponse:
+        who = auth(request, Role.APPROVER)
+        body = await _body(request, settings.max_body_bytes, "env.fork_request_v1", ForkRequest)
+        return _model(await run_in_threadpool(svc().fork, run_id, body, who), 202)
+
+    @app.post("/calls/{op_key}/resolve")
+    async def resolve(request: Request, op_key: OpKey) -> JSONResponse:
+        who = auth(request, Role.OPERATOR)
+        body = await _body(
+            request, settings.max_body_bytes, "env.call_resolution_v1", CallResolution
+        )
+        return _model(await run_in_threadpool(svc().resolve, op_key, body, who))
 
     @app.get("/runs/{run_id}/episodes")
     def get_episodes(request: Request, run_id: RunId) -> JSONResponse:

@@ -29,14 +29,17 @@ COMMANDS = {
     "worker": "run one worker in the foreground",
     "migrate": "create or upgrade the database schema",
     "submit": "submit an intent",
-    "runs": "list runs",
+    "runs": "list runs, or fork one: runs fork RUN_ID --from-step N",
     "show": "show one run as JSON",
     "approve": "approve a run's plan (by its digest)",
     "reject": "reject a run's plan (by its digest)",
     "sql": "run a read-only SQL query against the database",
     "tokens": "create a bearer token for an identity (stores only its digest)",
     "ledger": "verify a run's ledger hash chain and name the first broken entry",
+    "replay": "replay a finished run from its ledger (no outbound calls); compare trace digests",
+    "calls": "resolve an in-doubt call: calls resolve OP_KEY --applied or --not-applied",
 }
+_API_COMMANDS = ("submit", "runs", "show", "approve", "reject", "ledger", "replay", "calls")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,10 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("worker")
     m = add("migrate")
     m.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
-    for name in ("submit", "runs", "show", "approve", "reject", "ledger"):
+    for name in _API_COMMANDS:
         add(name)
     url_default = os.environ.get("GATEHOUSE_URL", DEFAULT_URL)
-    for name in ("submit", "runs", "show", "approve", "reject", "ledger"):
+    for name in _API_COMMANDS:
         sub.choices[name].add_argument("--url", default=url_default, help="the shim's base URL")
         sub.choices[name].add_argument(
             "--token",
@@ -81,7 +84,19 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--mode", default="full-cycle", choices=["plan-only", "run-plan", "full-cycle"])
     sm.add_argument("--plan", help="file with a plan (mode run-plan)")
     sm.add_argument("--idempotency-key")
-    sub.choices["runs"].add_argument("--status")
+    r = sub.choices["runs"]
+    r.add_argument("action", nargs="?", choices=["list", "fork"], default="list")
+    r.add_argument("run_id", nargs="?", help="the run to fork")
+    r.add_argument("--status", help="list only runs in this status")
+    r.add_argument("--from-step", type=int, help="fork: the plan step (1-based) to go live from")
+    sub.choices["replay"].add_argument("run_id")
+    c = sub.choices["calls"]
+    c.add_argument("action", choices=["resolve"])
+    c.add_argument("op_key")
+    outcome = c.add_mutually_exclusive_group(required=True)
+    outcome.add_argument("--applied", action="store_true", help="the call did take effect")
+    outcome.add_argument("--not-applied", action="store_true", help="it did not: send it again")
+    c.add_argument("--note", help="why you decided so (kept in the episode)")
     sub.choices["show"].add_argument("run_id")
     sub.choices["ledger"].add_argument("action", choices=["verify"])
     sub.choices["ledger"].add_argument("run_id")
@@ -204,8 +219,19 @@ def _api(args: argparse.Namespace) -> int:
                     print(f"gatehouse: cannot read the plan {args.plan}: {exc}", file=sys.stderr)
                     return 2
             out = dump(api.submit(intent, args.idempotency_key))
+        elif args.command == "runs" and args.action == "fork":
+            if not args.run_id or args.from_step is None:
+                print("gatehouse: runs fork RUN_ID --from-step N", file=sys.stderr)
+                return 2
+            out = dump(api.fork(args.run_id, args.from_step))
         elif args.command == "runs":
             out = dump(api.runs(args.status))
+        elif args.command == "replay":
+            report = api.replay(args.run_id)
+            print(json.dumps(dump(report), indent=2))
+            return 0 if report.match else 3
+        elif args.command == "calls":
+            out = dump(api.resolve(args.op_key, bool(args.applied), args.note))
         elif args.command == "show":
             out = dump(api.run(args.run_id))
         elif args.command == "ledger":

@@ -74,10 +74,6 @@ def call_step(name: str) -> Callable[[CallStep], CallStep]:
     )
 
 
-def _result(key: str, response: JsonObject, from_ledger: bool) -> JsonObject:
-    return {"op_key": key, "from_ledger": from_ledger, **response}
-
-
 @dataclass(frozen=True)
 class Call:
     """One provider or tool call, as the ledger identifies and records it."""
@@ -94,6 +90,29 @@ class Call:
     def op_key(self) -> str:
         return calls.op_key(self.run_id, self.step_id, self.attempt)
 
+    def result(self, response: JsonObject, from_ledger: bool) -> JsonObject:
+        """What the step returns: the recorded response, and what the trace digest needs."""
+        return {
+            "op_key": self.op_key,
+            "step_id": self.step_id,
+            "attempt": self.attempt,
+            "from_ledger": from_ledger,
+            "request_digest": digest_of(self.request),
+            "response_digest": digest_of(response),
+            **response,
+        }
+
+    def in_doubt(self) -> JsonObject:
+        """The response of an interrupted call whose effect nobody can know."""
+        return {
+            "ok": False,
+            "output": {"op_key": self.op_key, "step_id": self.step_id, "target": self.target},
+            "error_code": ErrorCode.CALL_IN_DOUBT.value,
+            "error_message": f"the {self.target} call for step {self.step_id!r} was interrupted"
+            " after it started; it may or may not have taken effect",
+            "artifacts": [],
+        }
+
 
 def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     """Run one call exactly once per op_key; return the recorded response.
@@ -106,7 +125,7 @@ def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObjec
     except GatehouseError as exc:
         if exc.code is not ErrorCode.CORRUPT_RECORD:
             raise
-        return _result(call.op_key, refusal(exc).response([]), False)
+        return call.result(refusal(exc).response([]), False)
 
 
 def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
@@ -115,6 +134,7 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     with rt.db.engine.begin() as conn:
         row = calls.lookup(conn, key)
     if row is None:
+        maybe_crash(rt.settings.crash_point, "before_claim", call.step_id)
         with rt.db.engine.begin() as conn:
             claimed = calls.claim(
                 conn,
@@ -129,23 +149,19 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
         if not claimed:
             with rt.db.engine.begin() as conn:
                 row = calls.lookup(conn, key)
-    if row is not None and row.status != "started" and row.response is not None:
-        return _result(key, row.response, from_ledger=True)
+    if row is not None and row.status not in calls.UNFINISHED and row.response is not None:
+        if row.status in calls.RESOLVED:  # an operator settled an interrupted call
+            return call.result(call.in_doubt(), from_ledger=True)
+        return call.result(row.response, from_ledger=True)
     # A claim nobody completed means this call was interrupted mid-flight.
-    if row is not None and (row.request_digest != digest_of(call.request) or not call.idempotent):
-        details: JsonObject = {"op_key": key, "step_id": call.step_id, "target": call.target}
-        return _result(
-            key,
-            {
-                "ok": False,
-                "output": details,
-                "error_code": ErrorCode.CALL_IN_DOUBT.value,
-                "error_message": f"the {call.target} call for step {call.step_id!r} was interrupted"
-                " after it started; it may or may not have taken effect",
-                "artifacts": [],
-            },
-            from_ledger=False,
-        )
+    if row is not None and (
+        row.status == "in_doubt"
+        or row.request_digest != digest_of(call.request)
+        or not call.idempotent
+    ):
+        with rt.db.engine.begin() as conn:
+            calls.mark_in_doubt(conn, key)
+        return call.result(call.in_doubt(), from_ledger=False)
     maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
     started = time.monotonic()
     performed = perform(key)
@@ -183,7 +199,7 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     maybe_crash(rt.settings.crash_point, "after_completion", call.step_id)
     if recorded.response is None:  # pragma: no cover - complete() just wrote it
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
-    return _result(key, recorded.response, from_ledger=False)
+    return call.result(recorded.response, from_ledger=False)
 
 
 def refusal(exc: GatehouseError) -> Performed:

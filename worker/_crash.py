@@ -3,6 +3,13 @@
 ``GATEHOUSE_CRASH_POINT=<point>:<step_id>`` makes the worker process exit at
 once (``os._exit``, like ``kill -9``: no cleanup, no checkpoint) when the
 call for that step reaches the point. Unset, this does nothing.
+
+Call points (step_id is a plan step id, or ``@compile`` for the planner):
+``before_claim``, ``after_claim``, ``after_effect`` and ``after_completion``
+(the ledger row is complete but the DBOS step checkpoint is not written).
+Run points (step_id ``@run``): ``approval_wait`` (inside the durable wait
+for a decision) and ``after_approval`` (the decision is recorded, no step
+has run yet).
 """
 
 from __future__ import annotations
@@ -10,9 +17,12 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["POINTS", "maybe_crash"]
+__all__ = ["CALL_POINTS", "POINTS", "RUN", "RUN_POINTS", "maybe_crash"]
 
-POINTS = ("after_claim", "after_effect", "after_completion")
+CALL_POINTS = ("before_claim", "after_claim", "after_effect", "after_completion")
+RUN_POINTS = ("approval_wait", "after_approval")
+POINTS = CALL_POINTS + RUN_POINTS
+RUN = "@run"
 
 
 def maybe_crash(setting: str | None, point: str, step_id: str) -> None:

@@ -27,6 +27,7 @@ class WorkerSettings:
     heartbeat_s: float  # how often this worker says it is alive (and the reaper looks)
     dead_after_s: float  # a worker silent this long is dead: its runs are handed over
     crash_point: str | None  # test hook: see worker/_crash.py
+    random_seed: str | None  # RANDOM_SEED: every random choice of a run is drawn from it
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> WorkerSettings:
@@ -59,6 +60,7 @@ class WorkerSettings:
             heartbeat_s=heartbeat,
             dead_after_s=dead_after,
             crash_point=e.get("GATEHOUSE_CRASH_POINT") or None,
+            random_seed=e.get("RANDOM_SEED") or None,
         )
 
 

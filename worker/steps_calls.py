@@ -7,6 +7,9 @@ under the same names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from pydantic import ValidationError
 
 from contracts import (
@@ -17,6 +20,7 @@ from contracts import (
     JsonObject,
     PolicyProfile,
     ToolPool,
+    digest_of,
 )
 from contracts._base import Closed
 from policies import catalog
@@ -31,8 +35,18 @@ from worker.providers.openai_compat import (
     plan_with_model,
     request_body,
 )
+from worker.settings import WorkerSettings
 
-__all__ = ["COMPILE_STEP_ID", "PlannerCall", "ToolCall", "planner_call", "tool_call"]
+__all__ = [
+    "COMPILE_STEP_ID",
+    "PlannerCall",
+    "Prepared",
+    "ToolCall",
+    "planner_call",
+    "prepare_planner",
+    "prepare_tool",
+    "tool_call",
+]
 
 # The ledger step id of the planner call. Plan step ids start with a letter,
 # so this can never collide with one.
@@ -50,11 +64,13 @@ class PlannerCall(Closed):
     parameters: JsonObject
     profile: PolicyProfile
     tool_pool: ToolPool
+    seed: int | None = None  # drawn from the run's seed; sent to model planners
 
 
 class ToolCall(Closed):
     run_id: str
     step_id: str
+    position: int = 0  # the step's place in the plan (0-based)
     attempt: int
     driver_kind: DriverKind
     connector: Connector
@@ -74,10 +90,25 @@ def _compile(run_id: str, planner: str, request: JsonObject) -> Call:
     )
 
 
-@call_step("gatehouse.planner_call")
-def planner_call(raw: JsonObject) -> JsonObject:
-    spec = PlannerCall.model_validate(raw)
-    rt = runtime()
+@dataclass(frozen=True)
+class Prepared:
+    """A call ready to go through the ledger (or be served from it, in a replay)."""
+
+    call: Call | None  # None: refused before anything could be called
+    perform: Callable[[str], Performed]
+    refused: JsonObject | None = None  # the step's answer when call is None
+
+    def run(self) -> JsonObject:
+        if self.call is None:
+            return self.refused if self.refused is not None else {}
+        return through_ledger(self.call, self.perform)
+
+
+def _not_performed(_key: str) -> Performed:  # pragma: no cover - never called
+    raise AssertionError("a refused call is never performed")
+
+
+def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
     loaded = catalog.recipe(spec.recipe_id)
     recipe = loaded.model
     if recipe.planner == "template":
@@ -97,16 +128,27 @@ def planner_call(raw: JsonObject) -> JsonObject:
                 return refusal(exc)
             return Performed(ok=True, output={"plan": plan})
 
-        return through_ledger(_compile(spec.run_id, "recipe", request), perform_template)
+        return Prepared(_compile(spec.run_id, "recipe", request), perform_template)
 
-    s = rt.settings
-    if s.model_base_url is None:
+    if settings.model_base_url is None:
         unavailable = GatehouseError(
             ErrorCode.PLANNER_UNAVAILABLE,
             f"recipe {recipe.recipe_id!r} needs a model planner; set GATEHOUSE_MODEL_BASE_URL",
         )
-        return {"op_key": None, "from_ledger": False, **refusal(unavailable).response([])}
-    model = ModelSettings(base_url=s.model_base_url, model=s.model_name, api_key=s.model_api_key)
+        response = refusal(unavailable).response([])
+        refused: JsonObject = {
+            "op_key": None,
+            "step_id": COMPILE_STEP_ID,
+            "attempt": 1,
+            "from_ledger": False,
+            "request_digest": None,
+            "response_digest": digest_of(response),
+            **response,
+        }
+        return Prepared(None, _not_performed, refused)
+    model = ModelSettings(
+        base_url=settings.model_base_url, model=settings.model_name, api_key=settings.model_api_key
+    )
     planner_input = PlannerInput(
         objective=spec.objective,
         parameters=spec.parameters,
@@ -114,6 +156,7 @@ def planner_call(raw: JsonObject) -> JsonObject:
         tool_pool=spec.tool_pool,
         instruction=spec.profile.planner_instruction,
         max_tokens=spec.profile.max_planner_tokens,
+        seed=spec.seed,
     )
     body = request_body(model, planner_input)
 
@@ -124,13 +167,15 @@ def planner_call(raw: JsonObject) -> JsonObject:
             return refusal(exc)
 
     request = {"planner": "openai_compat", "body": body}
-    return through_ledger(_compile(spec.run_id, "openai_compat", request), perform_model)
+    return Prepared(_compile(spec.run_id, "openai_compat", request), perform_model)
 
 
-@call_step("gatehouse.tool_call")
-def tool_call(raw: JsonObject) -> JsonObject:
-    spec = ToolCall.model_validate(raw)
-    rt = runtime()
+@call_step("gatehouse.planner_call")
+def planner_call(raw: JsonObject) -> JsonObject:
+    return prepare_planner(PlannerCall.model_validate(raw), runtime().settings).run()
+
+
+def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
     request: JsonObject = {
         "driver_kind": spec.driver_kind.value,
         "connector_id": spec.connector.connector_id,
@@ -146,7 +191,7 @@ def tool_call(raw: JsonObject) -> JsonObject:
                     f"this build has no handler for driver {spec.driver_kind.value!r}",
                 )
             )
-        workspace = rt.settings.workspace_root / spec.run_id
+        workspace = settings.workspace_root / spec.run_id
         workspace.mkdir(parents=True, exist_ok=True)
         ctx = HandlerContext(
             op_key=key,
@@ -174,7 +219,7 @@ def tool_call(raw: JsonObject) -> JsonObject:
             artifacts=result.artifacts,
         )
 
-    return through_ledger(
+    return Prepared(
         Call(
             run_id=spec.run_id,
             step_id=spec.step_id,
@@ -182,7 +227,17 @@ def tool_call(raw: JsonObject) -> JsonObject:
             kind="tool",
             target=spec.driver_kind.value,
             request=request,
-            idempotent=spec.driver_kind in _IDEMPOTENT,
+            idempotent=_idempotent(spec.connector),
         ),
         perform,
     )
+
+
+def _idempotent(connector: Connector) -> bool:
+    """May an interrupted call to this connector be sent again with the same key?"""
+    return connector.driver_kind in _IDEMPOTENT and connector.idempotency == "key"
+
+
+@call_step("gatehouse.tool_call")
+def tool_call(raw: JsonObject) -> JsonObject:
+    return prepare_tool(ToolCall.model_validate(raw), runtime().settings).run()

@@ -29,12 +29,13 @@ from contracts import (
 )
 from contracts._base import Closed
 from contracts.episode import ResultStatus
-from ledger import evidence, now_iso, runs
+from ledger import Conn, calls, evidence, now_iso, runs
 from policies import catalog
 from policies.episodes import episode, security_episode
 from policies.gate import gate_plan, read_only
 from policies.security import classify
 from worker._runtime import runtime
+from worker._seed import fresh_seed
 
 __all__ = [
     "BeginResult",
@@ -42,9 +43,15 @@ __all__ = [
     "begin_run",
     "finish_run",
     "gate_and_card",
+    "gated_plan",
+    "needs_operator",
+    "plan_problem",
     "read_decision",
+    "read_resolution",
     "record_decision",
     "record_step_result",
+    "resume_after_resolution",
+    "step_verdict",
 ]
 
 
@@ -74,6 +81,7 @@ class BeginResult(Closed):
     profile_digest: str | None = None
     tool_pool: ToolPool | None = None
     tool_pool_digest: str | None = None
+    seed: str | None = None
     error_code: str | None = None
     error_message: str | None = None
 
@@ -81,12 +89,16 @@ class BeginResult(Closed):
 def _begin(arg: JsonObject) -> JsonObject:
     run_id = str(arg["run_id"])
     s = _session()
+    # The run's seed is chosen once, here, and recorded with this step: a
+    # re-executed or replayed run draws the same choices from it.
+    seed = runtime().settings.random_seed or fresh_seed()
+    runs.set_seed(s, run_id, seed)
     try:
         prof = catalog.profile(str(arg["policy_profile"]))
         pool = catalog.tool_pool(str(arg["tool_pool"]))
     except GatehouseError as exc:
         return BeginResult(
-            ok=False, error_code=exc.code.value, error_message=exc.message
+            ok=False, seed=seed, error_code=exc.code.value, error_message=exc.message
         ).model_dump(mode="json")
     runs.set_status(s, run_id, RunStatus.RUNNING, "compile")
     runs.set_policy_digests(s, run_id, prof.digest, pool.digest)
@@ -96,6 +108,7 @@ def _begin(arg: JsonObject) -> JsonObject:
         profile_digest=prof.digest,
         tool_pool=pool.model,
         tool_pool_digest=pool.digest,
+        seed=seed,
     ).model_dump(mode="json")
 
 
@@ -139,23 +152,28 @@ def _refuse(run_id: str, phase: str, exc: GatehouseError, subject: str) -> JsonO
     )
 
 
+def gated_plan(raw_plan: JsonValue, profile: PolicyProfile, pool: ToolPool) -> Plan:
+    """The plan, if it passes its contract and the gate; raises the refusal otherwise."""
+    validate_instance("env.mova_agent_plan_v1", raw_plan, ErrorCode.PLAN_INVALID)
+    try:
+        plan = Plan.model_validate(raw_plan)
+    except ValidationError as exc:
+        raise GatehouseError(
+            ErrorCode.PLAN_INVALID,
+            "the plan breaks a rule of its contract",
+            {"problem": str(exc)[:1000]},
+        ) from exc
+    gate_plan(plan, pool, profile)
+    return plan
+
+
 def _gate(arg: JsonObject) -> JsonObject:
     run_id = str(arg["run_id"])
     profile = PolicyProfile.model_validate(arg["profile"])
     pool = ToolPool.model_validate(arg["tool_pool"])
     mode = Mode(str(arg["mode"]))
-    raw_plan = arg["plan"]
     try:
-        validate_instance("env.mova_agent_plan_v1", raw_plan, ErrorCode.PLAN_INVALID)
-        try:
-            plan = Plan.model_validate(raw_plan)
-        except ValidationError as exc:
-            raise GatehouseError(
-                ErrorCode.PLAN_INVALID,
-                "the plan breaks a rule of its contract",
-                {"problem": str(exc)[:1000]},
-            ) from exc
-        gate_plan(plan, pool, profile)
+        plan = gated_plan(arg["plan"], profile, pool)
     except GatehouseError as exc:
         return _refuse(run_id, "gate", exc, "plan")
     plan_json = plan.model_dump(mode="json")
@@ -293,20 +311,24 @@ def expire_plan_card(run_id: str) -> None:
 
 
 # ---------------------------------------------------------------- tamper check
+def plan_problem(conn: Conn, run_id: str, digest: str) -> str | None:
+    """Why the stored plan card is not the approved plan, or None if it is."""
+    try:
+        card = runs.get_plan_card(conn, run_id)
+    except GatehouseError as corrupt:
+        return corrupt.message
+    if card is None:
+        return "the plan card is missing"
+    if card.plan_digest != digest:
+        return "the plan card names another digest than the one approved"
+    if digest_of(card.plan.model_dump(mode="json")) != digest:
+        return "the stored plan no longer hashes to the approved digest"
+    return None
+
+
 def _verify_plan(arg: JsonObject) -> JsonObject:
     run_id, digest = str(arg["run_id"]), str(arg["plan_digest"])
-    s = _session()
-    problem = None
-    try:
-        card = runs.get_plan_card(s, run_id)
-    except GatehouseError as corrupt:
-        card, problem = None, corrupt.message
-    if card is None:
-        problem = problem or "the plan card is missing"
-    elif card.plan_digest != digest:
-        problem = "the plan card names another digest than the one approved"
-    elif digest_of(card.plan.model_dump(mode="json")) != digest:
-        problem = "the stored plan no longer hashes to the approved digest"
+    problem = plan_problem(_session(), run_id, digest)
     if problem is None:
         return {"ok": True}
     tampered = GatehouseError(
@@ -327,20 +349,12 @@ def _record_step(arg: JsonObject) -> JsonObject:
     outcome = arg["outcome"]
     if not isinstance(outcome, dict):  # pragma: no cover - built by the workflow
         raise TypeError("outcome must be an object")
-    ok = bool(outcome.get("ok"))
-    output = outcome.get("output")
-    code = outcome.get("error_code")
-    message = outcome.get("error_message")
+    ref = arg.get("output_schema_ref")
+    ok, output, code, message = step_verdict(
+        step_id, outcome, ref if isinstance(ref, str) else None
+    )
     op = outcome.get("op_key")
     s = _session()
-    ref = arg.get("output_schema_ref")
-    if ok and isinstance(ref, str):
-        # Step output is a boundary too: it must match what the plan declared.
-        problems = catalog.output_problems(ref, output if isinstance(output, dict) else {})
-        if problems:
-            ok, code = False, ErrorCode.OUTPUT_INVALID.value
-            message = f"the output of step {step_id!r} does not match {ref}: {problems[0]}"
-            output = {"output_schema_ref": ref, "problems": list[JsonValue](problems)}
     refused = _security_code(code)
     if refused is not None:
         # A refusal at run time (a destination that resolved to a private address,
@@ -405,6 +419,25 @@ def _record_step(arg: JsonObject) -> JsonObject:
     return {"ok": ok, "error_code": code, "error_message": message}
 
 
+def step_verdict(
+    step_id: str, outcome: JsonObject, output_schema_ref: str | None
+) -> tuple[bool, JsonValue, JsonValue, JsonValue]:
+    """(ok, output, error_code, error_message) of a finished call, output checked."""
+    ok = bool(outcome.get("ok"))
+    output = outcome.get("output")
+    code = outcome.get("error_code")
+    message = outcome.get("error_message")
+    ref = output_schema_ref
+    if ok and ref is not None:
+        # Step output is a boundary too: it must match what the plan declared.
+        problems = catalog.output_problems(ref, output if isinstance(output, dict) else {})
+        if problems:
+            ok, code = False, ErrorCode.OUTPUT_INVALID.value
+            message = f"the output of step {step_id!r} does not match {ref}: {problems[0]}"
+            output = {"output_schema_ref": ref, "problems": list[JsonValue](problems)}
+    return ok, output, code, message
+
+
 def _security_code(code: JsonValue) -> ErrorCode | None:
     """The code if it is a refusal worth a security episode (not a plain failure)."""
     try:
@@ -456,6 +489,9 @@ def _finish(arg: JsonObject) -> JsonObject:
     code = arg.get("error_code")
     message = arg.get("error_message")
     s = _session()
+    trace = arg.get("trace_digest")
+    if isinstance(trace, str):
+        runs.set_trace_digest(s, run_id, trace)
     runs.set_status(
         s,
         run_id,
@@ -477,7 +513,12 @@ def _finish(arg: JsonObject) -> JsonObject:
             summary=f"run {status.value}",
             executor_id=_exec_id(),
             recorded_at=now_iso(),
-            details={"status": status.value, "steps": arg["steps"], "error_code": code},
+            details={
+                "status": status.value,
+                "steps": arg["steps"],
+                "error_code": code,
+                "trace_digest": trace,
+            },
         ),
     )
     return {}
@@ -489,6 +530,8 @@ def finish_run(
     steps: list[JsonValue],
     error_code: str | None = None,
     error_message: str | None = None,
+    *,
+    trace_digest: str | None = None,
 ) -> None:
     _tx(
         "gatehouse.finish",
@@ -499,5 +542,62 @@ def finish_run(
             "steps": list(steps),
             "error_code": error_code,
             "error_message": error_message,
+            "trace_digest": trace_digest,
         },
     )
+
+
+# ---------------------------------------------------------------- in doubt
+def _needs_operator(arg: JsonObject) -> JsonObject:
+    run_id, op_key, step_id = str(arg["run_id"]), str(arg["op_key"]), str(arg["step_id"])
+    s = _session()
+    calls.mark_in_doubt(s, op_key)
+    runs.set_status(s, run_id, RunStatus.NEEDS_OPERATOR, "operator")
+    evidence.put_episode(
+        s,
+        run_id,
+        step_id,
+        episode(
+            run_id=run_id,
+            kind="in_doubt",
+            subject=op_key,
+            episode_type="execution/call_in_doubt",
+            status="pending",
+            summary=f"call for step {step_id} interrupted; waiting for an operator"
+            f" (gatehouse calls resolve {op_key} --applied|--not-applied)",
+            executor_id=_exec_id(),
+            recorded_at=now_iso(),
+            details={"op_key": op_key, "step_id": step_id},
+        ),
+    )
+    return {}
+
+
+def needs_operator(run_id: str, op_key: str, step_id: str) -> None:
+    """The run stops in phase ``needs_operator`` until the call is resolved."""
+    _tx(
+        "gatehouse.needs_operator",
+        _needs_operator,
+        {"run_id": run_id, "op_key": op_key, "step_id": step_id},
+    )
+
+
+def read_resolution(op_key: str) -> str | None:
+    """applied / not_applied once an operator has said so; None while in doubt."""
+
+    def _fn(arg: JsonObject) -> JsonObject:
+        row = calls.lookup(_session(), str(arg["op_key"]))
+        status = None if row is None else row.status
+        return {"resolution": status if status in calls.RESOLVED else None}
+
+    out = _tx("gatehouse.read_resolution", _fn, {"op_key": op_key})
+    found = out.get("resolution")
+    return found if isinstance(found, str) else None
+
+
+def resume_after_resolution(run_id: str) -> None:
+    def _fn(arg: JsonObject) -> JsonObject:
+        runs.set_status(_session(), str(arg["run_id"]), RunStatus.RUNNING, "execute")
+        return {}
+
+    _tx("gatehouse.resume", _fn, {"run_id": run_id})

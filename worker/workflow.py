@@ -1,8 +1,10 @@
-"""The intent workflow: compile → gate → plan card → wait → execute → evidence.
+"""The intent workflow: ``worker._flow`` run live, every port a durable DBOS
+step, message wait or durable sleep.
 
-Orchestration only. No clock, randomness, network or file access here:
-every such thing happens in a step (``steps_calls``, ``steps_records``), so
-a recovered workflow replays to the same point and continues.
+The run id is the workflow id. A fork (``DBOS.fork_workflow``) runs its
+parent's job under a new workflow id: DBOS serves the parent's recorded
+planner and tool calls before the fork point, and from there on every call
+and record is the fork's own.
 """
 
 from __future__ import annotations
@@ -12,156 +14,119 @@ from dbos import DBOS
 from contracts import (
     APPROVAL_TOPIC,
     INTENT_WORKFLOW,
+    RESOLUTION_TOPIC,
     Decision,
-    ErrorCode,
-    GatehouseError,
     IntentJob,
     JsonObject,
     JsonValue,
     Mode,
-    OnError,
+    PolicyProfile,
     RunStatus,
+    ToolPool,
 )
-from policies.gate import check_step
+from worker import replay as _replay  # registers the replay workflow with DBOS
 from worker import steps_records as rec
-from worker._inputs import resolve_input
+from worker._crash import RUN, maybe_crash
+from worker._flow import run_intent
+from worker._runtime import runtime
 from worker.steps_calls import planner_call, tool_call
+from worker.steps_records import BeginResult, GateResult
 
-__all__ = ["intent_workflow"]
+__all__ = ["LivePorts", "intent_workflow"]
+
+_ = _replay
+
+# How long one wait for an operator's resolution lasts before the row is re-read.
+_RESOLUTION_RECHECK_S = 60.0
+
+
+class LivePorts:
+    """The flow's ports as DBOS steps (see ``worker._flow.Ports``)."""
+
+    def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
+        return rec.begin_run(run_id, profile_id, tool_pool_id)
+
+    def planner_call(self, raw: JsonObject) -> JsonObject:
+        return planner_call(raw)
+
+    def gate_and_card(
+        self, run_id: str, raw_plan: JsonObject, profile: PolicyProfile, pool: ToolPool, mode: Mode
+    ) -> GateResult:
+        return rec.gate_and_card(run_id, raw_plan, profile, pool, mode)
+
+    def await_decision(
+        self, run_id: str, plan_digest: str, profile: PolicyProfile
+    ) -> tuple[bool, str] | None:
+        crash = runtime().settings.crash_point
+        waited = 0.0
+        decided = rec.read_decision(run_id, plan_digest)
+        while decided is None:
+            maybe_crash(crash, "approval_wait", RUN)
+            if waited >= profile.approval.timeout_s:
+                rec.expire_plan_card(run_id)
+                return None
+            chunk = min(profile.approval.recheck_s, profile.approval.timeout_s - waited)
+            if DBOS.recv(APPROVAL_TOPIC, timeout_seconds=chunk) is None:
+                waited += chunk
+            decided = rec.read_decision(run_id, plan_digest)
+        decision, decided_by = decided
+        rec.record_decision(run_id, plan_digest, decision, decided_by)
+        maybe_crash(crash, "after_approval", RUN)
+        return decision is Decision.APPROVED, decided_by
+
+    def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
+        return rec.verify_plan(run_id, plan_digest)
+
+    def tool_call(self, raw: JsonObject) -> JsonObject:
+        return tool_call(raw)
+
+    def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
+        rec.needs_operator(run_id, op_key, step_id)
+        resolved = rec.read_resolution(op_key)
+        while resolved is None:
+            DBOS.recv(RESOLUTION_TOPIC, timeout_seconds=_RESOLUTION_RECHECK_S)
+            resolved = rec.read_resolution(op_key)
+        rec.resume_after_resolution(run_id)
+        return resolved
+
+    def pause(self, seconds: float) -> None:
+        DBOS.sleep(seconds)
+
+    def record_step_result(
+        self,
+        *,
+        run_id: str,
+        step_id: str,
+        position: int,
+        driver_kind: str,
+        connector_id: str,
+        outcome: JsonObject,
+        output_schema_ref: str | None = None,
+    ) -> JsonObject:
+        return rec.record_step_result(
+            run_id=run_id,
+            step_id=step_id,
+            position=position,
+            driver_kind=driver_kind,
+            connector_id=connector_id,
+            outcome=outcome,
+            output_schema_ref=output_schema_ref,
+        )
+
+    def finish(
+        self,
+        run_id: str,
+        status: RunStatus,
+        summary: list[JsonValue],
+        *,
+        code: str | None,
+        message: str | None,
+        trace_digest: str,
+    ) -> None:
+        rec.finish_run(run_id, status, summary, code, message, trace_digest=trace_digest)
 
 
 @DBOS.workflow(name=INTENT_WORKFLOW)
 def intent_workflow(raw_job: JsonObject) -> JsonObject:
     job = IntentJob.model_validate(raw_job)
-    req, run_id = job.request, job.run_id
-
-    begun = rec.begin_run(run_id, req.policy_profile, req.tool_pool)
-    if not begun.ok or begun.profile is None or begun.tool_pool is None:
-        return _end(run_id, RunStatus.FAILED, [], begun.error_code, begun.error_message)
-    profile, pool = begun.profile, begun.tool_pool
-
-    # 1 compile: a supplied plan (run-plan) or the planner's, through the ledger
-    if req.plan is not None:
-        raw_plan: JsonObject = req.plan.model_dump(mode="json")
-    else:
-        compiled = planner_call(
-            {
-                "run_id": run_id,
-                "recipe_id": req.recipe,
-                "objective": req.objective,
-                "parameters": req.parameters,
-                "profile": profile.model_dump(mode="json"),
-                "tool_pool": pool.model_dump(mode="json"),
-            }
-        )
-        output = compiled.get("output")
-        plan_value = output.get("plan") if isinstance(output, dict) else None
-        if not compiled.get("ok") or not isinstance(plan_value, dict):
-            code = str(compiled.get("error_code") or ErrorCode.PLANNER_FAILED.value)
-            message = str(compiled.get("error_message") or "")
-            return _end(run_id, RunStatus.FAILED, [], code, message)
-        raw_plan = plan_value
-
-    # 2 gate + 3 plan card
-    gated = rec.gate_and_card(run_id, raw_plan, profile, pool, req.mode)
-    if not gated.ok or gated.plan is None or gated.plan_digest is None:
-        return _end(run_id, RunStatus.FAILED, [], gated.error_code, gated.error_message)
-    plan, digest = gated.plan, gated.plan_digest
-    if req.mode is Mode.PLAN_ONLY:
-        return _end(run_id, RunStatus.PLANNED, [])
-
-    # 4 durable wait: the plan_approvals row decides; a message only wakes us early
-    waited = 0.0
-    decided = rec.read_decision(run_id, digest)
-    while decided is None:
-        if waited >= profile.approval.timeout_s:
-            rec.expire_plan_card(run_id)
-            message = f"no decision on plan {digest[:12]} within {waited:.0f} s"
-            return _end(run_id, RunStatus.FAILED, [], ErrorCode.APPROVAL_TIMEOUT.value, message)
-        chunk = min(profile.approval.recheck_s, profile.approval.timeout_s - waited)
-        message = DBOS.recv(APPROVAL_TOPIC, timeout_seconds=chunk)
-        if message is None:
-            waited += chunk
-        decided = rec.read_decision(run_id, digest)
-    decision, decided_by = decided
-    rec.record_decision(run_id, digest, decision, decided_by)
-    if decision is Decision.REJECTED:
-        return _end(run_id, RunStatus.REJECTED, [])
-    verified = rec.verify_plan(run_id, digest)
-    if not verified.ok:  # the stored plan was changed after approval: run nothing
-        return _end(run_id, RunStatus.FAILED, [], verified.error_code, verified.error_message)
-
-    # 5 execute, in order, each step re-checked against the policy right before it runs
-    outputs: dict[str, JsonObject] = {}
-    summary: list[JsonValue] = []
-    for position, step in enumerate(plan.steps):
-        try:
-            step_input = resolve_input(step, outputs)
-            connector = check_step(step, step_input, pool, profile)
-        except GatehouseError as exc:
-            rec.record_step_result(
-                run_id=run_id,
-                step_id=step.step_id,
-                position=position,
-                driver_kind=step.driver_kind.value,
-                connector_id=step.connector_id,
-                outcome={
-                    "ok": False,
-                    "output": exc.details,
-                    "error_code": exc.code.value,
-                    "error_message": exc.message,
-                    "op_key": None,
-                    "artifacts": [],
-                },
-            )
-            summary.append({"step_id": step.step_id, "ok": False, "error_code": exc.code.value})
-            return _end(run_id, RunStatus.FAILED, summary, exc.code.value, exc.message)
-        outcome = tool_call(
-            {
-                "run_id": run_id,
-                "step_id": step.step_id,
-                "attempt": 1,
-                "driver_kind": step.driver_kind.value,
-                "connector": connector.model_dump(mode="json"),
-                "input": step_input,
-            }
-        )
-        final = rec.record_step_result(
-            run_id=run_id,
-            step_id=step.step_id,
-            position=position,
-            driver_kind=step.driver_kind.value,
-            connector_id=step.connector_id,
-            outcome=outcome,
-            output_schema_ref=step.output_schema_ref,
-        )
-        ok = bool(final.get("ok"))
-        code_value = final.get("error_code")
-        step_code = code_value if isinstance(code_value, str) else None
-        summary.append({"step_id": step.step_id, "ok": ok, "error_code": step_code})
-        out = outcome.get("output")
-        if ok and isinstance(out, dict):
-            outputs[step.step_id] = out
-        if not ok and step.on_error is OnError.FATAL:
-            return _end(
-                run_id,
-                RunStatus.FAILED,
-                summary,
-                step_code or ErrorCode.HANDLER_FAILED.value,
-                str(final.get("error_message") or ""),
-            )
-
-    # 6 evidence: the summary episode and the terminal status, in one commit
-    return _end(run_id, RunStatus.SUCCEEDED, summary)
-
-
-def _end(
-    run_id: str,
-    status: RunStatus,
-    summary: list[JsonValue],
-    code: str | None = None,
-    message: str | None = None,
-) -> JsonObject:
-    """Every way a run ends: terminal status and run-summary episode, in one commit."""
-    rec.finish_run(run_id, status, summary, code, message)
-    return {"run_id": run_id, "status": status.value, "error_code": code, "steps": summary}
+    return run_intent(job, DBOS.workflow_id or job.run_id, LivePorts())

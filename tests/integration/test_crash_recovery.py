@@ -1,9 +1,12 @@
-"""A worker killed mid-call: the step re-executes without calling twice.
+"""Named crash points by handler: each case ends with its exact expected outcome.
 
 Real worker processes. Worker A runs with ``GATEHOUSE_CRASH_POINT`` and exits
 like ``kill -9`` at that point; worker B starts under the same executor id,
 DBOS recovers the PENDING workflow, and the re-executed step goes through the
-ledger. The inventory service counts what it receives.
+ledger. Keyed callees are called again with the same op_key; an interrupted
+call to a callee without keys stops the run in ``needs_operator`` until an
+operator resolves it. The inventory service counts what it receives; every
+run then replays from its ledger to the same trace digest.
 """
 
 from __future__ import annotations
@@ -36,98 +39,154 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     drop_database(url)
 
 
-def _plan(base_url: str) -> dict[str, Any]:
+def _step(handler: str, base_url: str) -> dict[str, Any]:
+    """The one step of a case's plan, for each handler."""
+    if handler == "noop":
+        return {
+            "step_id": "target",
+            "verb": "note",
+            "connector_id": "note",
+            "driver_kind": "noop",
+            "input": {"text": "hello"},
+        }
+    if handler in ("http", "http-unkeyed"):
+        return {
+            "step_id": "target",
+            "verb": "fetch",
+            "connector_id": "local-http" if handler == "http" else "local-http-unkeyed",
+            "driver_kind": "http",
+            "input": {"url": f"{base_url}/inventory.json"},
+        }
     return {
-        "objective": "fetch and checksum",
-        "steps": [
-            {
-                "step_id": "fetch",
-                "verb": "fetch",
-                "connector_id": "local-http",
-                "driver_kind": "http",
-                "input": {"url": f"{base_url}/inventory.json", "save_as": "inventory.json"},
-            },
-            {
-                "step_id": "checksum",
-                "verb": "run",
-                "connector_id": "workspace-shell",
-                "driver_kind": "restricted_shell",
-                "input": {"argv": ["sha256sum", "inventory.json"]},
-            },
-        ],
+        "step_id": "target",
+        "verb": "run",
+        "connector_id": "workspace-shell",
+        "driver_kind": "restricted_shell",
+        "input": {"argv": ["echo", "hello"]},
     }
 
 
-CASES = [
-    # (crash point, step, final status, requests seen, distinct effects, fetch ledger status)
-    ("after_claim", "fetch", "succeeded", 1, 1),
-    ("after_effect", "fetch", "succeeded", 2, 1),  # re-sent with the same Idempotency-Key
-    ("after_completion", "fetch", "succeeded", 1, 1),  # served from the ledger
-    ("after_completion", "checksum", "succeeded", 1, 1),
-    ("after_effect", "checksum", "failed", 1, 1),  # no idempotency key: in doubt, not re-run
+# Callees that de-duplicate on the op_key (or have no effect): an interrupted
+# call is sent again with the same key. The others are in doubt.
+KEYED = {"noop", "http"}
+HANDLERS = ["noop", "http", "http-unkeyed", "restricted_shell"]
+CALL_POINTS = ["before_claim", "after_claim", "after_effect", "after_completion"]
+
+
+def _expected(point: str, handler: str) -> tuple[str | None, int, int]:
+    """(operator resolution needed, requests the service sees, ledger rows for the step).
+
+    * before_claim: nothing was claimed; the call runs once on recovery.
+    * after_claim: claimed, not sent. Keyed: sent on recovery. Unkeyed: in
+      doubt; the truth is "not applied", so it is sent again as attempt 2.
+    * after_effect: sent, not recorded. Keyed: sent again with the same key
+      (the callee applies it once). Unkeyed: in doubt; the truth is "applied".
+    * after_completion: recorded; the recovered step is served from the ledger.
+    """
+    if point == "after_claim" and handler not in KEYED:
+        return "not_applied", 1, 2
+    if point == "after_effect" and handler not in KEYED:
+        return "applied", 1, 1
+    if point == "after_effect" and handler == "http":
+        return None, 2, 1
+    return None, 1, 1
+
+
+CASES = [(p, h) for p in CALL_POINTS for h in HANDLERS] + [
+    ("approval_wait", "http"),
+    ("after_approval", "http"),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("point", "step", "final", "requests", "effects"), CASES)
-def test_crash_point(
-    db_url: str, tmp_path: Path, point: str, step: str, final: str, requests: int, effects: int
-) -> None:
+@pytest.mark.parametrize(("point", "handler"), CASES)
+def test_crash_point(db_url: str, tmp_path: Path, point: str, handler: str) -> None:
     workspaces = tmp_path / "ws"
+    resolution, requests, rows = _expected(point, handler)
+    run_point = point in ("approval_wait", "after_approval")
     with InventoryService() as inventory, shim_client(db_url) as client:
-        plan = _plan(inventory.base_url)
+        plan = {"objective": "crash test", "steps": [_step(handler, inventory.base_url)]}
         digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
         r = client.post(
             "/intent",
-            json={
-                "recipe": "echo",
-                "objective": "crash test",
-                "mode": "run-plan",
-                "plan": plan,
-            },
+            json={"recipe": "echo", "objective": "crash test", "mode": "run-plan", "plan": plan},
         )
         assert r.status_code == 202, r.text
         run_id = r.json()["run_id"]
-        assert client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+        if point != "approval_wait":
+            assert (
+                client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+            )
 
         crashing = start_worker(
             db_url,
             "crash-w",
             workspaces,
             tmp_path / "a.log",
-            {"GATEHOUSE_CRASH_POINT": f"{point}:{step}"},
+            {"GATEHOUSE_CRASH_POINT": f"{point}:{'@run' if run_point else 'target'}"},
         )
         try:
             assert crashing.wait(timeout=90) == 137, (tmp_path / "a.log").read_text()
         finally:
             stop([crashing])
         mid = _read(client, run_id)
-        assert mid["status"] == "running"
+        assert mid["status"] == ("waiting_approval" if point == "approval_wait" else "running")
+        if point == "approval_wait":
+            assert (
+                client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+            )
 
         recovering = start_worker(db_url, "crash-w", workspaces, tmp_path / "b.log")
         try:
+            if resolution is not None:
+                waiting = wait_for_status(
+                    lambda rid: _read(client, rid), run_id, {"needs_operator"}, timeout=90
+                )
+                assert waiting["phase"] == "operator"
+                [doubt] = [c for c in _ledger(client, run_id) if c["status"] == "in_doubt"]
+                resolved = client.post(
+                    f"/calls/{doubt['op_key']}/resolve",
+                    json={"outcome": resolution, "note": "checked the callee's log"},
+                    headers=client.people.auth("olga"),
+                )
+                assert resolved.status_code == 200, resolved.text
+                assert resolved.json()["resolved_by"] == "olga"
             done = wait_for_status(
                 lambda rid: _read(client, rid), run_id, {"succeeded", "failed"}, timeout=90
             )
+            assert done["status"] == "succeeded", done
+            replayed = client.post(f"/runs/{run_id}/replay", headers=client.people.auth("olga"))
+            assert replayed.status_code == 200, replayed.text
+            assert replayed.json()["match"] is True, replayed.json()
         finally:
             stop([recovering])
 
-        assert done["status"] == final, done
-        assert inventory.count("/inventory.json") == requests
-        assert inventory.effects("/inventory.json") == effects
-        calls = client.get(f"/runs/{run_id}/ledger").json()["calls"]
-        by_step = {c["step_id"]: c for c in calls}
-        assert len([c for c in calls if c["step_id"] == "fetch"]) == 1
-        assert by_step["fetch"]["status"] == "completed"
+        assert inventory.count("/inventory.json") == (requests if "http" in handler else 0)
+        if handler == "http":
+            assert inventory.effects("/inventory.json") == 1  # one key, one effect
+        calls = [c for c in _ledger(client, run_id) if c["step_id"] == "target"]
+        assert len(calls) == rows
+        statuses = sorted(c["status"] for c in calls)
+        if resolution == "not_applied":
+            assert statuses == ["completed", "not_applied"]
+        elif resolution == "applied":
+            assert statuses == ["applied"]
+            episodes = client.get(f"/runs/{run_id}/episodes").json()["episodes"]
+            kinds = {e["episode_type"] for e in episodes}
+            assert {"execution/call_in_doubt", "execution/operator_resolution"} <= kinds
+        else:
+            assert statuses == ["completed"]
         chain = client.get(
             f"/runs/{run_id}/ledger/verify", headers=client.people.auth("olga")
         ).json()
         assert chain["ok"] is True, chain  # a crash never forks or breaks the chain
-        if final == "failed":
-            assert done["error_code"] == "call_in_doubt"
-            assert by_step["checksum"]["status"] == "started"  # left for an operator
-        else:
-            assert by_step["checksum"]["status"] == "completed"
+
+
+def _ledger(client: TestClient, run_id: str) -> list[dict[str, Any]]:
+    r = client.get(f"/runs/{run_id}/ledger")
+    assert r.status_code == 200, r.text
+    out: list[dict[str, Any]] = r.json()["calls"]
+    return out
 
 
 def _read(client: TestClient, run_id: str) -> dict[str, Any]:

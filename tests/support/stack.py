@@ -88,6 +88,8 @@ class Stack:
     database_url: str
     client: ActingClient
     workspace_root: Path
+    # Set when a test writes behind Gatehouse's back: its runs are not replayed.
+    tampered: bool = False
 
     def auth(self, name: str) -> dict[str, str]:
         """Headers that act as one of PEOPLE."""
@@ -120,6 +122,8 @@ class Stack:
         """Write to the database behind Gatehouse's back (tamper tests)."""
         from ledger import open_database
 
+        self.tampered = True
+
         db = open_database(self.database_url)
         try:
             with db.engine.begin() as conn:
@@ -136,6 +140,29 @@ class Stack:
                 return [tuple(r) for r in conn.execute(sa.text(query), params).all()]
         finally:
             db.dispose()
+
+
+def replay_everything(stack: Stack) -> None:
+    """Every finished run of the test replays from its ledger to its recorded
+    trace digest, with no outbound connection (the network guard is on)."""
+    from ledger import open_database
+    from tests.support.guard import network_guard
+    from worker._runtime import runtime
+    from worker.replay import replay_run
+
+    stack.settle()
+    finished = stack.sql(
+        "SELECT run_id FROM runs WHERE status IN ('succeeded', 'failed', 'rejected', 'planned')"
+    )
+    db = open_database(stack.database_url)
+    try:
+        with network_guard() as attempts:
+            reports = [replay_run(db, runtime().settings, str(r[0])) for r in finished]
+    finally:
+        db.dispose()
+    assert attempts == [], f"a replay tried to reach {attempts}"
+    diverged = [r.model_dump(mode="json") for r in reports if not r.match]
+    assert diverged == [], f"replays diverged: {diverged}"
 
 
 def wait_for_status(read: Any, run_id: str, statuses: set[str], timeout: float) -> dict[str, Any]:
@@ -225,7 +252,12 @@ def running_stack(
     launch(settings)
     try:
         with shim_client(url) as client:
-            yield Stack(backend=backend, database_url=url, client=client, workspace_root=workspace)
+            stack = Stack(
+                backend=backend, database_url=url, client=client, workspace_root=workspace
+            )
+            yield stack
+            if not stack.tampered:
+                replay_everything(stack)
     finally:
         # A run left waiting for a decision holds a DBOS thread in recv (up to the
         # profile's recheck_s) and would poll a database about to be dropped:

@@ -231,13 +231,13 @@ def test_http_timeout(tmp_path: Path, server: Fixture) -> None:
     _assert_failed(result, ErrorCode.HANDLER_TIMEOUT)
 
 
-def test_http_connection_refused_is_a_failed_result(tmp_path: Path) -> None:
+def test_http_connection_refused_is_upstream_unavailable(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     ctx = _ctx(tmp_path, [_local(port)])
     result = http_handler.run(ctx, {"url": f"http://127.0.0.1:{port}/"})
-    _assert_failed(result)
+    _assert_failed(result, ErrorCode.UPSTREAM_UNAVAILABLE)  # nothing sent: safe to retry
     assert "ConnectError" in (result.error_message or "")
 
 

@@ -10,13 +10,17 @@ Why it is shaped this way:
   between the check and the connection (DNS rebinding).
 * No proxies from the environment, no redirects: either could lead the call
   somewhere the allowlist never saw.
-* ``Idempotency-Key`` is always the ledger's op key, so a retried step is
-  recognisable by the callee; the caller cannot override it.
+* ``Idempotency-Key`` is the ledger's op key, so a call sent again after a
+  crash is recognisable by the callee; the caller cannot set or override it.
+  A connector marked ``idempotency: "none"`` (a callee that ignores keys)
+  sends none, and an interrupted call to it is in doubt instead.
 * The body is read raw (``Accept-Encoding: identity``) and reading stops at
   ``limits.max_output_bytes``; the count is of bytes actually received, so a
   compressed or endless body cannot exhaust memory.
 * Failures of the call (timeouts, HTTP >= 400, transport errors) are results;
-  only policy refusals raise ``GatehouseError``.
+  only policy refusals raise ``GatehouseError``. A refused connection and an
+  HTTP 429/503 answer are ``upstream_unavailable``: certainly not applied,
+  so the workflow may retry them as a new attempt.
 """
 
 from __future__ import annotations
@@ -238,7 +242,8 @@ def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
 
     headers = httpx.Headers(spec.headers)
     headers["Host"] = pinned.host_header
-    headers["Idempotency-Key"] = ctx.op_key
+    if ctx.connector.idempotency == "key":
+        headers["Idempotency-Key"] = ctx.op_key
     headers["Accept-Encoding"] = "identity"
     if content is not None and "content-type" not in headers:
         headers["Content-Type"] = "application/json"
@@ -262,6 +267,15 @@ def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
             ok=False,
             output={"url": spec.url},
             error_code=ErrorCode.HANDLER_TIMEOUT,
+            error_message=f"{type(exc).__name__}: {exc}"[:2000],
+        )
+    except httpx.ConnectError as exc:
+        # Nothing was sent: the call certainly did not take effect, so the
+        # workflow may send it again as a new attempt.
+        return HandlerResult(
+            ok=False,
+            output={"url": spec.url},
+            error_code=ErrorCode.UPSTREAM_UNAVAILABLE,
             error_message=f"{type(exc).__name__}: {exc}"[:2000],
         )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -302,10 +316,12 @@ def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
         output["saved_as"] = spec.save_as
 
     if response.status_code >= 400:
+        # 429 and 503 say the callee did not process the request: retryable.
+        unavailable = response.status_code in (429, 503)
         return HandlerResult(
             ok=False,
             output=output,
-            error_code=ErrorCode.HANDLER_FAILED,
+            error_code=ErrorCode.UPSTREAM_UNAVAILABLE if unavailable else ErrorCode.HANDLER_FAILED,
             error_message=f"HTTP {response.status_code}",
             artifacts=artifacts,
         )

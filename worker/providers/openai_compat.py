@@ -74,6 +74,7 @@ class PlannerInput:
     tool_pool: ToolPool  # the connectors the plan may use
     instruction: str  # guardrail text (channel model_instruction)
     max_tokens: int = 4096  # the profile's budget for one compile
+    seed: int | None = None  # from the run's RANDOM_SEED: same seed, same request
 
 
 def _describe_connector(connector: Connector) -> JsonObject:
@@ -130,7 +131,7 @@ def request_body(settings: ModelSettings, planner_input: PlannerInput) -> JsonOb
     Every free-form value embedded in a message is canonical JSON, and the body
     is sent as ``canonical_json(request_body(...))``: equal inputs give equal bytes.
     """
-    return {
+    body: JsonObject = {
         "model": settings.model,
         "temperature": 0,
         "max_tokens": planner_input.max_tokens,
@@ -148,6 +149,9 @@ def request_body(settings: ModelSettings, planner_input: PlannerInput) -> JsonOb
             },
         },
     }
+    if planner_input.seed is not None:
+        body["seed"] = planner_input.seed
+    return body
 
 
 def _excerpt(data: bytes | str) -> str:

@@ -1,0 +1,51 @@
+"""A network guard: any TCP/UDP connection attempt from Python code is refused
+and recorded. (libpq, the PostgreSQL driver, connects from C and is not seen.)"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["network_guard"]
+
+
+@contextmanager
+def network_guard() -> Iterator[list[Any]]:
+    """Yields the list of refused addresses; restores the socket module after."""
+    attempts: list[Any] = []
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_sendto = socket.socket.sendto
+
+    def _inet(sock: socket.socket) -> bool:
+        return sock.family in (socket.AF_INET, socket.AF_INET6)
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if _inet(self):
+            attempts.append(address)
+            raise ConnectionRefusedError(f"network guard: connect to {address!r} refused")
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if _inet(self):
+            attempts.append(address)
+            return 111
+        return real_connect_ex(self, address)
+
+    def sendto(self: socket.socket, *args: Any) -> int:
+        if _inet(self):
+            attempts.append(args[-1])
+            raise ConnectionRefusedError("network guard: sendto refused")
+        return real_sendto(self, *args)  # type: ignore[arg-type]  # (both overloads pass through)
+
+    socket.socket.connect = connect  # type: ignore[method-assign]  # (the guard itself)
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]  # (the guard itself)
+    socket.socket.sendto = sendto  # type: ignore[method-assign,assignment]  # (the guard itself)
+    try:
+        yield attempts
+    finally:
+        socket.socket.connect = real_connect  # type: ignore[method-assign]  # (restore)
+        socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]  # (restore)
+        socket.socket.sendto = real_sendto  # type: ignore[method-assign]  # (restore)

@@ -1,0 +1,310 @@
+"""The intent flow: compile → gate → plan card → wait → execute → evidence.
+
+Orchestration only, written once and run two ways through ``Ports``:
+
+* live, as the DBOS workflow (``worker.workflow``): every port is a durable
+  step, a message wait or a durable sleep;
+* in a replay (``worker.replay``): every call is served from the ledger by
+  op_key and nothing is written or sent.
+
+No clock, randomness, network or file access here: every such thing is a
+port, and random choices are drawn from the run's recorded seed, so a
+recovered workflow and a replay take exactly the same path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from contracts import (
+    ErrorCode,
+    GatehouseError,
+    IntentJob,
+    JsonObject,
+    JsonValue,
+    Mode,
+    OnError,
+    Plan,
+    PolicyProfile,
+    RunStatus,
+    ToolPool,
+    digest_of,
+)
+from policies.gate import check_step
+from worker._inputs import resolve_input
+from worker._seed import draw, planner_seed
+from worker.steps_records import BeginResult, GateResult
+
+__all__ = ["Ports", "Trace", "run_intent"]
+
+
+class Ports(Protocol):
+    """Everything the flow does that is not pure computation."""
+
+    def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult: ...
+
+    def planner_call(self, raw: JsonObject) -> JsonObject: ...
+
+    def gate_and_card(
+        self, run_id: str, raw_plan: JsonObject, profile: PolicyProfile, pool: ToolPool, mode: Mode
+    ) -> GateResult: ...
+
+    def await_decision(
+        self, run_id: str, plan_digest: str, profile: PolicyProfile
+    ) -> tuple[bool, str] | None:
+        """(approved, decided_by); None when no decision came in time."""
+        ...
+
+    def verify_plan(self, run_id: str, plan_digest: str) -> GateResult: ...
+
+    def tool_call(self, raw: JsonObject) -> JsonObject: ...
+
+    def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
+        """applied / not_applied: an operator's word on an in-doubt call."""
+        ...
+
+    def pause(self, seconds: float) -> None: ...
+
+    def record_step_result(
+        self,
+        *,
+        run_id: str,
+        step_id: str,
+        position: int,
+        driver_kind: str,
+        connector_id: str,
+        outcome: JsonObject,
+        output_schema_ref: str | None = None,
+    ) -> JsonObject: ...
+
+    def finish(
+        self,
+        run_id: str,
+        status: RunStatus,
+        summary: list[JsonValue],
+        *,
+        code: str | None,
+        message: str | None,
+        trace_digest: str,
+    ) -> None: ...
+
+
+class Trace:
+    """The ordered calls a run consumed; its digest is the run's trace digest."""
+
+    def __init__(self) -> None:
+        self.entries: list[JsonValue] = []
+        self.plan_digest: str | None = None
+
+    def add(self, result: JsonObject) -> None:
+        self.entries.append(
+            [result.get("op_key"), result.get("request_digest"), result.get("response_digest")]
+        )
+
+    def resolution(self, op_key: str, outcome: str) -> None:
+        self.entries.append([op_key, "resolution", outcome])
+
+    def digest(self) -> str:
+        return digest_of({"plan_digest": self.plan_digest, "calls": self.entries})
+
+
+def _applied(op_key: str) -> JsonObject:
+    """A step whose in-doubt call an operator says did take effect: done, output unknown."""
+    return {
+        "ok": True,
+        "op_key": op_key,
+        "output": {"resolution": "applied", "op_key": op_key},
+        "error_code": None,
+        "error_message": None,
+        "artifacts": [],
+    }
+
+
+def run_intent(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
+    """The whole flow of one run. ``run_id`` is the workflow's own id: a fork
+    runs the parent's job under a new id."""
+    req = job.request
+    trace = Trace()
+
+    def end(
+        status: RunStatus,
+        summary: list[JsonValue],
+        code: str | None = None,
+        message: str | None = None,
+    ) -> JsonObject:
+        # Every way a run ends: status, trace digest and summary episode, one commit.
+        ports.finish(
+            run_id, status, summary, code=code, message=message, trace_digest=trace.digest()
+        )
+        return {"run_id": run_id, "status": status.value, "error_code": code, "steps": summary}
+
+    begun = ports.begin(run_id, req.policy_profile, req.tool_pool)
+    if not begun.ok or begun.profile is None or begun.tool_pool is None:
+        return end(RunStatus.FAILED, [], begun.error_code, begun.error_message)
+    profile, pool = begun.profile, begun.tool_pool
+    seed = begun.seed or ""
+
+    # 1 compile: a supplied plan (run-plan) or the planner's, through the ledger
+    if req.plan is not None:
+        raw_plan: JsonObject = req.plan.model_dump(mode="json")
+    else:
+        compiled = ports.planner_call(
+            {
+                "run_id": run_id,
+                "recipe_id": req.recipe,
+                "objective": req.objective,
+                "parameters": req.parameters,
+                "profile": profile.model_dump(mode="json"),
+                "tool_pool": pool.model_dump(mode="json"),
+                "seed": planner_seed(seed, run_id),
+            }
+        )
+        trace.add(compiled)
+        output = compiled.get("output")
+        plan_value = output.get("plan") if isinstance(output, dict) else None
+        if not compiled.get("ok") or not isinstance(plan_value, dict):
+            code = str(compiled.get("error_code") or ErrorCode.PLANNER_FAILED.value)
+            return end(RunStatus.FAILED, [], code, str(compiled.get("error_message") or ""))
+        raw_plan = plan_value
+
+    # 2 gate + 3 plan card
+    gated = ports.gate_and_card(run_id, raw_plan, profile, pool, req.mode)
+    if not gated.ok or gated.plan is None or gated.plan_digest is None:
+        return end(RunStatus.FAILED, [], gated.error_code, gated.error_message)
+    plan, digest = gated.plan, gated.plan_digest
+    trace.plan_digest = digest
+    if req.mode is Mode.PLAN_ONLY:
+        return end(RunStatus.PLANNED, [])
+
+    # 4 durable wait: the plan_approvals row decides; a message only wakes us early
+    decided = ports.await_decision(run_id, digest, profile)
+    if decided is None:
+        message = f"no decision on plan {digest[:12]} within {profile.approval.timeout_s:.0f} s"
+        return end(RunStatus.FAILED, [], ErrorCode.APPROVAL_TIMEOUT.value, message)
+    if not decided[0]:
+        return end(RunStatus.REJECTED, [])
+    verified = ports.verify_plan(run_id, digest)
+    if not verified.ok:  # the stored plan was changed after approval: run nothing
+        return end(RunStatus.FAILED, [], verified.error_code, verified.error_message)
+
+    # 5 execute, in order, each step re-checked against the policy right before it runs
+    context = _Context(run_id, profile, pool, seed, ports, trace)
+    return _execute(context, plan, end)
+
+
+class _End(Protocol):
+    def __call__(
+        self,
+        status: RunStatus,
+        summary: list[JsonValue],
+        code: str | None = None,
+        message: str | None = None,
+    ) -> JsonObject: ...
+
+
+@dataclass(frozen=True)
+class _Context:
+    run_id: str
+    profile: PolicyProfile
+    pool: ToolPool
+    seed: str
+    ports: Ports
+    trace: Trace
+
+
+def _execute(c: _Context, plan: Plan, end: _End) -> JsonObject:
+    run_id, profile, pool, seed, ports, trace = (
+        c.run_id,
+        c.profile,
+        c.pool,
+        c.seed,
+        c.ports,
+        c.trace,
+    )
+    outputs: dict[str, JsonObject] = {}
+    summary: list[JsonValue] = []
+    for position, step in enumerate(plan.steps):
+        try:
+            step_input = resolve_input(step, outputs)
+            connector = check_step(step, step_input, pool, profile)
+        except GatehouseError as exc:
+            ports.record_step_result(
+                run_id=run_id,
+                step_id=step.step_id,
+                position=position,
+                driver_kind=step.driver_kind.value,
+                connector_id=step.connector_id,
+                outcome={
+                    "ok": False,
+                    "output": exc.details,
+                    "error_code": exc.code.value,
+                    "error_message": exc.message,
+                    "op_key": None,
+                    "artifacts": [],
+                },
+            )
+            summary.append({"step_id": step.step_id, "ok": False, "error_code": exc.code.value})
+            return end(RunStatus.FAILED, summary, exc.code.value, exc.message)
+
+        attempt = 1
+        while True:
+            outcome = ports.tool_call(
+                {
+                    "run_id": run_id,
+                    "step_id": step.step_id,
+                    "position": position,
+                    "attempt": attempt,
+                    "driver_kind": step.driver_kind.value,
+                    "connector": connector.model_dump(mode="json"),
+                    "input": step_input,
+                }
+            )
+            trace.add(outcome)
+            code = outcome.get("error_code")
+            op_key = str(outcome.get("op_key") or "")
+            if code == ErrorCode.CALL_IN_DOUBT.value:
+                # Never guess: a person says whether the interrupted call took effect.
+                resolved = ports.await_resolution(run_id, op_key, step.step_id)
+                trace.resolution(op_key, resolved)
+                if resolved == "applied":
+                    outcome = _applied(op_key)
+                    break
+                attempt += 1  # not applied: send it again, as a new attempt
+                continue
+            retry = code == ErrorCode.UPSTREAM_UNAVAILABLE.value  # certainly not applied
+            if retry and attempt < profile.max_attempts:
+                jitter = draw(seed, "backoff", run_id, step.step_id, str(attempt))
+                ports.pause(profile.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + jitter))
+                attempt += 1
+                continue
+            break
+
+        final = ports.record_step_result(
+            run_id=run_id,
+            step_id=step.step_id,
+            position=position,
+            driver_kind=step.driver_kind.value,
+            connector_id=step.connector_id,
+            outcome=outcome,
+            output_schema_ref=step.output_schema_ref,
+        )
+        ok = bool(final.get("ok"))
+        code_value = final.get("error_code")
+        step_code = code_value if isinstance(code_value, str) else None
+        summary.append(
+            {"step_id": step.step_id, "ok": ok, "error_code": step_code, "attempts": attempt}
+        )
+        out = outcome.get("output")
+        if ok and isinstance(out, dict):
+            outputs[step.step_id] = out
+        if not ok and step.on_error is OnError.FATAL:
+            return end(
+                RunStatus.FAILED,
+                summary,
+                step_code or ErrorCode.HANDLER_FAILED.value,
+                str(final.get("error_message") or ""),
+            )
+
+    # 6 evidence: the summary episode and the terminal status, in one commit
+    return end(RunStatus.SUCCEEDED, summary)

@@ -1,0 +1,324 @@
+"""Replay: run a finished run's flow again with every call served from the ledger.
+
+``replay_run`` executes ``worker._flow.run_intent`` — the same code the live
+workflow runs — through ``ReplayPorts``: each planner and tool call builds
+its request exactly as the live step does, then is answered by the ledger
+entry of its op_key. Nothing is sent anywhere (no handler or planner is ever
+invoked) and nothing is written. The replay ends with the trace digest it
+computed, which must equal the one the run recorded when it ended.
+
+A call without a ledger entry, or whose request digest differs from the
+recorded one, is a divergence: the replay stops there and reports the step
+and both digests. A fork's calls before its fork point are its parent's, so
+they are looked up under the parent's run id (recursively, for a fork of a
+fork).
+
+The ``gatehouse.replay`` workflow lets the shim ask a worker for a replay
+(the shim never imports this package).
+"""
+
+from __future__ import annotations
+
+from dbos import DBOS
+
+from contracts import (
+    REPLAY_WORKFLOW,
+    Decision,
+    ErrorCode,
+    GatehouseError,
+    IntentJob,
+    JsonObject,
+    JsonValue,
+    Mode,
+    PolicyProfile,
+    ReplayDivergence,
+    ReplayReport,
+    RunStatus,
+    ToolPool,
+    digest_of,
+)
+from ledger import Database, calls, intents, runs
+from ledger.runs import Lineage
+from policies import catalog
+from worker._calls import Call
+from worker._flow import run_intent
+from worker._runtime import runtime
+from worker._seed import planner_seed
+from worker.settings import WorkerSettings
+from worker.steps_calls import PlannerCall, ToolCall, prepare_planner, prepare_tool
+from worker.steps_records import (
+    BeginResult,
+    GateResult,
+    gated_plan,
+    plan_problem,
+    step_verdict,
+)
+
+__all__ = ["ReplayPorts", "replay_run", "replay_workflow"]
+
+
+class DivergedError(Exception):
+    def __init__(self, divergence: ReplayDivergence) -> None:
+        super().__init__(divergence.message)
+        self.divergence = divergence
+
+
+class ReplayPorts:
+    """The flow's ports, read-only, answered from the database."""
+
+    def __init__(self, db: Database, settings: WorkerSettings, chain: list[Lineage]) -> None:
+        self.db = db
+        self.settings = settings
+        self.chain = chain  # the run, then its parent, grandparent…
+        self.run = chain[0]
+        self.served = 0
+        self.trace_digest: str | None = None
+
+    # -- whose ledger entries a call is
+    def owner(self, position: int | None) -> str:
+        """The run whose op_keys this call used: a fork's parent for steps before
+        its fork point (and for the planner call, which precedes every step)."""
+        return self._owner(position).run_id
+
+    def _owner(self, position: int | None) -> Lineage:
+        for here in self.chain:
+            fork_at = here.fork_from_step
+            if fork_at is None or (position is not None and position >= fork_at - 1):
+                return here
+        return self.chain[-1]
+
+    def _serve(self, call: Call) -> JsonObject:
+        with self.db.engine.connect() as conn:
+            row = calls.lookup(conn, call.op_key)
+        replayed = digest_of(call.request)
+        if row is None or (row.status == "started"):
+            raise DivergedError(
+                ReplayDivergence(
+                    kind="missing_entry",
+                    step_id=call.step_id,
+                    op_key=call.op_key,
+                    recorded_digest=None if row is None else row.request_digest,
+                    replayed_digest=replayed,
+                    message=f"the ledger has no finished entry for the {call.target} call of"
+                    f" step {call.step_id!r} (attempt {call.attempt})",
+                )
+            )
+        if row.request_digest != replayed:
+            raise DivergedError(
+                ReplayDivergence(
+                    kind="request_digest",
+                    step_id=call.step_id,
+                    op_key=call.op_key,
+                    recorded_digest=row.request_digest,
+                    replayed_digest=replayed,
+                    message=f"the {call.target} call of step {call.step_id!r} would send another"
+                    " request than the one recorded",
+                )
+            )
+        self.served += 1
+        if row.status == "in_doubt" or row.status in calls.RESOLVED:
+            return call.result(call.in_doubt(), from_ledger=True)
+        if row.response is None:  # pragma: no cover - finished rows carry a response
+            raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a finished entry has no response")
+        return call.result(row.response, from_ledger=True)
+
+    # -- the ports
+    def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
+        seed = self.run.random_seed
+        try:
+            prof = catalog.profile(profile_id)
+            pool = catalog.tool_pool(tool_pool_id)
+        except GatehouseError as exc:
+            return BeginResult(
+                ok=False, seed=seed, error_code=exc.code.value, error_message=exc.message
+            )
+        for name, recorded, now in (
+            ("policy profile", self.run.profile_digest, prof.digest),
+            ("tool pool", self.run.tool_pool_digest, pool.digest),
+        ):
+            if recorded is not None and recorded != now:
+                raise DivergedError(
+                    ReplayDivergence(
+                        kind="policy_digest",
+                        step_id=None,
+                        op_key=None,
+                        recorded_digest=recorded,
+                        replayed_digest=now,
+                        message=f"the {name} changed since the run: a replay would be held"
+                        " to other rules",
+                    )
+                )
+        return BeginResult(
+            ok=True,
+            profile=prof.model,
+            profile_digest=prof.digest,
+            tool_pool=pool.model,
+            tool_pool_digest=pool.digest,
+            seed=seed,
+        )
+
+    def planner_call(self, raw: JsonObject) -> JsonObject:
+        # A fork's planner call is its parent's, made with the parent's seed.
+        owner = self._owner(None)
+        seed = planner_seed(owner.random_seed or "", owner.run_id)
+        spec = PlannerCall.model_validate({**raw, "run_id": owner.run_id, "seed": seed})
+        prepared = prepare_planner(spec, self.settings)
+        if prepared.call is None:
+            return prepared.refused if prepared.refused is not None else {}
+        return self._serve(prepared.call)
+
+    def gate_and_card(
+        self, run_id: str, raw_plan: JsonObject, profile: PolicyProfile, pool: ToolPool, mode: Mode
+    ) -> GateResult:
+        _ = mode
+        try:
+            plan = gated_plan(raw_plan, profile, pool)
+        except GatehouseError as exc:
+            return GateResult(ok=False, error_code=exc.code.value, error_message=exc.message)
+        return GateResult(ok=True, plan=plan, plan_digest=digest_of(plan.model_dump(mode="json")))
+
+    def await_decision(
+        self, run_id: str, plan_digest: str, profile: PolicyProfile
+    ) -> tuple[bool, str] | None:
+        _ = profile
+        with self.db.engine.connect() as conn:
+            found = runs.decision_for(conn, run_id, plan_digest)
+        if found is None:
+            return None
+        return found.decision is Decision.APPROVED, found.decided_by
+
+    def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
+        with self.db.engine.connect() as conn:
+            problem = plan_problem(conn, run_id, plan_digest)
+        if problem is None:
+            return GateResult(ok=True)
+        return GateResult(ok=False, error_code=ErrorCode.PLAN_TAMPERED.value, error_message=problem)
+
+    def tool_call(self, raw: JsonObject) -> JsonObject:
+        position = raw.get("position")
+        owner = self.owner(position if isinstance(position, int) else 0)
+        spec = ToolCall.model_validate({**raw, "run_id": owner})
+        prepared = prepare_tool(spec, self.settings)
+        if prepared.call is None:  # pragma: no cover - tool calls are never refused early
+            return prepared.refused if prepared.refused is not None else {}
+        return self._serve(prepared.call)
+
+    def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
+        with self.db.engine.connect() as conn:
+            row = calls.lookup(conn, op_key)
+        if row is None or row.status not in calls.RESOLVED:
+            raise DivergedError(
+                ReplayDivergence(
+                    kind="missing_entry",
+                    step_id=step_id,
+                    op_key=op_key,
+                    recorded_digest=None,
+                    replayed_digest=None,
+                    message=f"the in-doubt call of step {step_id!r} was never resolved",
+                )
+            )
+        return row.status
+
+    def pause(self, seconds: float) -> None:
+        _ = seconds  # a replay does not wait out backoffs
+
+    def record_step_result(
+        self,
+        *,
+        run_id: str,
+        step_id: str,
+        position: int,
+        driver_kind: str,
+        connector_id: str,
+        outcome: JsonObject,
+        output_schema_ref: str | None = None,
+    ) -> JsonObject:
+        ok, _output, code, message = step_verdict(step_id, outcome, output_schema_ref)
+        return {"ok": ok, "error_code": code, "error_message": message}
+
+    def finish(
+        self,
+        run_id: str,
+        status: RunStatus,
+        summary: list[JsonValue],
+        *,
+        code: str | None,
+        message: str | None,
+        trace_digest: str,
+    ) -> None:
+        self.trace_digest = trace_digest
+
+
+def _lineage(db: Database, run_id: str) -> list[Lineage]:
+    chain: list[Lineage] = []
+    next_id: str | None = run_id
+    with db.engine.connect() as conn:
+        while next_id is not None and len(chain) < 64:
+            found = runs.lineage(conn, next_id)
+            if found is None:
+                break
+            chain.append(found)
+            next_id = found.parent_run_id
+    return chain
+
+
+def replay_run(db: Database, settings: WorkerSettings, run_id: str) -> ReplayReport:
+    """Replay one finished run from its ledger; never calls out, never writes."""
+    chain = _lineage(db, run_id)
+    if not chain:
+        raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+    run = chain[0]
+    if not run.status.terminal:
+        raise GatehouseError(
+            ErrorCode.RUN_NOT_FINISHED,
+            f"run {run_id!r} is {run.status.value}; only a finished run can be replayed",
+            {"status": run.status.value},
+        )
+    with db.engine.connect() as conn:
+        request = intents.request_for_run(conn, run_id)
+    if request is None:
+        raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {run_id!r} has no intent")
+    job = IntentJob(run_id=run_id, intent_id=run.intent_id, request=request)
+    ports = ReplayPorts(db, settings, chain)
+    divergences: list[ReplayDivergence] = []
+    try:
+        run_intent(job, run_id, ports)
+    except DivergedError as stop:
+        divergences.append(stop.divergence)
+    replayed = ports.trace_digest if not divergences else None
+    if not divergences and replayed != run.trace_digest:
+        divergences.append(
+            ReplayDivergence(
+                kind="trace_digest",
+                step_id=None,
+                op_key=None,
+                recorded_digest=run.trace_digest,
+                replayed_digest=replayed,
+                message="the replayed calls do not add up to the recorded trace digest",
+            )
+        )
+    return ReplayReport(
+        run_id=run_id,
+        match=not divergences,
+        recorded_trace_digest=run.trace_digest,
+        replayed_trace_digest=replayed,
+        calls=ports.served,
+        outbound_calls=0,
+        divergences=divergences,
+    )
+
+
+@DBOS.step(name="gatehouse.replay_run")
+def _replay_step(run_id: str) -> JsonObject:
+    rt = runtime()
+    try:
+        report = replay_run(rt.db, rt.settings, run_id)
+    except GatehouseError as exc:
+        return {"error": exc.to_json()}
+    return {"report": report.model_dump(mode="json")}
+
+
+@DBOS.workflow(name=REPLAY_WORKFLOW)
+def replay_workflow(run_id: str) -> JsonObject:
+    """A replay asked for through the queue (POST /runs/{id}/replay)."""
+    return _replay_step(run_id)
