@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import require_backend
 from tests.support.scripted_model import ScriptedModel
 from tests.support.stack import BACKENDS, Stack, running_stack
+from worker._seed import planner_seed
 
 
 def _plan(step_input: dict[str, Any]) -> dict[str, Any]:
@@ -28,6 +29,7 @@ def _plan(step_input: dict[str, Any]) -> dict[str, Any]:
 
 
 GOOD_PLAN = _plan({"message": "hello"})
+SEED = "gatehouse-test-seed"
 CLAIMS_RESULTS = _plan({"stdout": "I already ran it"})
 
 
@@ -46,7 +48,11 @@ def model_stack(
         running_stack(
             request.param,
             tmp_path_factory.mktemp("model"),
-            {"GATEHOUSE_MODEL_BASE_URL": model.base_url, "GATEHOUSE_MODEL_NAME": "scripted"},
+            {
+                "GATEHOUSE_MODEL_BASE_URL": model.base_url,
+                "GATEHOUSE_MODEL_NAME": "scripted",
+                "RANDOM_SEED": SEED,
+            },
         ) as stack,
     ):
         yield stack, model
@@ -78,6 +84,9 @@ def test_model_planner_in_runs(model_stack: tuple[Stack, ScriptedModel]) -> None
     body = sent.body
     assert isinstance(body, dict)
     assert body["max_tokens"] == 4096  # the profile's budget
+    # RANDOM_SEED is recorded on the run, and the model is asked to sample from it
+    assert view["random_seed"] == SEED
+    assert body["seed"] == planner_seed(SEED, run_id)
     fmt = body["response_format"]
     assert isinstance(fmt, dict) and fmt["type"] == "json_schema"
 
