@@ -431,11 +431,14 @@ class Service:
                     },
                 ),
             )
+        # The fork replays the parent's recorded steps, so it runs under the
+        # application version the parent ran under, never another.
+        version = self.client.retrieve_workflow(run_id).get_status().app_version
         with SetWorkflowID(new_id):
             self.client.fork_workflow(
                 run_id,
                 start,
-                application_version=self.settings.app_version,
+                application_version=version or self.settings.app_version,
                 queue_name=INTENT_QUEUE,
             )
         return ForkAccepted(

@@ -26,6 +26,7 @@ from contracts import (
     Mode,
     OnError,
     Plan,
+    PlanStep,
     PolicyProfile,
     RunStatus,
     ToolPool,
@@ -34,7 +35,7 @@ from contracts import (
 from policies.gate import check_step
 from worker._inputs import resolve_input
 from worker._seed import draw, planner_seed
-from worker.steps_records import BeginResult, GateResult
+from worker.steps_records import BeginResult, GateResult, StepRecord
 
 __all__ = ["Ports", "Trace", "run_intent"]
 
@@ -66,17 +67,7 @@ class Ports(Protocol):
 
     def pause(self, seconds: float) -> None: ...
 
-    def record_step_result(
-        self,
-        *,
-        run_id: str,
-        step_id: str,
-        position: int,
-        driver_kind: str,
-        connector_id: str,
-        outcome: JsonObject,
-        output_schema_ref: str | None = None,
-    ) -> JsonObject: ...
+    def record_step_result(self, record: StepRecord) -> JsonObject: ...
 
     def finish(
         self,
@@ -107,6 +98,18 @@ class Trace:
 
     def digest(self) -> str:
         return digest_of({"plan_digest": self.plan_digest, "calls": self.entries})
+
+
+def _record(run_id: str, position: int, step: PlanStep, outcome: JsonObject) -> StepRecord:
+    return StepRecord(
+        run_id=run_id,
+        step_id=step.step_id,
+        position=position,
+        driver_kind=step.driver_kind.value,
+        connector_id=step.connector_id,
+        outcome=outcome,
+        output_schema_ref=step.output_schema_ref,
+    )
 
 
 def _applied(op_key: str) -> JsonObject:
@@ -229,21 +232,15 @@ def _execute(c: _Context, plan: Plan, end: _End) -> JsonObject:
             step_input = resolve_input(step, outputs)
             connector = check_step(step, step_input, pool, profile)
         except GatehouseError as exc:
-            ports.record_step_result(
-                run_id=run_id,
-                step_id=step.step_id,
-                position=position,
-                driver_kind=step.driver_kind.value,
-                connector_id=step.connector_id,
-                outcome={
-                    "ok": False,
-                    "output": exc.details,
-                    "error_code": exc.code.value,
-                    "error_message": exc.message,
-                    "op_key": None,
-                    "artifacts": [],
-                },
-            )
+            refused: JsonObject = {
+                "ok": False,
+                "output": exc.details,
+                "error_code": exc.code.value,
+                "error_message": exc.message,
+                "op_key": None,
+                "artifacts": [],
+            }
+            ports.record_step_result(_record(run_id, position, step, refused))
             summary.append({"step_id": step.step_id, "ok": False, "error_code": exc.code.value})
             return end(RunStatus.FAILED, summary, exc.code.value, exc.message)
 
@@ -280,15 +277,7 @@ def _execute(c: _Context, plan: Plan, end: _End) -> JsonObject:
                 continue
             break
 
-        final = ports.record_step_result(
-            run_id=run_id,
-            step_id=step.step_id,
-            position=position,
-            driver_kind=step.driver_kind.value,
-            connector_id=step.connector_id,
-            outcome=outcome,
-            output_schema_ref=step.output_schema_ref,
-        )
+        final = ports.record_step_result(_record(run_id, position, step, outcome))
         ok = bool(final.get("ok"))
         code_value = final.get("error_code")
         step_code = code_value if isinstance(code_value, str) else None

@@ -49,6 +49,7 @@ from worker.steps_calls import PlannerCall, ToolCall, prepare_planner, prepare_t
 from worker.steps_records import (
     BeginResult,
     GateResult,
+    StepRecord,
     gated_plan,
     plan_problem,
     step_verdict,
@@ -222,18 +223,10 @@ class ReplayPorts:
     def pause(self, seconds: float) -> None:
         _ = seconds  # a replay does not wait out backoffs
 
-    def record_step_result(
-        self,
-        *,
-        run_id: str,
-        step_id: str,
-        position: int,
-        driver_kind: str,
-        connector_id: str,
-        outcome: JsonObject,
-        output_schema_ref: str | None = None,
-    ) -> JsonObject:
-        ok, _output, code, message = step_verdict(step_id, outcome, output_schema_ref)
+    def record_step_result(self, record: StepRecord) -> JsonObject:
+        ok, _output, code, message = step_verdict(
+            record.step_id, record.outcome, record.output_schema_ref
+        )
         return {"ok": ok, "error_code": code, "error_message": message}
 
     def finish(

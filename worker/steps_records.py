@@ -7,6 +7,7 @@ crash either keeps both or neither: nothing here can happen twice.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from dbos._datasource import DatasourceOptions
 from pydantic import ValidationError
@@ -40,6 +41,7 @@ from worker._seed import fresh_seed
 __all__ = [
     "BeginResult",
     "GateResult",
+    "StepRecord",
     "begin_run",
     "finish_run",
     "gate_and_card",
@@ -447,28 +449,32 @@ def _security_code(code: JsonValue) -> ErrorCode | None:
     return None if classify(parsed)[0] == "other" else parsed
 
 
-def record_step_result(
-    *,
-    run_id: str,
-    step_id: str,
-    position: int,
-    driver_kind: str,
-    connector_id: str,
-    outcome: JsonObject,
-    output_schema_ref: str | None = None,
-) -> JsonObject:
+@dataclass(frozen=True)
+class StepRecord:
+    """A finished step, as the flow hands it to be recorded."""
+
+    run_id: str
+    step_id: str
+    position: int
+    driver_kind: str
+    connector_id: str
+    outcome: JsonObject
+    output_schema_ref: str | None = None
+
+
+def record_step_result(record: StepRecord) -> JsonObject:
     """Record a finished step; returns its final ok/error_code (output checked)."""
     return _tx(
         "gatehouse.record_step",
         _record_step,
         {
-            "run_id": run_id,
-            "step_id": step_id,
-            "position": position,
-            "driver_kind": driver_kind,
-            "connector_id": connector_id,
-            "outcome": outcome,
-            "output_schema_ref": output_schema_ref,
+            "run_id": record.run_id,
+            "step_id": record.step_id,
+            "position": record.position,
+            "driver_kind": record.driver_kind,
+            "connector_id": record.connector_id,
+            "outcome": record.outcome,
+            "output_schema_ref": record.output_schema_ref,
         },
     )
 

@@ -30,7 +30,7 @@ from worker._crash import RUN, maybe_crash
 from worker._flow import run_intent
 from worker._runtime import runtime
 from worker.steps_calls import planner_call, tool_call
-from worker.steps_records import BeginResult, GateResult
+from worker.steps_records import BeginResult, GateResult, StepRecord
 
 __all__ = ["LivePorts", "intent_workflow"]
 
@@ -92,26 +92,8 @@ class LivePorts:
     def pause(self, seconds: float) -> None:
         DBOS.sleep(seconds)
 
-    def record_step_result(
-        self,
-        *,
-        run_id: str,
-        step_id: str,
-        position: int,
-        driver_kind: str,
-        connector_id: str,
-        outcome: JsonObject,
-        output_schema_ref: str | None = None,
-    ) -> JsonObject:
-        return rec.record_step_result(
-            run_id=run_id,
-            step_id=step_id,
-            position=position,
-            driver_kind=driver_kind,
-            connector_id=connector_id,
-            outcome=outcome,
-            output_schema_ref=output_schema_ref,
-        )
+    def record_step_result(self, record: StepRecord) -> JsonObject:
+        return rec.record_step_result(record)
 
     def finish(
         self,

@@ -38,14 +38,14 @@ def network_guard() -> Iterator[list[Any]]:
         if _inet(self):
             attempts.append(args[-1])
             raise ConnectionRefusedError("network guard: sendto refused")
-        return real_sendto(self, *args)  # type: ignore[arg-type]  # (both overloads pass through)
+        return real_sendto(self, *args)
 
-    socket.socket.connect = connect  # type: ignore[method-assign]  # (the guard itself)
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]  # (the guard itself)
-    socket.socket.sendto = sendto  # type: ignore[method-assign,assignment]  # (the guard itself)
+    patched = {"connect": connect, "connect_ex": connect_ex, "sendto": sendto}
+    originals = {"connect": real_connect, "connect_ex": real_connect_ex, "sendto": real_sendto}
+    for name, fn in patched.items():
+        setattr(socket.socket, name, fn)
     try:
         yield attempts
     finally:
-        socket.socket.connect = real_connect  # type: ignore[method-assign]  # (restore)
-        socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]  # (restore)
-        socket.socket.sendto = real_sendto  # type: ignore[method-assign]  # (restore)
+        for name, fn in originals.items():
+            setattr(socket.socket, name, fn)
