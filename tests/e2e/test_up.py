@@ -6,6 +6,7 @@ workflow, and the run still ends exactly once.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -109,6 +110,39 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
             assert inventory.count("/inventory.json") == 1
             calls = api.ledger(run_id)
             assert [c.status for c in calls] == ["completed"] * 6
+
+            # the CLI, as an operator would: verify the chain, replay the run (a worker
+            # serves every call from the ledger; the inventory hears nothing), fork it
+            token = people["local-approver"]
+            env = {**os.environ, "GATEHOUSE_URL": base, "GATEHOUSE_TOKEN": token}
+            verify = subprocess.run(
+                [str(gatehouse), "ledger", "verify", run_id],
+                env=env,
+                capture_output=True,
+                check=False,
+            )
+            assert verify.returncode == 0, verify.stderr
+            replay = subprocess.run(
+                [str(gatehouse), "replay", run_id],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert replay.returncode == 0, replay.stdout + replay.stderr
+            assert '"match": true' in replay.stdout
+            assert inventory.count("/inventory.json") == 1
+            fork = subprocess.run(
+                [str(gatehouse), "runs", "fork", run_id, "--from-step", "2"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert fork.returncode == 0, fork.stdout + fork.stderr
+            child = api.wait(json.loads(fork.stdout)["run_id"], {"succeeded", "failed"}, 90)
+            assert child.status.value == "succeeded", child
+            assert child.parent_run_id == run_id and child.fork_from_step == 2
 
         # bad input over real HTTP: a stable code, not a 500
         headers = {"content-type": "application/json"}
