@@ -149,6 +149,20 @@ def _walk_through(
         _say(f"     {a['step_id']!s:<9} {a['name']!s:<14} {sha[:16]}…  {a['size_bytes']} bytes")
     _say(f"     {base}/runs/{run_id}/episodes")
     _say(f"     {base}/artifacts/<sha256>")
+    if final.status.value == "succeeded":
+        before = inventory.count("/inventory.json")
+        report = api.replay(run_id)
+        verdict = "matches" if report.match else "DIVERGED from"
+        _say(
+            f"   replay     {report.calls} call(s) served from the ledger; the trace digest"
+            f" {verdict} the recorded one"
+        )
+        _say(
+            f"     {report.replayed_trace_digest or '-'}; the inventory service heard"
+            f" {inventory.count('/inventory.json') - before} new request(s)"
+        )
+        if not report.match:
+            return 1
     # Text printed for a person to copy, not executed here.
     ledger_q = f"SELECT * FROM v_ledger WHERE run_id = '{run_id}'"  # noqa: S608
     overview_q = f"SELECT * FROM v_run_overview WHERE run_id = '{run_id}';"  # noqa: S608

@@ -26,4 +26,6 @@ def test_demo_succeeds(tmp_path: Path) -> None:
     for step in ("announce", "fetch", "checksum", "size", "report"):
         assert re.search(rf"\[ok \] {step}\b", out), step
     assert "6 call(s)" in out and "MOVA episode(s)" in out
+    assert "the trace digest matches the recorded one" in out
+    assert "heard 0 new request(s)" in out
     assert (tmp_path / "demo" / "gatehouse.sqlite").is_file()
