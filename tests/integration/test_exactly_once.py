@@ -202,3 +202,24 @@ def test_fork_refusals(stack: Stack) -> None:
     assert r.status_code == 403
     r = stack.client.post(f"/runs/run_{'0' * 32}/fork", json={"from_step": 1}, headers=as_bob)
     assert r.status_code == 404
+
+
+# ------------------------------------------------------------------ resolution refusals
+def test_only_an_in_doubt_call_can_be_resolved(stack: Stack) -> None:
+    run_id = _run_plan(stack, [_note("only")])
+    assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
+    [call] = _calls(stack, run_id)
+    as_olga = stack.auth("olga")
+    body = {"outcome": "applied"}
+    r = stack.client.post(f"/calls/{call['op_key']}/resolve", json=body, headers=as_olga)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "call_not_in_doubt"
+    assert r.json()["error"]["details"] == {"status": "completed"}
+    r = stack.client.post(f"/calls/{'0' * 64}/resolve", json=body, headers=as_olga)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "call_not_found"
+    r = stack.client.post(
+        f"/calls/{call['op_key']}/resolve", json={"outcome": "maybe"}, headers=as_olga
+    )
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+    r = stack.client.post(f"/calls/{call['op_key']}/resolve", json=body, headers=stack.auth("ann"))
+    assert r.status_code == 403  # approvers do not resolve calls; operators do
+    assert [c["status"] for c in _calls(stack, run_id)] == ["completed"]
