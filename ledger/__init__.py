@@ -5,7 +5,15 @@ transactions of their own, so the caller decides what commits together.
 """
 
 from ledger import calls, chain, evidence, intents, runs
-from ledger._db import APP_SCHEMA, DEFAULT_DATABASE_URL, Conn, Database, now_iso, open_database
+from ledger._db import (
+    APP_SCHEMA,
+    DEFAULT_DATABASE_URL,
+    Conn,
+    Database,
+    database_unreachable,
+    now_iso,
+    open_database,
+)
 from ledger._migrate import migrate
 
 __all__ = [
@@ -15,6 +23,7 @@ __all__ = [
     "Database",
     "calls",
     "chain",
+    "database_unreachable",
     "evidence",
     "intents",
     "migrate",

@@ -12,14 +12,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeAlias
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from contracts import ErrorCode, GatehouseError
 
-__all__ = ["APP_SCHEMA", "DEFAULT_DATABASE_URL", "Conn", "Database", "now_iso", "open_database"]
+__all__ = [
+    "APP_SCHEMA",
+    "DEFAULT_DATABASE_URL",
+    "Conn",
+    "Database",
+    "database_unreachable",
+    "now_iso",
+    "open_database",
+]
 
 APP_SCHEMA = "gatehouse"
 # The embedded default: one SQLite file, for one machine.
@@ -111,3 +122,25 @@ def ensure_postgres_database(url: str) -> None:
                 conn.execute(sa.text(f'CREATE DATABASE "{sa_url.database}"'))
     finally:
         admin.dispose()
+
+
+def database_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc``, or anything that caused it, says the database cannot be reached.
+
+    Refused or dropped connections, a server starting up or shutting down, a
+    session the server terminated, a pool with no connection to give: each
+    arrives wrapped differently (SQLAlchemy, psycopg, DBOS), and each passes
+    once the database is back. A wrong query is not one of them.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OperationalError | InterfaceError | PoolTimeout):
+            return True
+        if isinstance(current, DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(current, psycopg.OperationalError | psycopg.InterfaceError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -1,7 +1,9 @@
 """``gatehouse up``: the shim and N workers as real processes, supervised.
 
 A worker that dies is started again under the same executor id, so DBOS
-recovers its unfinished workflows on start. Ctrl-C (or SIGTERM) stops all.
+recovers its unfinished workflows on start. Workers wait for a database that
+is not up yet; the shim cannot start without one, so it is tried again until
+it can. Ctrl-C (or SIGTERM) stops all.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from shim._auth import add_token
 from shim._procs import start_shim, start_worker, stop, wait_healthy
 
 __all__ = ["run_up"]
+
+# A dead worker is started again after 0.5 s, doubling per death up to this cap;
+# one that had run this long before it died starts the doubling over.
+_RESTART_CAP_S = 5.0
+_STABLE_S = 60.0
 
 
 def _tokens(var_dir: Path) -> Path:
@@ -41,6 +48,35 @@ def _tokens(var_dir: Path) -> Path:
     return path
 
 
+def _start_shim(
+    database_url: str, port: int, var_dir: Path, tokens_file: Path, stopping: threading.Event
+) -> subprocess.Popen[bytes] | None:
+    """Start the shim and wait until it answers; while the database cannot be reached
+    the shim cannot start, so keep trying (backoff capped at 5 s) until it can."""
+    base = f"http://127.0.0.1:{port}"
+    log = var_dir / "shim.log"
+    attempt = 0
+    while not stopping.is_set():
+        attempt += 1
+        shim = start_shim(database_url, port, log, tokens_file)
+        try:
+            wait_healthy(base, shim)
+            return shim
+        except RuntimeError as exc:
+            stop([shim])
+            delay = min(_RESTART_CAP_S, 0.5 * 2 ** min(attempt - 1, 4))
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            # the cause, not uvicorn's "Application startup failed" that follows it
+            last = [ln for ln in lines if "Error" in ln and "startup failed" not in ln][-1:]
+            print(
+                f"gatehouse up: the shim did not start (attempt {attempt}: {exc};"
+                f" last error: {last[0][:200] if last else '-'}); retrying in {delay:.1f} s",
+                flush=True,
+            )
+            stopping.wait(delay)
+    return None
+
+
 def run_up(database_url: str, port: int, workers: int, var_dir: Path) -> int:
     var_dir.mkdir(parents=True, exist_ok=True)
     tokens_file = _tokens(var_dir)
@@ -48,18 +84,23 @@ def run_up(database_url: str, port: int, workers: int, var_dir: Path) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     base = f"http://127.0.0.1:{port}"
-    shim = start_shim(database_url, port, var_dir / "shim.log", tokens_file)
-    wait_healthy(base, shim)
-    print(f"gatehouse up: shim on {base} (log {var_dir}/shim.log)", flush=True)
     slots: dict[str, subprocess.Popen[bytes]] = {}
+    started: dict[str, float] = {}
     restarts: dict[str, int] = {}
+    due: dict[str, float] = {}  # executor id -> when its restart is due
 
     def spawn(executor_id: str) -> None:
         slots[executor_id] = start_worker(
             database_url, executor_id, var_dir / "workspaces", var_dir / f"{executor_id}.log"
         )
+        started[executor_id] = time.monotonic()
         print(f"gatehouse up: worker {executor_id} pid {slots[executor_id].pid}", flush=True)
 
+    shim = _start_shim(database_url, port, var_dir, tokens_file, stopping)
+    if shim is None:
+        print("gatehouse up: stopped", flush=True)
+        return 0
+    print(f"gatehouse up: shim on {base} (log {var_dir}/shim.log)", flush=True)
     for n in range(1, workers + 1):
         spawn(f"worker-{n}")
     try:
@@ -67,18 +108,28 @@ def run_up(database_url: str, port: int, workers: int, var_dir: Path) -> int:
             if shim.poll() is not None:
                 print(f"gatehouse up: the shim exited ({shim.returncode}); stopping", flush=True)
                 return 1
+            now = time.monotonic()
             for executor_id, proc in list(slots.items()):
-                if proc.poll() is not None:
-                    restarts[executor_id] = restarts.get(executor_id, 0) + 1
-                    delay = min(30.0, 0.5 * 2 ** min(restarts[executor_id], 6))
-                    print(
-                        f"gatehouse up: worker {executor_id} exited ({proc.returncode});"
-                        f" restarting in {delay:.1f} s",
-                        flush=True,
-                    )
-                    time.sleep(delay)
-                    spawn(executor_id)
+                if executor_id in due:
+                    if now >= due[executor_id]:
+                        del due[executor_id]
+                        spawn(executor_id)
+                    continue
+                if proc.poll() is None:
+                    continue
+                # A worker that ran a good while before dying starts the backoff over.
+                if now - started[executor_id] > _STABLE_S:
+                    restarts[executor_id] = 0
+                restarts[executor_id] = restarts.get(executor_id, 0) + 1
+                delay = min(_RESTART_CAP_S, 0.5 * 2 ** min(restarts[executor_id] - 1, 6))
+                print(
+                    f"gatehouse up: worker {executor_id} exited ({proc.returncode});"
+                    f" restarting in {delay:.1f} s",
+                    flush=True,
+                )
+                # Not a sleep here: the shim and the other workers stay supervised.
+                due[executor_id] = now + delay
         return 0
     finally:
-        stop([shim, *slots.values()])
+        stop([shim, *(p for p in slots.values() if p.poll() is None)])
         print("gatehouse up: stopped", flush=True)

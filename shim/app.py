@@ -37,6 +37,7 @@ from contracts import (
     RunStatus,
     validate_instance,
 )
+from ledger import database_unreachable
 from policies import catalog
 from shim._auth import Identity, TokenStore, bearer
 from shim._service import Service
@@ -141,6 +142,11 @@ def create_app(
             raise GatehouseError(ErrorCode.FORBIDDEN, f"{who.name} is not {wanted}")
         return who
 
+    def db_down() -> JSONResponse:
+        return error_response(
+            GatehouseError(ErrorCode.DATABASE_UNAVAILABLE, "the database cannot be reached")
+        )
+
     @app.exception_handler(GatehouseError)
     async def _gatehouse_error(request: Request, exc: GatehouseError) -> JSONResponse:
         if holder:
@@ -153,7 +159,10 @@ def create_app(
                     f"{request.method} {request.url.path}",
                     request.path_params.get("run_id"),
                 )
-            except OperationalError:
+            except Exception as lost:
+                if not database_unreachable(lost):
+                    raise
+                # The refusal stands; only its record is lost while the database is away.
                 _log.warning("could not record a refusal: the database is away")
         return error_response(exc)
 
@@ -179,12 +188,14 @@ def create_app(
     @app.exception_handler(OperationalError)
     async def _db_down(_r: Request, exc: OperationalError) -> JSONResponse:
         _log.warning("database unavailable: %s", exc.__class__.__name__)
-        return error_response(
-            GatehouseError(ErrorCode.DATABASE_UNAVAILABLE, "the database cannot be reached")
-        )
+        return db_down()
 
     @app.exception_handler(Exception)
     async def _unexpected(_r: Request, exc: Exception) -> JSONResponse:
+        # The database lost, however wrapped (DBAPIError, psycopg's own, DBOS's client)
+        if database_unreachable(exc):
+            _log.warning("database unavailable: %s", exc.__class__.__name__)
+            return db_down()
         _log.exception("unexpected error")
         return error_response(GatehouseError(ErrorCode.INTERNAL_ERROR, type(exc).__name__))
 

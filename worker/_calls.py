@@ -14,11 +14,14 @@ This is the only place a handler or a planner is invoked. The step:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from dbos import DBOS
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
@@ -28,6 +31,12 @@ from worker._runtime import runtime
 from worker.handlers._base import Artifact
 
 __all__ = ["Call", "Performed", "call_step", "refusal", "through_ledger"]
+
+_log = logging.getLogger("gatehouse.calls")
+T = TypeVar("T")
+# Waiting out a lost database inside a call: first retry after this, doubling to the cap.
+_DB_RETRY_FIRST_S = 0.25
+_DB_RETRY_CAP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,27 @@ def _transient(exc: BaseException) -> bool:
 
 
 CallStep = Callable[[JsonObject], JsonObject]
+
+
+def _ledger_tx(fn: Callable[[Connection], T]) -> T:
+    """One ledger transaction, retried in place until the database answers.
+
+    A lost database must not fail the call step: the step would give up after
+    its few attempts and the workflow with it. Retrying here, with what the
+    callee answered still in hand, also keeps an outage between the effect and
+    its completion from turning a finished call into an in-doubt one.
+    """
+    delay = _DB_RETRY_FIRST_S
+    while True:
+        try:
+            with runtime().db.engine.begin() as conn:
+                return fn(conn)
+        except DBAPIError as exc:
+            if not _transient(exc):
+                raise
+            _log.warning("ledger: the database is not reachable; retrying in %.1f s", delay)
+            time.sleep(delay)
+            delay = min(_DB_RETRY_CAP_S, delay * 2)
 
 
 def call_step(name: str) -> Callable[[CallStep], CallStep]:
@@ -131,12 +161,11 @@ def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObjec
 def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     rt = runtime()
     key = call.op_key
-    with rt.db.engine.begin() as conn:
-        row = calls.lookup(conn, key)
+    row = _ledger_tx(lambda conn: calls.lookup(conn, key))
     if row is None:
         maybe_crash(rt.settings.crash_point, "before_claim", call.step_id)
-        with rt.db.engine.begin() as conn:
-            claimed = calls.claim(
+        claimed = _ledger_tx(
+            lambda conn: calls.claim(
                 conn,
                 key=key,
                 run_id=call.run_id,
@@ -146,9 +175,9 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
                 target=call.target,
                 request=call.request,
             )
+        )
         if not claimed:
-            with rt.db.engine.begin() as conn:
-                row = calls.lookup(conn, key)
+            row = _ledger_tx(lambda conn: calls.lookup(conn, key))
     if row is not None and row.status not in calls.UNFINISHED and row.response is not None:
         if row.status in calls.RESOLVED:  # an operator settled an interrupted call
             return call.result(call.in_doubt(), from_ledger=True)
@@ -159,15 +188,15 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
         or row.request_digest != digest_of(call.request)
         or not call.idempotent
     ):
-        with rt.db.engine.begin() as conn:
-            calls.mark_in_doubt(conn, key)
+        _ledger_tx(lambda conn: calls.mark_in_doubt(conn, key))
         return call.result(call.in_doubt(), from_ledger=False)
     maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
     started = time.monotonic()
     performed = perform(key)
     maybe_crash(rt.settings.crash_point, "after_effect", call.step_id)
     duration_ms = int((time.monotonic() - started) * 1000)
-    with rt.db.engine.begin() as conn:
+
+    def complete(conn: Connection) -> calls.CallRow:
         refs: list[JsonValue] = []
         for art in performed.artifacts:
             digest = evidence.put_artifact(
@@ -187,7 +216,7 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
                 }
             )
         response = performed.response(refs)
-        recorded = calls.complete(
+        return calls.complete(
             conn,
             key=key,
             run_id=call.run_id,
@@ -196,6 +225,8 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
             error_code=response["error_code"] if isinstance(response["error_code"], str) else None,
             duration_ms=duration_ms,
         )
+
+    recorded = _ledger_tx(complete)
     maybe_crash(rt.settings.crash_point, "after_completion", call.step_id)
     if recorded.response is None:  # pragma: no cover - complete() just wrote it
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")

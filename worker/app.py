@@ -3,6 +3,10 @@
 A worker migrates the database, launches DBOS listening on ``intentQ`` with
 its own stable executor id and the explicit application version, and runs
 until told to stop. All workflow and step data is stored as portable JSON.
+
+A worker started while the database cannot be reached waits for it: each
+attempt is logged and retried with a backoff capped at a few seconds, so a
+worker and its database may come up in either order.
 """
 
 from __future__ import annotations
@@ -16,17 +20,31 @@ from dbos import DBOS, DBOSConfig, SQLAlchemyDatasource
 from dbos._serialization import DBOSPortableJSON
 
 from contracts import INTENT_QUEUE
-from ledger import migrate, open_database
+from ledger import Database, database_unreachable, migrate, open_database
 from worker import workflow as _workflow  # registers the workflow with DBOS
-from worker._reaper import Reaper
+from worker._reaper import Reaper, heartbeat
 from worker._runtime import Runtime, install, runtime
 from worker.settings import WorkerSettings
 
-__all__ = ["dbos_config", "launch", "main", "shutdown"]
+__all__ = [
+    "LaunchStoppedError",
+    "dbos_config",
+    "launch",
+    "main",
+    "shutdown",
+]
 
 _log = logging.getLogger("gatehouse.worker")
 _ = _workflow
 _reapers: list[Reaper] = []
+
+# Waiting for the database: first retry after this, doubling up to the cap.
+_RETRY_FIRST_S = 0.25
+_RETRY_CAP_S = 5.0
+
+
+class LaunchStoppedError(Exception):
+    """The worker was told to stop while it was still waiting for the database."""
 
 
 def dbos_config(settings: WorkerSettings) -> DBOSConfig:
@@ -41,27 +59,73 @@ def dbos_config(settings: WorkerSettings) -> DBOSConfig:
     }
 
 
-def launch(settings: WorkerSettings) -> Runtime:
-    db = open_database(settings.database_url)
-    migrate(db)
-    settings.workspace_root.mkdir(parents=True, exist_ok=True)
-    DBOS(config=dbos_config(settings))
-    ds = SQLAlchemyDatasource.create(
-        settings.database_url, engine=db.engine, serializer=DBOSPortableJSON
-    )
-    rt = Runtime(settings=settings, db=db, ds=ds)
-    install(rt)
-    DBOS.listen_queues([INTENT_QUEUE])
-    DBOS.launch()
-    DBOS.register_queue(
-        INTENT_QUEUE,
-        worker_concurrency=settings.worker_concurrency,
-        polling_interval_sec=settings.queue_poll_s,
-    )
-    reaper = Reaper(rt, settings.heartbeat_s, settings.dead_after_s)
-    reaper.start()
-    _reapers.append(reaper)
+def _launch_once(settings: WorkerSettings) -> Runtime:
+    db: Database = open_database(settings.database_url)
+    constructed = False
+    try:
+        migrate(db)
+        # Alive before DBOS resumes anything: a reaper that saw this worker's old
+        # heartbeat must not hand over the runs it is about to recover itself.
+        heartbeat(settings, db)
+        settings.workspace_root.mkdir(parents=True, exist_ok=True)
+        DBOS(config=dbos_config(settings))
+        constructed = True
+        ds = SQLAlchemyDatasource.create(
+            settings.database_url, engine=db.engine, serializer=DBOSPortableJSON
+        )
+        rt = Runtime(settings=settings, db=db, ds=ds)
+        install(rt)
+        DBOS.listen_queues([INTENT_QUEUE])
+        DBOS.launch()
+        DBOS.register_queue(
+            INTENT_QUEUE,
+            worker_concurrency=settings.worker_concurrency,
+            polling_interval_sec=settings.queue_poll_s,
+        )
+    except BaseException:
+        # A half-launched DBOS holds threads and connections: undo it so the
+        # next attempt starts clean.
+        if constructed:
+            DBOS.destroy(workflow_completion_timeout_sec=0)
+        db.dispose()
+        raise
     return rt
+
+
+def launch(settings: WorkerSettings, stop: threading.Event | None = None) -> Runtime:
+    """Launch, waiting for the database as long as it takes (or until ``stop`` is set)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            rt = _launch_once(settings)
+        except Exception as exc:
+            if not database_unreachable(exc):
+                raise
+            delay = min(_RETRY_CAP_S, _RETRY_FIRST_S * 2 ** (attempt - 1))
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            _log.warning(
+                "worker %s: the database is not reachable (attempt %d: %s: %s); retrying in %.1f s",
+                settings.executor_id,
+                attempt,
+                type(exc).__name__,
+                reason,
+                delay,
+            )
+            waiter = stop if stop is not None else threading.Event()
+            if waiter.wait(delay):
+                raise LaunchStoppedError(
+                    f"stopped after {attempt} attempt(s) to reach the database"
+                ) from exc
+            continue
+        if attempt > 1:
+            _log.warning(
+                "worker %s: the database answered after %d attempts", settings.executor_id, attempt
+            )
+        reaper = Reaper(rt, settings.heartbeat_s, settings.dead_after_s)
+        reaper.start()
+        _reapers.append(reaper)
+        return rt
 
 
 def shutdown() -> None:
@@ -80,7 +144,12 @@ def main() -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    launch(settings)
+    try:
+        launch(settings, stop)
+    except LaunchStoppedError as exc:
+        _log.info("worker %s: %s", settings.executor_id, exc)
+        logging.shutdown()
+        os._exit(0)
     _log.info("worker %s ready (version %s)", settings.executor_id, settings.app_version)
     stop.wait()
     shutdown()

@@ -1,0 +1,368 @@
+"""The process harness: a private PostgreSQL, the shim and worker slots as real processes.
+
+Everything Gatehouse runs here is a separate OS process, started the way
+``gatehouse up`` starts them (``shim._procs``). The harness supervises the
+worker slots itself: a slot that dies is started again under the same
+executor id and without any crash point, unless it was killed for good.
+
+Every HTTP answer is counted by route and status. While the database is away
+the shim must answer 503, which the harness waits out; any other 5xx is a
+failure and is recorded with its body.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from contracts import Role
+from shim._auth import add_token
+from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
+from tests.chaos.sink import Sink
+from tests.support.pgcluster import PgCluster
+
+__all__ = [
+    "DB_NAME",
+    "SLOTS",
+    "WORKER_ENV",
+    "Api",
+    "Figures",
+    "Slot",
+    "Stack",
+    "Workers",
+    "running_stack",
+    "say",
+]
+
+DB_NAME = "gh_chaos"
+# The worker slots; the last is the one killed for good.
+SLOTS = ("w1", "w2", "w3")
+# Quick heartbeats so a slot killed for good is handed over within seconds.
+WORKER_ENV = {
+    "GATEHOUSE_HEARTBEAT_S": "0.5",
+    "GATEHOUSE_DEAD_AFTER_S": "4",
+    "GATEHOUSE_QUEUE_POLL_S": "0.2",
+}
+
+# Who the harness acts as: four-eyes holds (the submitter never decides).
+IDENTITIES: dict[str, list[Role]] = {
+    "submitter": [Role.SUBMITTER],
+    "approver-a": [Role.APPROVER],
+    "approver-b": [Role.APPROVER],
+    "operator": [Role.OPERATOR],
+}
+
+_RUN_ID = re.compile(r"run_[0-9a-f]{32}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _route(method: str, path: str) -> str:
+    """``GET /runs/{run_id}`` rather than one label per run."""
+    path = path.split("?", 1)[0]
+    return f"{method} " + _HEX64.sub("{key}", _RUN_ID.sub("{run_id}", path))
+
+
+def say(message: str) -> None:
+    """One progress line; a long run shows it is alive."""
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+@dataclass
+class Figures:
+    """What happened, counted; thread-safe. Becomes the results JSON."""
+
+    counters: Counter[str] = field(default_factory=Counter)
+    statuses: dict[str, Counter[int]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self.lock:
+            self.counters[name] += n
+
+    def status(self, route: str, code: int) -> None:
+        with self.lock:
+            self.statuses.setdefault(route, Counter())[code] += 1
+
+    def fail(self, message: str) -> None:
+        with self.lock:
+            self.failures.append(message)
+        say(f"FAILURE: {message}")
+
+    def get(self, name: str) -> int:
+        with self.lock:
+            return self.counters[name]
+
+
+class Api:
+    """The Gatehouse HTTP API as the harness uses it: waits out 503s, counts everything."""
+
+    def __init__(self, base_url: str, tokens: dict[str, str], figures: Figures) -> None:
+        self.base_url = base_url
+        self.tokens = tokens
+        self.figures = figures
+        self._http = httpx.Client(base_url=base_url, timeout=180, trust_env=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def once(
+        self,
+        method: str,
+        path: str,
+        who: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """One request, counted; a 5xx other than 503 is recorded as a failure."""
+        sent = {"Authorization": f"Bearer {self.tokens[who]}", **(headers or {})}
+        r = self._http.request(method, path, json=body, headers=sent)
+        route = _route(method, path)
+        self.figures.status(route, r.status_code)
+        if r.status_code == 503:
+            self.figures.add("http_503")
+        elif r.status_code >= 500:
+            self.figures.add("http_5xx_not_503")
+            self.figures.fail(f"{route} answered {r.status_code}: {r.text[:300]}")
+        return r
+
+    def with_token(self, method: str, path: str, token: str) -> httpx.Response:
+        """One request under a token nobody was given (not counted)."""
+        return self._http.request(method, path, headers={"Authorization": f"Bearer {token}"})
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        who: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 180,
+    ) -> httpx.Response:
+        """Like ``once``, but a 503 (database away) or a dropped connection is retried."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                r = self.once(method, path, who, body, headers)
+            except httpx.TransportError as exc:
+                self.figures.add("http_transport_errors")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{method} {path}: {exc}") from exc
+                time.sleep(0.2)
+                continue
+            if r.status_code != 503:
+                return r
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{method} {path} kept answering 503 for {timeout:.0f} s")
+            time.sleep(0.2)
+
+    def json(self, method: str, path: str, who: str, body: Any = None) -> Any:
+        r = self.call(method, path, who, body)
+        if r.status_code >= 400:
+            raise AssertionError(f"{method} {path} answered {r.status_code}: {r.text[:500]}")
+        return r.json()
+
+
+@dataclass
+class Slot:
+    executor_id: str
+    proc: subprocess.Popen[bytes]
+    crash_point: str | None
+    started: float
+    log: Path  # this process's own log
+    killed: bool = False  # the harness sent SIGKILL (already counted)
+    retired: bool = False  # killed for good: never started again
+    hold: bool = False  # do not restart yet (a phase is inspecting what it left)
+
+
+class Workers:
+    """Worker slots, each a real ``python -m worker`` process, restarted when they die."""
+
+    def __init__(
+        self,
+        database_url: str,
+        root: Path,
+        figures: Figures,
+        env: dict[str, str],
+    ) -> None:
+        self.database_url = database_url
+        self.root = root
+        self.figures = figures
+        self.env = env
+        self.slots: dict[str, Slot] = {}
+        self.lock = threading.RLock()
+        self.on_crash: Callable[[Slot], None] | None = None
+        self._starts = 0
+        self._stop = threading.Event()
+        self._monitor = threading.Thread(target=self._watch, name="chaos-monitor", daemon=True)
+
+    def start(
+        self,
+        executor_id: str,
+        crash_point: str | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> Slot:
+        env = dict(self.env)
+        env.update(extra_env or {})
+        if crash_point is not None:
+            env["GATEHOUSE_CRASH_POINT"] = crash_point
+        with self.lock:
+            self._starts += 1
+            log = self.root / "logs" / f"{executor_id}-{self._starts:04d}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            proc = start_worker(self.database_url, executor_id, self.root / "workspaces", log, env)
+            slot = Slot(executor_id, proc, crash_point, time.monotonic(), log)
+            self.slots[executor_id] = slot
+            return slot
+
+    def live(self) -> list[Slot]:
+        with self.lock:
+            return [s for s in self.slots.values() if not s.retired and s.proc.poll() is None]
+
+    def kill(self, executor_id: str, kind: str) -> bool:
+        """SIGKILL one slot (counted as a kill of ``kind``); the monitor restarts it."""
+        with self.lock:
+            slot = self.slots.get(executor_id)
+            if slot is None or slot.retired or slot.proc.poll() is not None:
+                return False
+            slot.killed = True
+            os.kill(slot.proc.pid, signal.SIGKILL)
+        slot.proc.wait()
+        self.figures.add(f"kills_{kind}")
+        return True
+
+    def retire(self, executor_id: str) -> None:
+        """Kill a slot for good: the reaper in a live worker must hand its runs over."""
+        with self.lock:
+            slot = self.slots[executor_id]
+            slot.retired = True
+            if slot.proc.poll() is None:
+                os.kill(slot.proc.pid, signal.SIGKILL)
+        slot.proc.wait()
+        self.figures.add("kills_for_good")
+
+    def replace(self, executor_id: str, crash_point: str | None, extra_env: dict[str, str]) -> Slot:
+        """Stop a slot gracefully and start it again with other settings."""
+        with self.lock:
+            old = self.slots.get(executor_id)
+            if old is not None:
+                old.hold = True
+        if old is not None:
+            stop([old.proc])
+        return self.start(executor_id, crash_point, extra_env)
+
+    def pause(self, executor_id: str) -> None:
+        """Stop a slot gracefully and keep it stopped until ``replace`` starts it again."""
+        with self.lock:
+            slot = self.slots[executor_id]
+            slot.hold = True
+        stop([slot.proc])
+
+    def wait_ready(self, executor_ids: list[str], timeout: float = 120) -> None:
+        """Until each slot's current process has logged that it is ready."""
+        deadline = time.monotonic() + timeout
+        for executor_id in executor_ids:
+            while not self.ready(executor_id):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"worker {executor_id} did not become ready")
+                time.sleep(0.1)
+
+    def ready(self, executor_id: str) -> bool:
+        with self.lock:
+            slot = self.slots[executor_id]
+        if slot.proc.poll() is not None or not slot.log.exists():
+            return False
+        return f"worker {executor_id} ready" in slot.log.read_text(errors="replace")
+
+    # ------------------------------------------------------------ supervision
+    def run_monitor(self) -> None:
+        self._monitor.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.1):
+            with self.lock:
+                dead = [
+                    s
+                    for s in self.slots.values()
+                    if not s.retired and not s.hold and s.proc.poll() is not None
+                ]
+            for slot in dead:
+                self._restart(slot)
+
+    def _restart(self, slot: Slot) -> None:
+        code = slot.proc.returncode
+        if not slot.killed:
+            if code == 137 and slot.crash_point is not None:
+                self.figures.add("kills_crash_point")
+                say(f"worker {slot.executor_id} reached crash point {slot.crash_point}")
+                if self.on_crash is not None:
+                    self.on_crash(slot)
+            else:
+                tail = slot.log.read_text(errors="replace")[-1500:]
+                self.figures.add("worker_exits_unexpected")
+                self.figures.fail(f"worker {slot.executor_id} exited by itself ({code}): {tail}")
+        self.figures.add("worker_restarts")
+        self.start(slot.executor_id)
+
+    def stop_all(self) -> None:
+        self._stop.set()
+        if self._monitor.is_alive():
+            self._monitor.join(timeout=5)
+        with self.lock:
+            procs = [s.proc for s in self.slots.values()]
+        stop(procs)
+
+
+@dataclass
+class Stack:
+    pg: PgCluster
+    database_url: str
+    sink: Sink
+    api: Api
+    workers: Workers
+    figures: Figures
+    root: Path
+    shim: subprocess.Popen[bytes]
+
+    def start_workers(self, executor_ids: list[str]) -> None:
+        for executor_id in executor_ids:
+            self.workers.start(executor_id)
+        self.workers.wait_ready(executor_ids)
+
+
+@contextmanager
+def running_stack(
+    root: Path, worker_env: dict[str, str], sink_delay_s: float = 0.0
+) -> Iterator[Stack]:
+    """A private cluster, the sink, the shim; worker slots are started by the caller."""
+    figures = Figures()
+    root.mkdir(parents=True, exist_ok=True)
+    with PgCluster() as pg, Sink(delay_s=sink_delay_s) as sink:
+        url = pg.create_database(DB_NAME)
+        tokens_file = root / "tokens.json"
+        tokens = {name: add_token(tokens_file, name, roles) for name, roles in IDENTITIES.items()}
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        shim = start_shim(url, port, root / "shim.log", tokens_file)
+        api = Api(base, tokens, figures)
+        workers = Workers(url, root, figures, worker_env)
+        try:
+            wait_healthy(base, shim)
+            workers.run_monitor()
+            yield Stack(pg, url, sink, api, workers, figures, root, shim)
+        finally:
+            workers.stop_all()
+            stop([shim])
+            api.close()

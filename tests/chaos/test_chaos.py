@@ -1,0 +1,107 @@
+"""The chaos suite: kill -9, crash points, a slot killed for good, PostgreSQL
+crash-restarts and terminated sessions, under load — and nothing lost,
+duplicated or unexpected.
+
+``CHAOS_SCALE=ci`` (the default) or ``soak`` picks the tier. The figures go to
+``var/chaos/<tier>.json`` (``CHAOS_RESULTS_DIR`` moves them);
+``python -m tests.chaos.report`` turns them into docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import SLOTS, WORKER_ENV, running_stack, say
+from tests.chaos.scenario import QUOTAS, SCALES, Scenario
+from tests.support.pgcluster import unavailable_reason
+
+
+def _scale_name() -> str:
+    name = os.environ.get("CHAOS_SCALE", "ci")
+    if name not in SCALES:
+        raise pytest.UsageError(f"CHAOS_SCALE must be one of {sorted(SCALES)}, not {name!r}")
+    return name
+
+
+def results_dir() -> Path:
+    return Path(os.environ.get("CHAOS_RESULTS_DIR", "var/chaos"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(7200 if os.environ.get("CHAOS_SCALE") == "soak" else 900)
+def test_chaos_suite(tmp_path: Path) -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no private PostgreSQL cluster for the chaos suite: {reason}")
+    name = _scale_name()
+    seed = int(os.environ.get("RANDOM_SEED", "20240604"))
+    say(f"tier {name}, seed {seed}, logs in {tmp_path}")
+    # The sink holds each answer a moment, so kills land while calls are in flight.
+    with running_stack(tmp_path, WORKER_ENV, sink_delay_s=0.15) as stack:
+        stack.start_workers(list(SLOTS))
+        results = Scenario(stack, SCALES[name], seed).run()
+    results["recorded_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["cpus"] = os.cpu_count()
+    out = results_dir() / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    say(f"figures written to {out}")
+
+    assert results["failures"] == [], "\n".join(results["failures"][:40])
+    checker = results["checker"]
+    assert checker["lost"] == checker["duplicated"] == checker["unexpected"] == 0, checker
+    assert results["ledger_verified"] == results["runs"]
+    assert results["replay_matched"] == results["runs"]
+    assert results["replay_outbound_calls"] == 0
+    assert results["crash_cases"]["passed"] == results["crash_cases"]["total"] > 0
+    quota = QUOTAS[name]
+    assert results["runs"] >= quota["runs"], results["runs"]
+    assert results["kills"]["total"] >= quota["kills"], results["kills"]
+    assert results["db_restarts"] >= quota["db_restarts"], results["db_restarts"]
+    assert results["terminate_rounds"] >= quota["terminate_rounds"], results["terminate_rounds"]
+
+
+LONG_OUTAGE_S = 20.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_long_database_outage_is_waited_out(tmp_path: Path) -> None:
+    """PostgreSQL away for longer than any step's own retries last, with calls in
+    flight and a worker killed (and started again) while it is away: every run
+    still ends, nothing is lost, duplicated or unexpected."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no private PostgreSQL cluster for the chaos suite: {reason}")
+    # The sink answers slowly, so the outage finds calls between effect and completion.
+    with running_stack(tmp_path, WORKER_ENV, sink_delay_s=1.0) as stack:
+        stack.start_workers(list(SLOTS))
+        scenario = Scenario(stack, SCALES["ci"], seed=7)
+        scenario.resolver.start()
+        try:
+            run_ids = []
+            for _ in range(6):
+                run_id = scenario.submit(scenario.plan(list(scenario.channels)))
+                scenario.decide(run_id)
+                run_ids.append(run_id)
+            time.sleep(1.5)
+            say(f"PostgreSQL stopped for {LONG_OUTAGE_S:.0f} s, a worker killed meanwhile")
+            stack.pg.stop("immediate")
+            scenario.faults.kill_random_worker(min_uptime_s=0)
+            time.sleep(LONG_OUTAGE_S)
+            stack.pg.start()
+            left = scenario.wait_terminal(run_ids, 120)
+        finally:
+            scenario.resolver.stop()
+        assert left == [], f"runs that never ended after the outage: {left}"
+        results = scenario.final_check()
+    assert stack.figures.failures == [], "\n".join(stack.figures.failures[:20])
+    assert results["runs_by_status"] == {"succeeded": 6}, results["runs_by_status"]
+    checker = results["checker"]
+    assert checker["lost"] == checker["duplicated"] == checker["unexpected"] == 0, checker

@@ -1,0 +1,98 @@
+"""The shim's answer while the database is away: 503 ``database_unavailable``,
+however the loss reaches a route — never a 500. No database needed: a service
+that fails the way a lost database makes it fail."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+from dbos._error import DBOSException
+from fastapi.testclient import TestClient
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from contracts import ErrorCode, GatehouseError, Role, RunList, RunStatus
+from shim._auth import add_token
+from shim._service import Service
+from shim.app import create_app
+from shim.settings import ShimSettings
+
+
+def _wrapped_dbos() -> Exception:
+    try:
+        try:
+            raise OperationalError("SELECT 1", {}, psycopg.OperationalError("connection failed"))
+        except OperationalError as exc:
+            raise DBOSException("could not enqueue") from exc
+    except DBOSException as outer:
+        return outer
+
+
+LOSSES: dict[str, Callable[[], Exception]] = {
+    "sqlalchemy OperationalError": lambda: OperationalError(
+        "SELECT 1", {}, psycopg.OperationalError("connection failed: Connection refused")
+    ),
+    "invalidated DBAPIError": lambda: DBAPIError(
+        "SELECT 1", {}, Exception("server closed the connection"), connection_invalidated=True
+    ),
+    "sqlalchemy InterfaceError": lambda: InterfaceError("SELECT 1", {}, Exception("closed")),
+    "pool timeout": lambda: PoolTimeout("QueuePool limit of size 5 overflow 5 reached"),
+    "psycopg OperationalError": lambda: psycopg.OperationalError("the database is starting up"),
+    "DBOS error caused by one": _wrapped_dbos,
+}
+
+
+class _LostDatabase(Service):
+    def __init__(self, settings: ShimSettings, loss: Callable[[], Exception]) -> None:
+        self.settings = settings
+        self.loss = loss
+
+    def close(self) -> None:
+        return
+
+    def runs(self, status: RunStatus | None, limit: int, cursor: str | None) -> RunList:
+        raise self.loss()
+
+    def record_refusal(
+        self, exc: GatehouseError, who: str | None, route: str, run_id: str | None
+    ) -> None:
+        raise self.loss()
+
+
+def _client(tmp_path: Path, loss: Callable[[], Exception]) -> tuple[TestClient, str]:
+    tokens = tmp_path / "tokens.json"
+    token = add_token(tokens, "olga", [Role.OPERATOR])
+    sam = add_token(tokens, "sam", [Role.SUBMITTER])
+    settings = ShimSettings.from_env(
+        {"GATEHOUSE_DATABASE_URL": "sqlite:///unused.sqlite", "GATEHOUSE_TOKENS_FILE": str(tokens)}
+    )
+    app = create_app(settings, lambda s: _LostDatabase(s, loss))
+    client = TestClient(app, raise_server_exceptions=False)
+    client.headers["Authorization"] = f"Bearer {token}"
+    return client, sam
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_a_lost_database_is_503_however_it_is_wrapped(tmp_path: Path, name: str) -> None:
+    client, _ = _client(tmp_path, LOSSES[name])
+    with client:
+        r = client.get("/runs")
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["code"] == ErrorCode.DATABASE_UNAVAILABLE.value
+
+
+def test_a_refusal_stands_when_its_record_cannot_be_written(tmp_path: Path) -> None:
+    client, sam = _client(tmp_path, LOSSES["invalidated DBAPIError"])
+    with client:
+        r = client.get("/runs", headers={"Authorization": f"Bearer {sam}"})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+
+
+def test_anything_else_is_still_a_500(tmp_path: Path) -> None:
+    client, _ = _client(tmp_path, lambda: ValueError("a bug"))
+    with client:
+        r = client.get("/runs")
+    assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error"
