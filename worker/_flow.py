@@ -35,7 +35,7 @@ from contracts import (
 from policies.gate import check_step
 from worker._inputs import resolve_input
 from worker._seed import draw, planner_seed
-from worker.steps_records import BeginResult, GateResult, StepRecord
+from worker.steps_records import BeginResult, GateResult, RunEnd, StepRecord
 
 __all__ = ["Ports", "Trace", "run_intent"]
 
@@ -69,16 +69,7 @@ class Ports(Protocol):
 
     def record_step_result(self, record: StepRecord) -> JsonObject: ...
 
-    def finish(
-        self,
-        run_id: str,
-        status: RunStatus,
-        summary: list[JsonValue],
-        *,
-        code: str | None,
-        message: str | None,
-        trace_digest: str,
-    ) -> None: ...
+    def finish(self, end: RunEnd) -> None: ...
 
 
 class Trace:
@@ -137,9 +128,7 @@ def run_intent(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
         message: str | None = None,
     ) -> JsonObject:
         # Every way a run ends: status, trace digest and summary episode, one commit.
-        ports.finish(
-            run_id, status, summary, code=code, message=message, trace_digest=trace.digest()
-        )
+        ports.finish(RunEnd(run_id, status, summary, code, message, trace.digest()))
         return {"run_id": run_id, "status": status.value, "error_code": code, "steps": summary}
 
     begun = ports.begin(run_id, req.policy_profile, req.tool_pool)

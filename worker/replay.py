@@ -28,12 +28,10 @@ from contracts import (
     GatehouseError,
     IntentJob,
     JsonObject,
-    JsonValue,
     Mode,
     PolicyProfile,
     ReplayDivergence,
     ReplayReport,
-    RunStatus,
     ToolPool,
     digest_of,
 )
@@ -49,6 +47,7 @@ from worker.steps_calls import PlannerCall, ToolCall, prepare_planner, prepare_t
 from worker.steps_records import (
     BeginResult,
     GateResult,
+    RunEnd,
     StepRecord,
     gated_plan,
     plan_problem,
@@ -229,17 +228,8 @@ class ReplayPorts:
         )
         return {"ok": ok, "error_code": code, "error_message": message}
 
-    def finish(
-        self,
-        run_id: str,
-        status: RunStatus,
-        summary: list[JsonValue],
-        *,
-        code: str | None,
-        message: str | None,
-        trace_digest: str,
-    ) -> None:
-        self.trace_digest = trace_digest
+    def finish(self, end: RunEnd) -> None:
+        self.trace_digest = end.trace_digest
 
 
 def _lineage(db: Database, run_id: str) -> list[Lineage]:

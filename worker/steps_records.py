@@ -41,6 +41,7 @@ from worker._seed import fresh_seed
 __all__ = [
     "BeginResult",
     "GateResult",
+    "RunEnd",
     "StepRecord",
     "begin_run",
     "finish_run",
@@ -530,25 +531,29 @@ def _finish(arg: JsonObject) -> JsonObject:
     return {}
 
 
-def finish_run(
-    run_id: str,
-    status: RunStatus,
-    steps: list[JsonValue],
-    error_code: str | None = None,
-    error_message: str | None = None,
-    *,
-    trace_digest: str | None = None,
-) -> None:
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ends, as the flow hands it to be recorded."""
+
+    run_id: str
+    status: RunStatus
+    steps: list[JsonValue]
+    error_code: str | None
+    error_message: str | None
+    trace_digest: str
+
+
+def finish_run(end: RunEnd) -> None:
     _tx(
         "gatehouse.finish",
         _finish,
         {
-            "run_id": run_id,
-            "status": status.value,
-            "steps": list(steps),
-            "error_code": error_code,
-            "error_message": error_message,
-            "trace_digest": trace_digest,
+            "run_id": end.run_id,
+            "status": end.status.value,
+            "steps": list(end.steps),
+            "error_code": end.error_code,
+            "error_message": end.error_message,
+            "trace_digest": end.trace_digest,
         },
     )
 

@@ -18,10 +18,8 @@ from contracts import (
     Decision,
     IntentJob,
     JsonObject,
-    JsonValue,
     Mode,
     PolicyProfile,
-    RunStatus,
     ToolPool,
 )
 from worker import replay as _replay  # registers the replay workflow with DBOS
@@ -30,7 +28,7 @@ from worker._crash import RUN, maybe_crash
 from worker._flow import run_intent
 from worker._runtime import runtime
 from worker.steps_calls import planner_call, tool_call
-from worker.steps_records import BeginResult, GateResult, StepRecord
+from worker.steps_records import BeginResult, GateResult, RunEnd, StepRecord
 
 __all__ = ["LivePorts", "intent_workflow"]
 
@@ -95,17 +93,8 @@ class LivePorts:
     def record_step_result(self, record: StepRecord) -> JsonObject:
         return rec.record_step_result(record)
 
-    def finish(
-        self,
-        run_id: str,
-        status: RunStatus,
-        summary: list[JsonValue],
-        *,
-        code: str | None,
-        message: str | None,
-        trace_digest: str,
-    ) -> None:
-        rec.finish_run(run_id, status, summary, code, message, trace_digest=trace_digest)
+    def finish(self, end: RunEnd) -> None:
+        rec.finish_run(end)
 
 
 @DBOS.workflow(name=INTENT_WORKFLOW)
