@@ -95,5 +95,10 @@ def test_a_dead_workers_run_is_adopted(db_url: str, tmp_path: Path) -> None:
                 if c["kind"] == "tool"
             ]
             assert len(tool_calls) == 1  # executed once, by the survivor
+            # an adopted run replays from its ledger like any other (the survivor answers)
+            replayed = client.post(
+                f"/runs/{run_id}/replay", headers=client.people.auth("olga")
+            ).json()
+            assert replayed["match"] is True, replayed
         finally:
             stop([p for p in (doomed, survivor) if p is not None])
