@@ -22,10 +22,9 @@ from typing import TypeVar
 
 from dbos import DBOS
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
-from ledger import calls, evidence
+from ledger import calls, database_unreachable, evidence
 from worker._crash import maybe_crash
 from worker._runtime import runtime
 from worker.handlers._base import Artifact
@@ -58,14 +57,6 @@ class Performed:
         }
 
 
-def _transient(exc: BaseException) -> bool:
-    # Lost connections are retried (the ledger makes re-running the body safe);
-    # anything else is a real failure.
-    return isinstance(exc, OperationalError) or (
-        isinstance(exc, DBAPIError) and exc.connection_invalidated
-    )
-
-
 CallStep = Callable[[JsonObject], JsonObject]
 
 
@@ -82,8 +73,8 @@ def _ledger_tx(fn: Callable[[Connection], T]) -> T:
         try:
             with runtime().db.engine.begin() as conn:
                 return fn(conn)
-        except DBAPIError as exc:
-            if not _transient(exc):
+        except Exception as exc:
+            if not database_unreachable(exc):
                 raise
             _log.warning("ledger: the database is not reachable; retrying in %.1f s", delay)
             time.sleep(delay)
@@ -100,7 +91,7 @@ def call_step(name: str) -> Callable[[CallStep], CallStep]:
         max_attempts=6,
         interval_seconds=0.5,
         backoff_rate=2.0,
-        should_retry=_transient,
+        should_retry=database_unreachable,
     )
 
 
@@ -182,13 +173,13 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
         if row.status in calls.RESOLVED:  # an operator settled an interrupted call
             return call.result(call.in_doubt(), from_ledger=True)
         return call.result(row.response, from_ledger=True)
-    # A claim nobody completed means this call was interrupted mid-flight.
+    # A claim nobody completed means this call was interrupted mid-flight. The
+    # workflow's next step marks the row in doubt, with the run's status.
     if row is not None and (
         row.status == "in_doubt"
         or row.request_digest != digest_of(call.request)
         or not call.idempotent
     ):
-        _ledger_tx(lambda conn: calls.mark_in_doubt(conn, key))
         return call.result(call.in_doubt(), from_ledger=False)
     maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
     started = time.monotonic()

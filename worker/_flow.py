@@ -14,7 +14,6 @@ recovered workflow and a replay take exactly the same path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from contracts import (
@@ -25,7 +24,6 @@ from contracts import (
     JsonValue,
     Mode,
     OnError,
-    Plan,
     PlanStep,
     PolicyProfile,
     RunStatus,
@@ -118,171 +116,145 @@ def _applied(op_key: str) -> JsonObject:
 def run_intent(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
     """The whole flow of one run. ``run_id`` is the workflow's own id: a fork
     runs the parent's job under a new id."""
-    req = job.request
-    trace = Trace()
+    return _Run(run_id, ports).go(job)
+
+
+class _Run:
+    def __init__(self, run_id: str, ports: Ports) -> None:
+        self.run_id = run_id
+        self.ports = ports
+        self.trace = Trace()
 
     def end(
-        status: RunStatus,
-        summary: list[JsonValue],
-        code: str | None = None,
-        message: str | None = None,
-    ) -> JsonObject:
-        # Every way a run ends: status, trace digest and summary episode, one commit.
-        ports.finish(RunEnd(run_id, status, summary, code, message, trace.digest()))
-        return {"run_id": run_id, "status": status.value, "error_code": code, "steps": summary}
-
-    begun = ports.begin(run_id, req.policy_profile, req.tool_pool)
-    if not begun.ok or begun.profile is None or begun.tool_pool is None:
-        return end(RunStatus.FAILED, [], begun.error_code, begun.error_message)
-    profile, pool = begun.profile, begun.tool_pool
-    seed = begun.seed or ""
-
-    # 1 compile: a supplied plan (run-plan) or the planner's, through the ledger
-    if req.plan is not None:
-        raw_plan: JsonObject = req.plan.model_dump(mode="json")
-    else:
-        compiled = ports.planner_call(
-            {
-                "run_id": run_id,
-                "recipe_id": req.recipe,
-                "objective": req.objective,
-                "parameters": req.parameters,
-                "profile": profile.model_dump(mode="json"),
-                "tool_pool": pool.model_dump(mode="json"),
-                "seed": planner_seed(seed, run_id),
-            }
-        )
-        trace.add(compiled)
-        output = compiled.get("output")
-        plan_value = output.get("plan") if isinstance(output, dict) else None
-        if not compiled.get("ok") or not isinstance(plan_value, dict):
-            code = str(compiled.get("error_code") or ErrorCode.PLANNER_FAILED.value)
-            return end(RunStatus.FAILED, [], code, str(compiled.get("error_message") or ""))
-        raw_plan = plan_value
-
-    # 2 gate + 3 plan card
-    gated = ports.gate_and_card(run_id, raw_plan, profile, pool, req.mode)
-    if not gated.ok or gated.plan is None or gated.plan_digest is None:
-        return end(RunStatus.FAILED, [], gated.error_code, gated.error_message)
-    plan, digest = gated.plan, gated.plan_digest
-    trace.plan_digest = digest
-    if req.mode is Mode.PLAN_ONLY:
-        return end(RunStatus.PLANNED, [])
-
-    # 4 durable wait: the plan_approvals row decides; a message only wakes us early
-    decided = ports.await_decision(run_id, digest, profile)
-    if decided is None:
-        message = f"no decision on plan {digest[:12]} within {profile.approval.timeout_s:.0f} s"
-        return end(RunStatus.FAILED, [], ErrorCode.APPROVAL_TIMEOUT.value, message)
-    if not decided[0]:
-        return end(RunStatus.REJECTED, [])
-    verified = ports.verify_plan(run_id, digest)
-    if not verified.ok:  # the stored plan was changed after approval: run nothing
-        return end(RunStatus.FAILED, [], verified.error_code, verified.error_message)
-
-    # 5 execute, in order, each step re-checked against the policy right before it runs
-    context = _Context(run_id, profile, pool, seed, ports, trace)
-    return _execute(context, plan, end)
-
-
-class _End(Protocol):
-    def __call__(
         self,
         status: RunStatus,
         summary: list[JsonValue],
         code: str | None = None,
         message: str | None = None,
-    ) -> JsonObject: ...
+    ) -> JsonObject:
+        """Every way a run ends: status, trace digest and summary episode, one commit."""
+        end = RunEnd(self.run_id, status, summary, code, message, self.trace.digest())
+        self.ports.finish(end)
+        return {"run_id": self.run_id, "status": status.value, "error_code": code, "steps": summary}
 
+    def go(self, job: IntentJob) -> JsonObject:
+        req, run_id, ports = job.request, self.run_id, self.ports
+        begun = ports.begin(run_id, req.policy_profile, req.tool_pool)
+        if not begun.ok or begun.profile is None or begun.tool_pool is None:
+            return self.end(RunStatus.FAILED, [], begun.error_code, begun.error_message)
+        profile, pool = begun.profile, begun.tool_pool
+        seed = begun.seed or ""
 
-@dataclass(frozen=True)
-class _Context:
-    run_id: str
-    profile: PolicyProfile
-    pool: ToolPool
-    seed: str
-    ports: Ports
-    trace: Trace
-
-
-def _execute(c: _Context, plan: Plan, end: _End) -> JsonObject:
-    run_id, profile, pool, seed, ports, trace = (
-        c.run_id,
-        c.profile,
-        c.pool,
-        c.seed,
-        c.ports,
-        c.trace,
-    )
-    outputs: dict[str, JsonObject] = {}
-    summary: list[JsonValue] = []
-    for position, step in enumerate(plan.steps):
-        try:
-            step_input = resolve_input(step, outputs)
-            connector = check_step(step, step_input, pool, profile)
-        except GatehouseError as exc:
-            refused: JsonObject = {
-                "ok": False,
-                "output": exc.details,
-                "error_code": exc.code.value,
-                "error_message": exc.message,
-                "op_key": None,
-                "artifacts": [],
-            }
-            ports.record_step_result(_record(run_id, position, step, refused))
-            summary.append({"step_id": step.step_id, "ok": False, "error_code": exc.code.value})
-            return end(RunStatus.FAILED, summary, exc.code.value, exc.message)
-
-        attempt = 1
-        while True:
-            outcome = ports.tool_call(
+        # 1 compile: a supplied plan (run-plan) or the planner's, through the ledger
+        if req.plan is not None:
+            raw_plan: JsonObject = req.plan.model_dump(mode="json")
+        else:
+            compiled = ports.planner_call(
                 {
                     "run_id": run_id,
-                    "step_id": step.step_id,
-                    "position": position,
-                    "attempt": attempt,
-                    "driver_kind": step.driver_kind.value,
-                    "connector": connector.model_dump(mode="json"),
-                    "input": step_input,
+                    "recipe_id": req.recipe,
+                    "objective": req.objective,
+                    "parameters": req.parameters,
+                    "profile": profile.model_dump(mode="json"),
+                    "tool_pool": pool.model_dump(mode="json"),
+                    "seed": planner_seed(seed, run_id),
                 }
             )
-            trace.add(outcome)
+            self.trace.add(compiled)
+            output = compiled.get("output")
+            plan_value = output.get("plan") if isinstance(output, dict) else None
+            if not compiled.get("ok") or not isinstance(plan_value, dict):
+                code = str(compiled.get("error_code") or ErrorCode.PLANNER_FAILED.value)
+                message = str(compiled.get("error_message") or "")
+                return self.end(RunStatus.FAILED, [], code, message)
+            raw_plan = plan_value
+
+        # 2 gate + 3 plan card
+        gated = ports.gate_and_card(run_id, raw_plan, profile, pool, req.mode)
+        if not gated.ok or gated.plan is None or gated.plan_digest is None:
+            return self.end(RunStatus.FAILED, [], gated.error_code, gated.error_message)
+        plan, digest = gated.plan, gated.plan_digest
+        self.trace.plan_digest = digest
+        if req.mode is Mode.PLAN_ONLY:
+            return self.end(RunStatus.PLANNED, [])
+
+        # 4 durable wait: the plan_approvals row decides; a message only wakes us early
+        decided = ports.await_decision(run_id, digest, profile)
+        if decided is None:
+            message = f"no decision on plan {digest[:12]} within {profile.approval.timeout_s:.0f} s"
+            return self.end(RunStatus.FAILED, [], ErrorCode.APPROVAL_TIMEOUT.value, message)
+        if not decided[0]:
+            return self.end(RunStatus.REJECTED, [])
+        verified = ports.verify_plan(run_id, digest)
+        if not verified.ok:  # the stored plan was changed after approval: run nothing
+            return self.end(RunStatus.FAILED, [], verified.error_code, verified.error_message)
+
+        # 5 execute, in order, each step re-checked against the policy right before it runs
+        outputs: dict[str, JsonObject] = {}
+        summary: list[JsonValue] = []
+        for position, step in enumerate(plan.steps):
+            try:
+                step_input = resolve_input(step, outputs)
+                connector = check_step(step, step_input, pool, profile)
+            except GatehouseError as exc:
+                refused: JsonObject = {
+                    "ok": False,
+                    "output": exc.details,
+                    "error_code": exc.code.value,
+                    "error_message": exc.message,
+                    "op_key": None,
+                    "artifacts": [],
+                }
+                ports.record_step_result(_record(run_id, position, step, refused))
+                summary.append({"step_id": step.step_id, "ok": False, "error_code": exc.code.value})
+                return self.end(RunStatus.FAILED, summary, exc.code.value, exc.message)
+
+            call: JsonObject = {
+                "run_id": run_id,
+                "step_id": step.step_id,
+                "position": position,
+                "driver_kind": step.driver_kind.value,
+                "connector": connector.model_dump(mode="json"),
+                "input": step_input,
+            }
+            outcome, attempts = self.settle(call, profile, seed)
+            final = ports.record_step_result(_record(run_id, position, step, outcome))
+            ok = bool(final.get("ok"))
+            code_value = final.get("error_code")
+            step_code = code_value if isinstance(code_value, str) else None
+            summary.append(
+                {"step_id": step.step_id, "ok": ok, "error_code": step_code, "attempts": attempts}
+            )
+            out = outcome.get("output")
+            if ok and isinstance(out, dict):
+                outputs[step.step_id] = out
+            if not ok and step.on_error is OnError.FATAL:
+                message = str(final.get("error_message") or "")
+                code = step_code or ErrorCode.HANDLER_FAILED.value
+                return self.end(RunStatus.FAILED, summary, code, message)
+
+        # 6 evidence: the summary episode and the terminal status, in one commit
+        return self.end(RunStatus.SUCCEEDED, summary)
+
+    def settle(self, call: JsonObject, profile: PolicyProfile, seed: str) -> tuple[JsonObject, int]:
+        """One step's tool call, attempt after attempt until its outcome is known:
+        (outcome, attempts)."""
+        step_id = str(call["step_id"])
+        attempt = 1
+        while True:
+            outcome = self.ports.tool_call({**call, "attempt": attempt})
+            self.trace.add(outcome)
             code = outcome.get("error_code")
-            op_key = str(outcome.get("op_key") or "")
             if code == ErrorCode.CALL_IN_DOUBT.value:
                 # Never guess: a person says whether the interrupted call took effect.
-                resolved = ports.await_resolution(run_id, op_key, step.step_id)
-                trace.resolution(op_key, resolved)
+                op_key = str(outcome.get("op_key") or "")
+                resolved = self.ports.await_resolution(self.run_id, op_key, step_id)
+                self.trace.resolution(op_key, resolved)
                 if resolved == "applied":
-                    outcome = _applied(op_key)
-                    break
-                attempt += 1  # not applied: send it again, as a new attempt
-                continue
-            retry = code == ErrorCode.UPSTREAM_UNAVAILABLE.value  # certainly not applied
-            if retry and attempt < profile.max_attempts:
-                jitter = draw(seed, "backoff", run_id, step.step_id, str(attempt))
-                ports.pause(profile.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + jitter))
-                attempt += 1
-                continue
-            break
-
-        final = ports.record_step_result(_record(run_id, position, step, outcome))
-        ok = bool(final.get("ok"))
-        code_value = final.get("error_code")
-        step_code = code_value if isinstance(code_value, str) else None
-        summary.append(
-            {"step_id": step.step_id, "ok": ok, "error_code": step_code, "attempts": attempt}
-        )
-        out = outcome.get("output")
-        if ok and isinstance(out, dict):
-            outputs[step.step_id] = out
-        if not ok and step.on_error is OnError.FATAL:
-            return end(
-                RunStatus.FAILED,
-                summary,
-                step_code or ErrorCode.HANDLER_FAILED.value,
-                str(final.get("error_message") or ""),
-            )
-
-    # 6 evidence: the summary episode and the terminal status, in one commit
-    return end(RunStatus.SUCCEEDED, summary)
+                    return _applied(op_key), attempt
+            elif code != ErrorCode.UPSTREAM_UNAVAILABLE.value or attempt >= profile.max_attempts:
+                return outcome, attempt
+            else:  # certainly not applied: back off, then a new attempt
+                jitter = draw(seed, "backoff", self.run_id, step_id, str(attempt))
+                self.ports.pause(profile.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + jitter))
+            attempt += 1  # (in doubt and not applied: send it again, as a new attempt)
