@@ -163,21 +163,21 @@ def mark_in_doubt(conn: Conn, key: str) -> None:
     )
 
 
-def resolve(conn: Conn, *, key: str, outcome: str, resolved_by: str, note: str | None) -> bool:
-    """Record an operator's word on an in-doubt call and chain it; False if it was
-    not in doubt (already resolved, finished, or never interrupted)."""
+def resolve(
+    conn: Conn, *, key: str, outcome: str, resolved_by: str, note: str | None
+) -> tuple[CallRow, bool]:
+    """Record an operator's word on an in-doubt call and chain it. Returns the row
+    as it stands now, and whether this call recorded the resolution (False when it
+    was not in doubt: already resolved, finished, or never interrupted)."""
     if outcome not in RESOLVED:
         raise ValueError(f"unknown resolution {outcome!r}")
-    row = lookup(conn, key)
-    if row is None:
-        raise GatehouseError(ErrorCode.CALL_NOT_FOUND, "no ledger entry has that op_key")
     response: JsonObject = {"resolution": outcome, "resolved_by": resolved_by, "note": note}
     now = now_iso()
     changed = conn.execute(
         sa.text(
             "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"
             " resolved_by = :by, resolved_at = :t, finished_at = :t"
-            " WHERE op_key = :k AND status = 'in_doubt' RETURNING op_key"
+            " WHERE op_key = :k AND status = 'in_doubt' RETURNING run_id"
         ),
         {
             "st": outcome,
@@ -188,10 +188,12 @@ def resolve(conn: Conn, *, key: str, outcome: str, resolved_by: str, note: str |
             "k": key,
         },
     ).first()
-    if changed is None:
-        return False
-    chain.append(conn, key, row.run_id)
-    return True
+    if changed is not None:
+        chain.append(conn, key, str(changed[0]))
+    row = lookup(conn, key)
+    if row is None:
+        raise GatehouseError(ErrorCode.CALL_NOT_FOUND, "no ledger entry has that op_key")
+    return row, changed is not None
 
 
 def in_doubt(conn: Conn, run_id: str) -> list[str]:

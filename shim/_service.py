@@ -93,6 +93,7 @@ _NOT_REFUSALS = frozenset(
         ErrorCode.NOT_FOUND,
         ErrorCode.RUN_NOT_FOUND,
         ErrorCode.ARTIFACT_NOT_FOUND,
+        ErrorCode.CALL_NOT_FOUND,
         ErrorCode.METHOD_NOT_ALLOWED,
         ErrorCode.DATABASE_UNAVAILABLE,
         ErrorCode.INTERNAL_ERROR,
@@ -280,20 +281,16 @@ class Service:
         """An operator's word on an in-doubt call; the waiting run continues."""
         body = _as(body, "resolved_by", who)
         with self.db.engine.begin() as conn:
-            row = calls.lookup(conn, op_key)
-            if row is None:
-                raise GatehouseError(ErrorCode.CALL_NOT_FOUND, f"no ledger entry {op_key}")
-            recorded = calls.resolve(
+            row, recorded = calls.resolve(
                 conn, key=op_key, outcome=body.outcome, resolved_by=who.name, note=body.note
             )
-            if not recorded:
-                if row.status != body.outcome:
-                    raise GatehouseError(
-                        ErrorCode.CALL_NOT_IN_DOUBT,
-                        f"call {op_key[:12]} is {row.status}; only an in-doubt call is resolved",
-                        {"status": row.status},
-                    )
-            else:
+            if not recorded and row.status != body.outcome:
+                raise GatehouseError(
+                    ErrorCode.CALL_NOT_IN_DOUBT,
+                    f"call {op_key[:12]} is {row.status}; only an in-doubt call is resolved",
+                    {"status": row.status},
+                )
+            if recorded:
                 evidence.put_episode(
                     conn,
                     row.run_id,

@@ -19,6 +19,8 @@ The ``gatehouse.replay`` workflow lets the shim ask a worker for a replay
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dbos import DBOS
 
 from contracts import (
@@ -38,7 +40,7 @@ from contracts import (
 from ledger import Database, calls, intents, runs
 from ledger.runs import Lineage
 from policies import catalog
-from worker._calls import Call
+from worker._calls import Call, Performed
 from worker._flow import run_intent
 from worker._runtime import runtime
 from worker._seed import planner_seed
@@ -75,19 +77,17 @@ class ReplayPorts:
         self.trace_digest: str | None = None
 
     # -- whose ledger entries a call is
-    def owner(self, position: int | None) -> str:
+    def _owner(self, position: int | None) -> Lineage:
         """The run whose op_keys this call used: a fork's parent for steps before
         its fork point (and for the planner call, which precedes every step)."""
-        return self._owner(position).run_id
-
-    def _owner(self, position: int | None) -> Lineage:
         for here in self.chain:
             fork_at = here.fork_from_step
             if fork_at is None or (position is not None and position >= fork_at - 1):
                 return here
         return self.chain[-1]
 
-    def _serve(self, call: Call) -> JsonObject:
+    def _serve(self, call: Call, _perform: Callable[[str], Performed]) -> JsonObject:
+        """The ledger's answer to ``call``; ``_perform`` is never invoked."""
         with self.db.engine.connect() as conn:
             row = calls.lookup(conn, call.op_key)
         replayed = digest_of(call.request)
@@ -162,10 +162,7 @@ class ReplayPorts:
         owner = self._owner(None)
         seed = planner_seed(owner.random_seed or "", owner.run_id)
         spec = PlannerCall.model_validate({**raw, "run_id": owner.run_id, "seed": seed})
-        prepared = prepare_planner(spec, self.settings)
-        if prepared.call is None:
-            return prepared.refused if prepared.refused is not None else {}
-        return self._serve(prepared.call)
+        return prepare_planner(spec, self.settings).answer(self._serve)
 
     def gate_and_card(
         self, run_id: str, raw_plan: JsonObject, profile: PolicyProfile, pool: ToolPool, mode: Mode
@@ -196,12 +193,9 @@ class ReplayPorts:
 
     def tool_call(self, raw: JsonObject) -> JsonObject:
         position = raw.get("position")
-        owner = self.owner(position if isinstance(position, int) else 0)
-        spec = ToolCall.model_validate({**raw, "run_id": owner})
-        prepared = prepare_tool(spec, self.settings)
-        if prepared.call is None:  # pragma: no cover - tool calls are never refused early
-            return prepared.refused if prepared.refused is not None else {}
-        return self._serve(prepared.call)
+        owner = self._owner(position if isinstance(position, int) else 0)
+        spec = ToolCall.model_validate({**raw, "run_id": owner.run_id})
+        return prepare_tool(spec, self.settings).answer(self._serve)
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
         with self.db.engine.connect() as conn:

@@ -92,20 +92,18 @@ def _compile(run_id: str, planner: str, request: JsonObject) -> Call:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A call ready to go through the ledger (or be served from it, in a replay)."""
+    """A call ready to go through the ledger, or the answer when it was refused
+    before anything could be called (nothing to ledger, in either mode)."""
 
-    call: Call | None  # None: refused before anything could be called
-    perform: Callable[[str], Performed]
-    refused: JsonObject | None = None  # the step's answer when call is None
+    call: Call | None
+    perform: Callable[[str], Performed] | None = None
+    refused: JsonObject | None = None
 
-    def run(self) -> JsonObject:
-        if self.call is None:
+    def answer(self, serve: Callable[[Call, Callable[[str], Performed]], JsonObject]) -> JsonObject:
+        """``serve``'s answer for the call: live, ``through_ledger``; in a replay, the ledger."""
+        if self.call is None or self.perform is None:
             return self.refused if self.refused is not None else {}
-        return through_ledger(self.call, self.perform)
-
-
-def _not_performed(_key: str) -> Performed:  # pragma: no cover - never called
-    raise AssertionError("a refused call is never performed")
+        return serve(self.call, self.perform)
 
 
 def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
@@ -145,7 +143,7 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
             "response_digest": digest_of(response),
             **response,
         }
-        return Prepared(None, _not_performed, refused)
+        return Prepared(None, refused=refused)
     model = ModelSettings(
         base_url=settings.model_base_url, model=settings.model_name, api_key=settings.model_api_key
     )
@@ -172,7 +170,9 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
 
 @call_step("gatehouse.planner_call")
 def planner_call(raw: JsonObject) -> JsonObject:
-    return prepare_planner(PlannerCall.model_validate(raw), runtime().settings).run()
+    return prepare_planner(PlannerCall.model_validate(raw), runtime().settings).answer(
+        through_ledger
+    )
 
 
 def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
@@ -240,4 +240,4 @@ def _idempotent(connector: Connector) -> bool:
 
 @call_step("gatehouse.tool_call")
 def tool_call(raw: JsonObject) -> JsonObject:
-    return prepare_tool(ToolCall.model_validate(raw), runtime().settings).run()
+    return prepare_tool(ToolCall.model_validate(raw), runtime().settings).answer(through_ledger)
