@@ -85,27 +85,16 @@ class PlannedRun:
 
 
 def _step(channel: Channel, step_id: str, effect_id: str, sink_url: str) -> JsonObject:
-    if channel is Channel.KEYED:
+    if channel in (Channel.KEYED, Channel.UNKEYED):
+        keyed = channel is Channel.KEYED
         return {
             "step_id": step_id,
             "verb": "write",
-            "connector_id": "local-http",
+            "connector_id": "local-http" if keyed else "local-http-unkeyed",
             "driver_kind": "http",
             "input": {
                 "method": "POST",
-                "url": sink_url + KEYED_PATH,
-                "json": {"effect_id": effect_id},
-            },
-        }
-    if channel is Channel.UNKEYED:
-        return {
-            "step_id": step_id,
-            "verb": "write",
-            "connector_id": "local-http-unkeyed",
-            "driver_kind": "http",
-            "input": {
-                "method": "POST",
-                "url": sink_url + UNKEYED_PATH,
+                "url": sink_url + (KEYED_PATH if keyed else UNKEYED_PATH),
                 "json": {"effect_id": effect_id},
             },
         }
