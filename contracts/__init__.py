@@ -55,6 +55,7 @@ from contracts.tool_pool import (
     Connector,
     Destination,
     Limits,
+    OpencodePolicy,
     PolicyProfile,
     ToolPool,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "Limits",
     "Mode",
     "OnError",
+    "OpencodePolicy",
     "Plan",
     "PlanCardView",
     "PlanStep",

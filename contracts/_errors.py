@@ -67,6 +67,8 @@ class ErrorCode(Enum):
     CALL_NOT_IN_DOUBT = "call_not_in_doubt"
     RUN_NOT_FINISHED = "run_not_finished"
     FORK_STEP_INVALID = "fork_step_invalid"
+    PERMISSION_DENIED = "permission_denied"
+    CHILD_SESSION_REFUSED = "child_session_refused"
     # execution
     PLANNER_FAILED = "planner_failed"
     PLANNER_UNAVAILABLE = "planner_unavailable"
@@ -76,6 +78,11 @@ class ErrorCode(Enum):
     CALL_IN_DOUBT = "call_in_doubt"
     OUTPUT_INVALID = "output_invalid"
     UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+    OC_STALLED = "oc_stalled"
+    OC_TIMEOUT = "oc_timeout"
+    PERMISSION_UNANSWERED = "permission_unanswered"
+    TURN_INTERRUPTED = "turn_interrupted"
+    EXECUTOR_UNAVAILABLE = "executor_unavailable"
     # infrastructure
     DATABASE_UNAVAILABLE = "database_unavailable"
     CORRUPT_RECORD = "corrupt_record"
@@ -170,6 +177,15 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.FORK_STEP_INVALID: ErrorSpec(
         3011, 422, False, "The parent run has no such step, or never reached it."
     ),
+    ErrorCode.PERMISSION_DENIED: ErrorSpec(
+        2010,
+        403,
+        False,
+        "The policy profile refused an executor's permission ask; the tool did not run.",
+    ),
+    ErrorCode.CHILD_SESSION_REFUSED: ErrorSpec(
+        2011, 403, False, "An executor session with a parent (a child session) was refused."
+    ),
     ErrorCode.PLANNER_FAILED: ErrorSpec(
         4001, 502, True, "The planner answered with an error or an invalid plan."
     ),
@@ -195,6 +211,32 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         503,
         True,
         "The callee refused the connection or answered 429/503: the call did not take effect.",
+    ),
+    ErrorCode.OC_STALLED: ErrorSpec(
+        4009,
+        504,
+        True,
+        "An OpenCode turn went quiet or ran out of time; it was aborted and reverted.",
+    ),
+    ErrorCode.OC_TIMEOUT: ErrorSpec(
+        4010,
+        504,
+        False,
+        "An OpenCode step timed out and the timeout ladder (revert, shrink scope) did not"
+        " recover it; the workspace was restored.",
+    ),
+    ErrorCode.PERMISSION_UNANSWERED: ErrorSpec(
+        4011, 504, False, "An executor's permission ask could not be answered within its limit."
+    ),
+    ErrorCode.TURN_INTERRUPTED: ErrorSpec(
+        4012,
+        503,
+        True,
+        "A worker crash cut an OpenCode turn off; its effects were reverted and it is sent"
+        " again as a new attempt.",
+    ),
+    ErrorCode.EXECUTOR_UNAVAILABLE: ErrorSpec(
+        4013, 503, True, "The OpenCode server could not be started or reached."
     ),
     ErrorCode.DATABASE_UNAVAILABLE: ErrorSpec(
         5001, 503, True, "The database cannot be reached; retry later."

@@ -20,6 +20,7 @@ __all__ = [
     "Connector",
     "Destination",
     "Limits",
+    "OpencodePolicy",
     "PolicyProfile",
     "ToolPool",
 ]
@@ -107,6 +108,62 @@ class Approval(Closed):
     recheck_s: float = Field(default=300, gt=0)
 
 
+# Every OpenCode permission class. The server config sets each one explicitly
+# (an implicit "ask" nobody answers hangs a session forever).
+PERMISSION_CLASSES: tuple[str, ...] = (
+    "read", "edit", "glob", "grep", "list", "bash", "task", "external_directory",
+    "todowrite", "question", "webfetch", "websearch", "lsp", "doom_loop", "skill",
+)  # fmt: skip
+PermissionAction = Literal["allow", "deny", "ask"]
+PermissionAnswer = Literal["once", "reject"]
+
+
+def _default_permissions() -> dict[str, PermissionAction]:
+    rules: dict[str, PermissionAction] = dict.fromkeys(PERMISSION_CLASSES, "deny")
+    rules.update(read="allow", glob="allow", grep="allow", list="allow", lsp="allow")
+    rules.update(todowrite="allow", edit="ask", bash="ask")
+    return rules
+
+
+def _default_answers() -> dict[str, PermissionAnswer]:
+    return {"edit": "once"}
+
+
+class OpencodePolicy(Closed):
+    """How Gatehouse drives OpenCode for runs under a profile.
+
+    ``permissions`` is OpenCode's own rule per permission class: ``allow`` and
+    ``deny`` are settled inside OpenCode; every ``ask`` reaches Gatehouse's
+    permission gate, which answers it from ``answers`` (a class not listed there
+    is rejected). ``task`` (child sessions) is always denied.
+    """
+
+    permissions: dict[str, PermissionAction] = Field(default_factory=_default_permissions)
+    answers: dict[str, PermissionAnswer] = Field(default_factory=_default_answers)
+    # Stall detector: a turn with no event for its session this long is aborted.
+    stall_s: float = Field(default=30.0, gt=0, le=3600)
+    # The most one turn may take, events or not.
+    turn_timeout_s: float = Field(default=300.0, gt=0, le=7200)
+    # A permission ask still pending this long after it was seen fails the step.
+    ask_limit_s: float = Field(default=10.0, gt=0, le=600)
+    # Timeout ladder rung 2: re-prompt once with the step narrowed to its first
+    # sub-goal (its own turn timeout), or go straight to oc_timeout ("none").
+    shrink_scope: Literal["first_subgoal", "none"] = "first_subgoal"
+    narrowed_timeout_s: float = Field(default=120.0, gt=0, le=7200)
+
+    @model_validator(mode="after")
+    def _explicit(self) -> OpencodePolicy:
+        missing = sorted(set(PERMISSION_CLASSES) - set(self.permissions))
+        unknown = sorted(set(self.permissions) - set(PERMISSION_CLASSES))
+        if missing or unknown:
+            raise ValueError(
+                f"permissions must name every class: missing {missing}, unknown {unknown}"
+            )
+        if self.permissions["task"] != "deny":
+            raise ValueError("permission 'task' (child sessions) must be 'deny'")
+        return self
+
+
 class PolicyProfile(Closed):
     schema_id: Literal["ds.gatehouse_policy_profile_v1"] = "ds.gatehouse_policy_profile_v1"
     profile_id: Identifier
@@ -125,3 +182,4 @@ class PolicyProfile(Closed):
     # after a backoff of retry_backoff_s * 2^(attempt-1) with seeded jitter.
     max_attempts: int = Field(default=3, ge=1, le=10)
     retry_backoff_s: float = Field(default=0.5, ge=0, le=60)
+    opencode: OpencodePolicy = Field(default_factory=OpencodePolicy)

@@ -138,6 +138,16 @@ def check_step(
                 details,
             )
         check_argv([a for a in argv if isinstance(a, str)], connector)
+    elif step.driver_kind is DriverKind.OPENCODE:
+        _require_str(step, step_input, "prompt")
+        subgoals = step_input.get("subgoals", [])
+        extra = sorted(set(step_input) - {"prompt", "subgoals"})
+        if extra or not isinstance(subgoals, list) or not all(isinstance(g, str) for g in subgoals):
+            raise GatehouseError(
+                ErrorCode.PLAN_INVALID,
+                f"step {step.step_id!r} takes a prompt and optional subgoals (strings) only",
+                {**details, "unexpected": list[JsonValue](extra)},
+            )
     return connector
 
 

@@ -8,8 +8,11 @@ This is the only place a handler or a planner is invoked. The step:
   which writes the DBOS checkpoint: three commits per call;
 * finds a ``started`` row it did not finish (a crash mid-call): callees that
   de-duplicate on the op_key (noop, http, the planners) are called again
-  with the same key; any other callee is *in doubt* and is not called again —
-  the step reports ``call_in_doubt`` so a person decides.
+  with the same key; a callee that can be asked (OpenCode) is reconciled —
+  the finished turn is recorded, or the half-done one undone and reported
+  ``turn_interrupted`` — and never sent again; any other callee is *in
+  doubt* and is not called again — the step reports ``call_in_doubt`` so a
+  person decides.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from dbos import DBOS
@@ -106,6 +109,10 @@ class Call:
     target: str  # the driver kind or planner
     request: JsonObject  # what is sent; its digest is recorded
     idempotent: bool  # the callee de-duplicates on the op_key (may be sent again)
+    # For a callee that can say what became of an interrupted call (an OpenCode
+    # session keeps its turns): settles it without sending it again, or None
+    # when it was certainly never sent (then it is sent now, for the first time).
+    reconcile: Callable[[str], Performed | None] | None = field(default=None, compare=False)
 
     @property
     def op_key(self) -> str:
@@ -175,15 +182,16 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
         return call.result(row.response, from_ledger=True)
     # A claim nobody completed means this call was interrupted mid-flight. The
     # workflow's next step marks the row in doubt, with the run's status.
-    if row is not None and (
-        row.status == "in_doubt"
-        or row.request_digest != digest_of(call.request)
-        or not call.idempotent
-    ):
-        return call.result(call.in_doubt(), from_ledger=False)
+    settled: Performed | None = None
+    if row is not None:
+        same = row.status != "in_doubt" and row.request_digest == digest_of(call.request)
+        if not same or (call.reconcile is None and not call.idempotent):
+            return call.result(call.in_doubt(), from_ledger=False)
+        if call.reconcile is not None:
+            settled = call.reconcile(key)
     maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
     started = time.monotonic()
-    performed = perform(key)
+    performed = settled if settled is not None else perform(key)
     maybe_crash(rt.settings.crash_point, "after_effect", call.step_id)
     duration_ms = int((time.monotonic() - started) * 1000)
 

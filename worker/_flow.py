@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from contracts import (
+    DriverKind,
     ErrorCode,
     GatehouseError,
     IntentJob,
@@ -111,6 +112,62 @@ def _applied(op_key: str) -> JsonObject:
         "error_message": None,
         "artifacts": [],
     }
+
+
+class _Ladder:
+    """The timeout ladder of one opencode step: revert → shrink scope → oc_timeout.
+
+    Every turn it set aside (stalled, or undone after a crash) is kept with
+    its output, so the step's evidence shows each rung.
+    """
+
+    def __init__(self, profile: PolicyProfile) -> None:
+        self.shrink = profile.opencode.shrink_scope == "first_subgoal"
+        self.turns: list[JsonValue] = []
+
+    def note(self, outcome: JsonObject) -> None:
+        self.turns.append(
+            {
+                "op_key": outcome.get("op_key"),
+                "attempt": outcome.get("attempt"),
+                "error_code": outcome.get("error_code"),
+                "error_message": outcome.get("error_message"),
+                "output": outcome.get("output"),
+            }
+        )
+
+    def climb(self, outcome: JsonObject, *, narrowed: bool) -> bool:
+        """Record a stalled turn; True when the narrowed re-prompt is still to come."""
+        self.note(outcome)
+        return self.shrink and not narrowed
+
+    def attach(self, outcome: JsonObject) -> JsonObject:
+        if not self.turns:
+            return outcome
+        output = outcome.get("output")
+        merged: JsonObject = dict(output) if isinstance(output, dict) else {}
+        merged["ladder"] = list(self.turns)
+        return {**outcome, "output": merged}
+
+    def give_up(self, last: JsonObject) -> JsonObject:
+        """Rung 3: the step fails with oc_timeout; the workspace is as before the step."""
+        output = last.get("output")
+        before = output.get("workspace_before") if isinstance(output, dict) else None
+        after = output.get("workspace_after") if isinstance(output, dict) else None
+        rungs = "revert, shrink scope" if self.shrink else "revert"
+        return {
+            "ok": False,
+            "op_key": last.get("op_key"),
+            "output": {
+                "ladder": list(self.turns),
+                "workspace_before": before,
+                "workspace_after": after,
+            },
+            "error_code": ErrorCode.OC_TIMEOUT.value,
+            "error_message": f"the opencode step timed out; the ladder ({rungs}) did not"
+            " recover it and the workspace was restored",
+            "artifacts": last.get("artifacts", []),
+        }
 
 
 def run_intent(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
@@ -217,6 +274,8 @@ class _Run:
                 "connector": connector.model_dump(mode="json"),
                 "input": step_input,
             }
+            if step.driver_kind is DriverKind.OPENCODE:
+                call["executor_policy"] = profile.opencode.model_dump(mode="json")
             outcome, attempts = self.settle(call, profile, seed)
             final = ports.record_step_result(_record(run_id, position, step, outcome))
             ok = bool(final.get("ok"))
@@ -238,14 +297,22 @@ class _Run:
 
     def settle(self, call: JsonObject, profile: PolicyProfile, seed: str) -> tuple[JsonObject, int]:
         """One step's tool call, attempt after attempt until its outcome is known:
-        (outcome, attempts)."""
+        (outcome, attempts). An opencode turn that stalls climbs the timeout ladder."""
         step_id = str(call["step_id"])
         attempt = 1
+        ladder = _Ladder(profile)
         while True:
             outcome = self.ports.tool_call({**call, "attempt": attempt})
             self.trace.add(outcome)
             code = outcome.get("error_code")
-            if code == ErrorCode.CALL_IN_DOUBT.value:
+            if code == ErrorCode.OC_STALLED.value:
+                # Rung 1 happened inside the turn (aborted, reverted, digest checked).
+                if not ladder.climb(outcome, narrowed=bool(call.get("narrowed"))):
+                    return ladder.give_up(outcome), attempt
+                call = {**call, "narrowed": True}  # rung 2: once, narrowed
+            elif code == ErrorCode.TURN_INTERRUPTED.value and attempt < profile.max_attempts:
+                ladder.note(outcome)  # undone after a crash: sent again, new op_key
+            elif code == ErrorCode.CALL_IN_DOUBT.value:
                 # Never guess: a person says whether the interrupted call took effect.
                 op_key = str(outcome.get("op_key") or "")
                 resolved = self.ports.await_resolution(self.run_id, op_key, step_id)
@@ -253,7 +320,7 @@ class _Run:
                 if resolved == "applied":
                     return _applied(op_key), attempt
             elif code != ErrorCode.UPSTREAM_UNAVAILABLE.value or attempt >= profile.max_attempts:
-                return outcome, attempt
+                return ladder.attach(outcome), attempt
             else:  # certainly not applied: back off, then a new attempt
                 jitter = draw(seed, "backoff", self.run_id, step_id, str(attempt))
                 self.ports.pause(profile.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + jitter))

@@ -24,6 +24,7 @@ from ledger import Database, database_unreachable, migrate, open_database
 from worker import workflow as _workflow  # registers the workflow with DBOS
 from worker._reaper import Reaper, heartbeat
 from worker._runtime import Runtime, install, runtime
+from worker.opencode.supervisor import stop_running_server
 from worker.settings import WorkerSettings
 
 __all__ = [
@@ -135,6 +136,7 @@ def shutdown() -> None:
         reaper.stop.set()
         reaper.join(timeout=10)
     DBOS.destroy(workflow_completion_timeout_sec=0)
+    stop_running_server()  # the OpenCode server stops with its worker
     rt.db.dispose()
 
 

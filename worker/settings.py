@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
 from ledger import DEFAULT_DATABASE_URL
+from worker.opencode.pin import DEFAULT_DIR as DEFAULT_OPENCODE_DIR
 
 __all__ = ["WorkerSettings"]
 
@@ -28,6 +29,15 @@ class WorkerSettings:
     dead_after_s: float  # a worker silent this long is dead: its runs are handed over
     crash_point: str | None  # test hook: see worker/_crash.py
     random_seed: str | None  # RANDOM_SEED: every random choice of a run is drawn from it
+    opencode_dir: Path  # the pinned OpenCode install (vendor/opencode)
+    opencode_state: Path  # each worker's OpenCode HOME is <opencode_state>/<executor_id>
+    opencode_model_url: str | None  # the OpenAI-compatible model OpenCode talks to
+    opencode_model: str
+
+    @property
+    def snapshot_root(self) -> Path:
+        """Where pre-turn workspace snapshots are kept (beside the workspaces, not in one)."""
+        return self.workspace_root / ".gatehouse-snapshots"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> WorkerSettings:
@@ -61,6 +71,13 @@ class WorkerSettings:
             dead_after_s=dead_after,
             crash_point=e.get("GATEHOUSE_CRASH_POINT") or None,
             random_seed=e.get("RANDOM_SEED") or None,
+            opencode_dir=Path(e.get("GATEHOUSE_OPENCODE_DIR") or DEFAULT_OPENCODE_DIR).resolve(),
+            opencode_state=Path(e.get("GATEHOUSE_OPENCODE_STATE", "var/opencode")).resolve(),
+            opencode_model_url=e.get("GATEHOUSE_OPENCODE_MODEL_URL")
+            or e.get("GATEHOUSE_MODEL_BASE_URL")
+            or None,
+            opencode_model=e.get("GATEHOUSE_OPENCODE_MODEL")
+            or e.get("GATEHOUSE_MODEL_NAME", "planner"),
         )
 
 

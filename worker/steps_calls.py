@@ -18,16 +18,19 @@ from contracts import (
     ErrorCode,
     GatehouseError,
     JsonObject,
+    OpencodePolicy,
     PolicyProfile,
     ToolPool,
     digest_of,
 )
 from contracts._base import Closed
+from contracts.recipe import Recipe
 from policies import catalog
 from policies.templates import compile_template
 from worker._calls import Call, Performed, call_step, refusal, through_ledger
 from worker._runtime import runtime
-from worker.handlers._base import HandlerContext
+from worker.handlers import opencode as opencode_handler
+from worker.handlers._base import HandlerContext, HandlerResult
 from worker.handlers.registry import HANDLERS
 from worker.providers.openai_compat import (
     ModelSettings,
@@ -35,6 +38,7 @@ from worker.providers.openai_compat import (
     plan_with_model,
     request_body,
 )
+from worker.providers.opencode import compile_request, plan_turn, reconcile_plan
 from worker.settings import WorkerSettings
 
 __all__ = [
@@ -75,9 +79,32 @@ class ToolCall(Closed):
     driver_kind: DriverKind
     connector: Connector
     input: JsonObject
+    # opencode steps only: the profile's executor policy, and whether this is the
+    # timeout ladder's narrowed re-prompt.
+    executor_policy: OpencodePolicy | None = None
+    narrowed: bool = False
 
 
-def _compile(run_id: str, planner: str, request: JsonObject) -> Call:
+def _performed(result: HandlerResult) -> Performed:
+    return Performed(
+        ok=result.ok,
+        output=result.output,
+        error_code=result.error_code,
+        error_message=result.error_message,
+        artifacts=result.artifacts,
+    )
+
+
+def _settled(result: HandlerResult | None) -> Performed | None:
+    return None if result is None else _performed(result)
+
+
+def _compile(
+    run_id: str,
+    planner: str,
+    request: JsonObject,
+    reconcile: Callable[[str], Performed | None] | None = None,
+) -> Call:
     """The planner call of a run: one per run, and both planners de-duplicate on its key."""
     return Call(
         run_id=run_id,
@@ -87,6 +114,7 @@ def _compile(run_id: str, planner: str, request: JsonObject) -> Call:
         target=planner,
         request=request,
         idempotent=True,
+        reconcile=reconcile,
     )
 
 
@@ -104,6 +132,18 @@ class Prepared:
         if self.call is None or self.perform is None:
             return self.refused if self.refused is not None else {}
         return serve(self.call, self.perform)
+
+
+def _planner_input(spec: PlannerCall, recipe: Recipe) -> PlannerInput:
+    return PlannerInput(
+        objective=spec.objective,
+        parameters=spec.parameters,
+        recipe=recipe,
+        tool_pool=spec.tool_pool,
+        instruction=spec.profile.planner_instruction,
+        max_tokens=spec.profile.max_planner_tokens,
+        seed=spec.seed,
+    )
 
 
 def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
@@ -128,6 +168,41 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
 
         return Prepared(_compile(spec.run_id, "recipe", request), perform_template)
 
+    if recipe.planner == "opencode":
+        policy = spec.profile.opencode
+        turn_request = compile_request(_planner_input(spec, recipe))
+
+        def perform_opencode(key: str) -> Performed:
+            try:
+                return _performed(
+                    plan_turn(
+                        settings,
+                        run_id=spec.run_id,
+                        step_id=COMPILE_STEP_ID,
+                        key=key,
+                        request=turn_request,
+                        policy=policy,
+                    )
+                )
+            except GatehouseError as exc:
+                return refusal(exc)
+
+        def reconcile_opencode(key: str) -> Performed | None:
+            return _settled(
+                reconcile_plan(
+                    settings,
+                    run_id=spec.run_id,
+                    step_id=COMPILE_STEP_ID,
+                    key=key,
+                    request=turn_request,
+                    policy=policy,
+                )
+            )
+
+        return Prepared(
+            _compile(spec.run_id, "opencode", turn_request, reconcile_opencode), perform_opencode
+        )
+
     if settings.model_base_url is None:
         unavailable = GatehouseError(
             ErrorCode.PLANNER_UNAVAILABLE,
@@ -147,15 +222,7 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
     model = ModelSettings(
         base_url=settings.model_base_url, model=settings.model_name, api_key=settings.model_api_key
     )
-    planner_input = PlannerInput(
-        objective=spec.objective,
-        parameters=spec.parameters,
-        recipe=recipe,
-        tool_pool=spec.tool_pool,
-        instruction=spec.profile.planner_instruction,
-        max_tokens=spec.profile.max_planner_tokens,
-        seed=spec.seed,
-    )
+    planner_input = _planner_input(spec, recipe)
     body = request_body(model, planner_input)
 
     def perform_model(key: str) -> Performed:
@@ -181,6 +248,28 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
         "connector_id": spec.connector.connector_id,
         "input": spec.input,
     }
+    opencode = spec.driver_kind is DriverKind.OPENCODE
+    if opencode:  # what shapes the turn is part of what was asked
+        policy = spec.executor_policy or OpencodePolicy()
+        request["executor_policy"] = policy.model_dump(mode="json")
+        request["narrowed"] = spec.narrowed
+
+    def context(key: str) -> HandlerContext:
+        workspace = settings.workspace_root / spec.run_id
+        workspace.mkdir(parents=True, exist_ok=True)
+        return HandlerContext(
+            op_key=key,
+            run_id=spec.run_id,
+            step_id=spec.step_id,
+            workspace=workspace,
+            connector=spec.connector,
+            attempt=spec.attempt,
+            executor_policy=spec.executor_policy,
+            narrowed=spec.narrowed,
+        )
+
+    def reconcile(key: str) -> Performed | None:
+        return _settled(opencode_handler.reconcile_turn(context(key), spec.input))
 
     def perform(key: str) -> Performed:
         handler = HANDLERS.get(spec.driver_kind)
@@ -191,17 +280,8 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
                     f"this build has no handler for driver {spec.driver_kind.value!r}",
                 )
             )
-        workspace = settings.workspace_root / spec.run_id
-        workspace.mkdir(parents=True, exist_ok=True)
-        ctx = HandlerContext(
-            op_key=key,
-            run_id=spec.run_id,
-            step_id=spec.step_id,
-            workspace=workspace,
-            connector=spec.connector,
-        )
         try:
-            result = handler(ctx, spec.input)
+            result = handler(context(key), spec.input)
         except GatehouseError as exc:  # the handler refused to act
             return refusal(exc)
         except (OSError, ValueError, ValidationError) as exc:
@@ -211,13 +291,7 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
                 error_code=ErrorCode.HANDLER_FAILED,
                 error_message=str(exc)[:500],
             )
-        return Performed(
-            ok=result.ok,
-            output=result.output,
-            error_code=result.error_code,
-            error_message=result.error_message,
-            artifacts=result.artifacts,
-        )
+        return _performed(result)
 
     return Prepared(
         Call(
@@ -228,6 +302,7 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
             target=spec.driver_kind.value,
             request=request,
             idempotent=_idempotent(spec.connector),
+            reconcile=reconcile if opencode else None,
         ),
         perform,
     )

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from contracts import (
     DataRef,
     Decision,
+    DriverKind,
     ErrorCode,
     GatehouseError,
     JsonObject,
@@ -33,6 +34,7 @@ from contracts.episode import ResultStatus
 from ledger import Conn, calls, evidence, now_iso, runs
 from policies import catalog
 from policies.episodes import episode, security_episode
+from policies.executor_evidence import executor_episodes
 from policies.gate import gate_plan, read_only
 from policies.security import classify
 from worker._runtime import runtime
@@ -377,6 +379,17 @@ def _record_step(arg: JsonObject) -> JsonObject:
                 details={"step_id": step_id, "refusal": output},
             ),
         )
+    raw_output = outcome.get("output")
+    if arg["driver_kind"] == DriverKind.OPENCODE.value and isinstance(raw_output, dict):
+        for item in executor_episodes(
+            run_id=run_id,
+            step_id=step_id,
+            op_key=op if isinstance(op, str) else None,
+            output=raw_output,
+            executor_id=_exec_id(),
+            recorded_at=now_iso(),
+        ):
+            evidence.put_episode(s, run_id, step_id, item)
     status = "succeeded" if ok else "failed"
     runs.record_step(
         s,

@@ -1,8 +1,8 @@
 """The static handler registry: driver kind → handler, a literal mapping.
 
 No dynamic import, no plugin discovery: what can run is what is written
-here. ``opencode`` and ``mcp_proxy`` are known driver kinds with no handler
-in this build; a step naming them is refused before anything runs.
+here. ``mcp_proxy`` is a known driver kind with no handler in this build; a
+step naming it is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Final
 
 from contracts import DriverKind
-from worker.handlers import http, noop, restricted_shell
+from worker.handlers import http, noop, opencode, restricted_shell
 from worker.handlers._base import Handler
 
 __all__ = ["HANDLERS"]
@@ -22,5 +22,6 @@ HANDLERS: Final[Mapping[DriverKind, Handler]] = MappingProxyType(
         DriverKind.NOOP: noop.run,
         DriverKind.HTTP: http.run,
         DriverKind.RESTRICTED_SHELL: restricted_shell.run,
+        DriverKind.OPENCODE: opencode.run,
     }
 )

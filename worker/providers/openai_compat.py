@@ -125,6 +125,11 @@ def _user_message(planner_input: PlannerInput) -> str:
     return "\n\n".join(parts)
 
 
+def planner_prompt(planner_input: PlannerInput) -> tuple[str, str]:
+    """(system, user): the planner's instruction and its request, for any model planner."""
+    return _system_message(planner_input), _user_message(planner_input)
+
+
 def request_body(settings: ModelSettings, planner_input: PlannerInput) -> JsonObject:
     """The chat-completions request, deterministic so its digest can be ledgered.
 

@@ -1,0 +1,1 @@
+"""OpenCode as Gatehouse's executor engine: supervisor, client, turns, the child-session ban."""

@@ -1,0 +1,132 @@
+"""A small typed client for the OpenCode server's HTTP API (classic routes).
+
+Every request carries the run's workspace as ``directory`` (OpenCode scopes
+sessions, events and permissions by directory) and the server's basic-auth
+password. Transport failures become ``executor_unavailable`` here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue
+from worker.opencode.ban import refuse_parent
+
+__all__ = ["OpencodeClient"]
+
+_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+
+
+class OpencodeClient:
+    def __init__(self, url: str, password: str, directory: Path) -> None:
+        self.url = url
+        self.directory = str(directory)
+        self._http = httpx.Client(
+            base_url=url,
+            auth=("opencode", password),
+            timeout=_TIMEOUT,
+            params={"directory": self.directory},
+            trust_env=False,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, body: JsonObject | None = None) -> JsonValue:
+        try:
+            response = self._http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise GatehouseError(
+                ErrorCode.EXECUTOR_UNAVAILABLE,
+                f"OpenCode {method} {path}: {type(exc).__name__}: {exc}"[:300],
+            ) from exc
+        if response.status_code >= 400:
+            raise GatehouseError(
+                ErrorCode.EXECUTOR_UNAVAILABLE,
+                f"OpenCode {method} {path} answered {response.status_code}: {response.text[:200]}",
+            )
+        if not response.content:
+            return None
+        try:
+            value: JsonValue = response.json()
+        except ValueError:
+            return response.text
+        return value
+
+    def _object(self, method: str, path: str, body: JsonObject | None = None) -> JsonObject:
+        value = self._call(method, path, body)
+        if not isinstance(value, dict):
+            raise GatehouseError(
+                ErrorCode.EXECUTOR_UNAVAILABLE, f"OpenCode {method} {path}: not a JSON object"
+            )
+        return value
+
+    def _list(self, path: str) -> list[JsonObject]:
+        value = self._call("GET", path)
+        return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+    # -- sessions ----------------------------------------------------------------
+
+    def create_session(self, title: str, permission: list[JsonValue]) -> JsonObject:
+        body = refuse_parent({"title": title, "permission": permission})
+        return self._object("POST", "/session", body)
+
+    def sessions(self) -> list[JsonObject]:
+        return self._list("/session")
+
+    def session(self, session_id: str) -> JsonObject | None:
+        try:
+            return self._object("GET", f"/session/{session_id}")
+        except GatehouseError:
+            return None
+
+    def statuses(self) -> JsonObject:
+        value = self._call("GET", "/session/status")
+        return value if isinstance(value, dict) else {}
+
+    def messages(self, session_id: str) -> list[JsonObject]:
+        return self._list(f"/session/{session_id}/message")
+
+    def prompt_async(self, session_id: str, body: JsonObject) -> None:
+        self._call("POST", f"/session/{session_id}/prompt_async", body)
+
+    def abort(self, session_id: str) -> None:
+        self._call("POST", f"/session/{session_id}/abort", {})
+
+    def revert(self, session_id: str, message_id: str) -> JsonObject:
+        return self._object("POST", f"/session/{session_id}/revert", {"messageID": message_id})
+
+    # -- permissions ---------------------------------------------------------------
+
+    def permissions(self) -> list[JsonObject]:
+        return self._list("/permission")
+
+    def reply(self, request_id: str, reply: str, message: str | None = None) -> None:
+        body: JsonObject = {"reply": reply}
+        if message:
+            body["message"] = message
+        self._call("POST", f"/permission/{request_id}/reply", body)
+
+    # -- events ----------------------------------------------------------------------
+
+    @contextmanager
+    def event_lines(self) -> Iterator[Iterator[str]]:
+        """The raw lines of ``GET /event`` (server-sent events), until closed."""
+        try:
+            with self._http.stream(
+                "GET", "/event", timeout=httpx.Timeout(None, connect=5.0)
+            ) as response:
+                if response.status_code >= 400:
+                    raise GatehouseError(
+                        ErrorCode.EXECUTOR_UNAVAILABLE,
+                        f"OpenCode GET /event answered {response.status_code}",
+                    )
+                yield response.iter_lines()
+        except httpx.HTTPError as exc:
+            raise GatehouseError(
+                ErrorCode.EXECUTOR_UNAVAILABLE, f"OpenCode event stream: {exc}"[:300]
+            ) from exc

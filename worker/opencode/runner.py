@@ -1,0 +1,83 @@
+"""Where the opencode handler and planner meet the worker: server, paths, turn specs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
+from worker.opencode.supervisor import OpencodeServer, ServerSpec, running_server
+from worker.opencode.turn import TurnSpec
+from worker.settings import WorkerSettings
+
+__all__ = ["narrow", "server_of", "turn_spec"]
+
+
+def server_of(settings: WorkerSettings) -> OpencodeServer:
+    """This worker's OpenCode server, started (or restarted) as needed."""
+    if settings.opencode_model_url is None:
+        raise GatehouseError(
+            ErrorCode.EXECUTOR_UNAVAILABLE,
+            "opencode steps need a model: set GATEHOUSE_OPENCODE_MODEL_URL"
+            " (or GATEHOUSE_MODEL_BASE_URL)",
+        )
+    safe_id = re.sub(r"[^A-Za-z0-9._-]", "_", settings.executor_id)
+    return running_server(
+        ServerSpec(
+            opencode_dir=settings.opencode_dir,
+            home=settings.opencode_state / safe_id,
+            model_url=settings.opencode_model_url,
+            model=settings.opencode_model,
+            api_key=settings.model_api_key,
+        )
+    )
+
+
+def narrow(prompt: str, subgoals: list[str]) -> str:
+    """The timeout ladder's narrowed prompt: the first sub-goal only.
+
+    The step's own ``subgoals`` when it lists them, else the prompt's first
+    line or sentence.
+    """
+    if subgoals:
+        first = subgoals[0]
+    else:
+        line = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), prompt.strip())
+        first = re.split(r"(?<=[.!?])\s+", line, maxsplit=1)[0]
+    return (
+        "The previous attempt at this step ran out of time and was undone. Do only this first"
+        f" part of it, nothing more, then stop:\n{first}"
+    )
+
+
+def turn_spec(
+    settings: WorkerSettings,
+    *,
+    run_id: str,
+    step_id: str,
+    op_key: str,
+    agent: Literal["plan", "build"],
+    prompt: str,
+    schema: JsonObject | None,
+    policy: OpencodePolicy,
+    timeout_s: float,
+    max_output_bytes: int,
+) -> TurnSpec:
+    workspace: Path = settings.workspace_root / run_id
+    workspace.mkdir(parents=True, exist_ok=True)
+    return TurnSpec(
+        run_id=run_id,
+        step_id=step_id,
+        op_key=op_key,
+        workspace=workspace,
+        snapshot_path=settings.snapshot_root / run_id / f"{op_key}.json",
+        agent=agent,
+        prompt=prompt,
+        schema=schema,
+        policy=policy,
+        timeout_s=timeout_s,
+        model=settings.opencode_model,
+        max_output_bytes=max_output_bytes,
+        crash_point=settings.crash_point,
+    )
