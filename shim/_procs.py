@@ -43,6 +43,9 @@ def start_worker(
             "GATEHOUSE_DATABASE_URL": database_url,
             "GATEHOUSE_EXECUTOR_ID": executor_id,
             "GATEHOUSE_WORKSPACE_ROOT": str(workspace_root),
+            # each worker's OpenCode HOME lives beside the workspaces
+            "GATEHOUSE_OPENCODE_STATE": os.environ.get("GATEHOUSE_OPENCODE_STATE")
+            or str(workspace_root.parent / "opencode"),
             **(extra_env or {}),
         }
     )

@@ -88,8 +88,10 @@ class OpencodeClient:
         value = self._call("GET", "/session/status")
         return value if isinstance(value, dict) else {}
 
-    def messages(self, session_id: str) -> list[JsonObject]:
-        return self._list(f"/session/{session_id}/message")
+    def messages(self, session_id: str, limit: int | None = None) -> list[JsonObject]:
+        """The session's messages, oldest first (the latest ``limit`` of them)."""
+        suffix = "" if limit is None else f"?limit={limit}"
+        return self._list(f"/session/{session_id}/message{suffix}")
 
     def prompt_async(self, session_id: str, body: JsonObject) -> None:
         self._call("POST", f"/session/{session_id}/prompt_async", body)

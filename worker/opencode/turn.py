@@ -147,6 +147,12 @@ class _Watch:
     busy_seen: bool = False
     child: str | None = None
     error: JsonValue = None
+    # The turn as the events told it (OpenCode 1.18 cannot list a session's
+    # messages once one of them asked for structured output, so the live path
+    # never needs the listing): our prompt's id, the replies' infos, their text.
+    user_id: str | None = None
+    replies: dict[str, JsonObject] = field(default_factory=dict)
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # part id -> (message, text)
 
     def note(self, event: JsonObject) -> None:
         if len(self.kept) < _KEEP_EVENTS and event.get("type") != "message.part.delta":
@@ -165,7 +171,14 @@ class _Watch:
             request = props.get("requestID")
             if isinstance(request, str):
                 self.asked.pop(request, None)
+        elif kind == "message.updated":
+            info = props.get("info")
+            if isinstance(info, dict) and info.get("role") == "assistant":
+                mid = info.get("id")
+                if isinstance(mid, str) and self.user_id is not None:
+                    self.replies[mid] = info
         elif kind == "message.part.updated":
+            self._text(props)
             self._tool(props)
         elif kind == "file.edited":
             self._file(props)
@@ -196,6 +209,32 @@ class _Watch:
             }
         )
 
+    def _text(self, props: JsonObject) -> None:
+        part = props.get("part")
+        if not isinstance(part, dict) or part.get("type") != "text":
+            return
+        mid, pid, text = part.get("messageID"), part.get("id"), part.get("text")
+        if not (isinstance(mid, str) and isinstance(pid, str) and isinstance(text, str)):
+            return
+        if self.user_id is None and marker_of(self.spec.op_key) in text:
+            self.user_id = mid
+        elif self.user_id is not None and mid != self.user_id:
+            self.texts[pid] = (mid, text)
+
+    def reply(self) -> tuple[str, JsonValue, JsonValue]:
+        """(the text the assistant wrote, its structured output, its error)."""
+        order = sorted(self.replies)  # OpenCode ids ascend with time
+        texts = [t for mid in order for (m, t) in self.texts.values() if m == mid and t]
+        structured: JsonValue = None
+        error: JsonValue = None
+        for mid in order:
+            info = self.replies[mid]
+            if info.get("structured") is not None:
+                structured = info.get("structured")
+            if info.get("error") is not None:
+                error = info.get("error")
+        return "\n".join(texts), structured, error
+
     def _tool(self, props: JsonObject) -> None:
         part = props.get("part")
         if not isinstance(part, dict) or part.get("type") != "tool":
@@ -207,6 +246,14 @@ class _Watch:
             return
         self.seen_tools.add((call_id, str(status)))
         assert isinstance(state, dict)
+        tried = state.get("input")
+        if part.get("tool") == "task" or (
+            # a denied tool is not offered; a call to it comes back as "invalid"
+            part.get("tool") == "invalid"
+            and isinstance(tried, dict)
+            and tried.get("tool") == "task"
+        ):
+            self.child = f"task tool call {call_id}"  # the tool that makes child sessions
         entry: JsonObject = {
             "kind": "tool",
             "tool": part.get("tool"),
@@ -260,6 +307,27 @@ def _ours(messages: list[JsonObject], marker: str) -> tuple[JsonObject | None, l
         elif user is not None and info.get("role") == "assistant":
             replies.append(message)
     return user, replies
+
+
+def _recent_messages(client: OpencodeClient, session_id: str, marker: str) -> list[JsonObject]:
+    """The session's latest messages, enough of them to hold the turn with ``marker``.
+
+    Asked for in growing windows: OpenCode 1.18 fails (HTTP 400) to list a
+    message that asked for structured output, so the window stops short of
+    one, and what was listed before the failure is what there is.
+    """
+    found: list[JsonObject] = []
+    limit = 8
+    while limit <= 4096:
+        try:
+            batch = client.messages(session_id, limit)
+        except GatehouseError:
+            return found
+        found = batch
+        if len(batch) < limit or _ours(batch, marker)[0] is not None:
+            return found
+        limit *= 4
+    return found
 
 
 def _message_id(message: JsonObject | None) -> str | None:
@@ -417,8 +485,6 @@ def _run(server: OpencodeServer, client: OpencodeClient, spec: TurnSpec) -> Hand
         feed.close()
     out = _base(spec, server, session_id)
     out["marker"] = marker
-    messages = client.messages(session_id)
-    user, replies = _ours(messages, marker)
     if ended is not None:  # stalled, timed out, a child session or an unanswered ask
         code, reason, idle_s = ended
         if code is ErrorCode.CHILD_SESSION_REFUSED and watch.child is not None:
@@ -426,7 +492,7 @@ def _run(server: OpencodeServer, client: OpencodeClient, spec: TurnSpec) -> Hand
         diagnostics = _diagnostics(client, session_id, watch, reason, idle_s)
         client.abort(session_id)
         _reject_leftovers(client, session_id, watch)
-        out.update(_put_back(spec, client, session_id, _message_id(user), before))
+        out.update(_put_back(spec, client, session_id, watch.user_id, before))
         out.update(activity=watch.activity, diagnostics=diagnostics)
         return HandlerResult(
             ok=False,
@@ -436,17 +502,17 @@ def _run(server: OpencodeServer, client: OpencodeClient, spec: TurnSpec) -> Hand
             artifacts=(_log_artifact(spec, watch.kept),),
         )
     _reject_leftovers(client, session_id, watch)
-    return _finish(spec, out, before, replies, watch)
+    return _finish(spec, out, before, watch.reply(), watch)
 
 
 def _finish(
     spec: TurnSpec,
     out: JsonObject,
     before: workspace.Snapshot,
-    replies: list[JsonObject],
+    reply: tuple[str, JsonValue, JsonValue],
     watch: _Watch,
 ) -> HandlerResult:
-    text, structured, error = _reply_of(replies)
+    text, structured, error = reply
     after = workspace.take(spec.workspace)
     out.update(
         reply=_cap(text),
@@ -493,6 +559,12 @@ def _watch(
                 last = now  # the turn's heartbeat
                 watch.note(event)
                 watch.handle(event)
+                if watch.child is not None:
+                    return (
+                        ErrorCode.CHILD_SESSION_REFUSED,
+                        f"the model tried to start a child session ({watch.child}); refused",
+                        0.0,
+                    )
                 if event.get("type") == "session.idle" and watch.busy_seen:
                     return None
         for request, seen in list(watch.asked.items()):
@@ -549,14 +621,14 @@ def reconcile(server: OpencodeServer, spec: TurnSpec) -> HandlerResult | None:
     try:
         session_id = session_for(client, spec.run_id, spec.policy)
         marker = marker_of(spec.op_key)
-        user, replies = _ours(client.messages(session_id), marker)
+        user, replies = _ours(_recent_messages(client, session_id, marker), marker)
         status = client.statuses().get(session_id)
         busy = isinstance(status, dict) and status.get("type") == "busy"
         watch = _Watch(spec=spec, client=client, session_id=session_id, before=before)
         out = _base(spec, server, session_id)
         out.update(marker=marker, reconciled=True)
         if user is not None and not busy and _finished(replies):
-            return _finish(spec, out, before, replies, watch)
+            return _finish(spec, out, before, _reply_of(replies), watch)
         if busy:
             client.abort(session_id)
         _reject_leftovers(client, session_id, watch)
