@@ -26,7 +26,7 @@ def _files(folder: str) -> list[Path]:
 
 
 def _ids(folder: str) -> list[str]:
-    return [p.stem for p in _files(folder)]
+    return sorted(p.stem for p in _files(folder))
 
 
 def test_every_folder_ships_something() -> None:
