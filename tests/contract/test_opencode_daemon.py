@@ -14,7 +14,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,6 +22,7 @@ import pytest
 from contracts import ErrorCode, GatehouseError, OpencodePolicy
 from contracts._schemas import render_schema
 from contracts.plan import PLAN_SCHEMA_ID
+from worker.handlers._base import HandlerResult
 from worker.opencode import workspace
 from worker.opencode.ban import refuse_parent
 from worker.opencode.client import OpencodeClient
@@ -52,24 +52,59 @@ def _write(name: str, content: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "write", "arguments": {"filePath": name, "content": content}}]}
 
 
-SCRIPT = {
+SCRIPT: dict[str, Any] = {
     "turns": [
-        {"match": "COMPILE-IT", "replies": [{"tool_calls": [{"name": "StructuredOutput", "arguments": PLAN}]}]},
+        {
+            "match": "COMPILE-IT",
+            "replies": [{"tool_calls": [{"name": "StructuredOutput", "arguments": PLAN}]}],
+        },
         {"match": "EDIT-IT", "replies": [_write("greeting.txt", "hello\n"), {"content": "done"}]},
-        {"match": "BASH-IT", "replies": [
-            {"tool_calls": [{"name": "bash", "arguments": {"command": "ls", "description": "list"}}]},
-            {"content": "could not list"},
-        ]},
-        {"match": "STALL-IT", "replies": [_write("half.txt", "half\n"), {"content": "thinking", "stall": True}]},
-        {"match": "SLOW-IT", "replies": [_write("slow.txt", "slow\n"), {"content": "done", "delay_s": 3}]},
-        {"match": "TASK-IT", "replies": [
-            {"tool_calls": [{"name": "task", "arguments": {"description": "sub", "prompt": "x", "subagent_type": "general"}}]},
-            {"content": "after"},
-        ]},
+        {
+            "match": "BASH-IT",
+            "replies": [
+                {
+                    "tool_calls": [
+                        {"name": "bash", "arguments": {"command": "ls", "description": "list"}}
+                    ]
+                },
+                {"content": "could not list"},
+            ],
+        },
+        {
+            "match": "STALL-IT",
+            "replies": [_write("half.txt", "half\n"), {"content": "thinking", "stall": True}],
+        },
+        {
+            "match": "SLOW-IT",
+            "replies": [_write("slow.txt", "slow\n"), {"content": "done", "delay_s": 3}],
+        },
+        {
+            "match": "TASK-IT",
+            "replies": [
+                {
+                    "tool_calls": [
+                        {
+                            "name": "task",
+                            "arguments": {
+                                "description": "sub",
+                                "prompt": "x",
+                                "subagent_type": "general",
+                            },
+                        }
+                    ]
+                },
+                {"content": "after"},
+            ],
+        },
     ]
-}  # fmt: skip
+}
 
 QUICK = OpencodePolicy(stall_s=3, ask_limit_s=3)
+
+
+def _o(result: HandlerResult) -> dict[str, Any]:
+    out: dict[str, Any] = result.output
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +161,8 @@ def _first_prompts(model: ScriptedModel, marker: str) -> int:
     """Chat requests that *start* the turn with this marker (the prompt sent to the model)."""
     count = 0
     for body in model.chat_requests():
-        messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
+        raw: Any = body.get("messages")
+        messages = [m for m in raw or [] if isinstance(m, dict)]
         if not messages or messages[-1].get("role") != "user":
             continue
         if marker in str(messages[-1].get("content")):
@@ -163,9 +199,9 @@ def test_structured_compile_with_the_plan_agent(
     spec = _spec(settings, "COMPILE-IT", agent="plan", schema=render_schema(PLAN_SCHEMA_ID))
     result = run_turn(server, spec)
     assert result.ok, result
-    assert result.output["structured"] == PLAN
-    assert result.output["agent"] == "plan"
-    assert result.output["files"] == []
+    assert _o(result)["structured"] == PLAN
+    assert _o(result)["agent"] == "plan"
+    assert _o(result)["files"] == []
 
 
 def test_build_edits_a_real_file_and_answers_the_ask(
@@ -177,10 +213,10 @@ def test_build_edits_a_real_file_and_answers_the_ask(
     data = (spec.workspace / "greeting.txt").read_bytes()
     assert data == b"hello\n"
     digest = hashlib.sha256(data).hexdigest()
-    assert result.output["files"] == [{"path": "greeting.txt", "before": None, "after": digest}]
-    kinds = [a["kind"] for a in result.output["activity"]]
+    assert _o(result)["files"] == [{"path": "greeting.txt", "before": None, "after": digest}]
+    kinds = [a["kind"] for a in _o(result)["activity"]]
     assert kinds.count("permission") == 1 and "tool" in kinds and "file" in kinds
-    [ask] = [a for a in result.output["activity"] if a["kind"] == "permission"]
+    [ask] = [a for a in _o(result)["activity"] if a["kind"] == "permission"]
     assert ask["permission"] == "edit" and ask["decision"] == "once"
     assert result.artifacts and result.artifacts[0].media_type == "application/x-ndjson"
 
@@ -191,9 +227,9 @@ def test_denied_ask_refuses_the_tool_and_leaves_nothing_pending(
     spec = _spec(settings, "BASH-IT")
     result = run_turn(server, spec)
     assert result.ok, result  # the model carried on without the tool
-    [ask] = [a for a in result.output["activity"] if a["kind"] == "permission"]
+    [ask] = [a for a in _o(result)["activity"] if a["kind"] == "permission"]
     assert ask["permission"] == "bash" and ask["decision"] == "reject"
-    [tool] = [a for a in result.output["activity"] if a["kind"] == "tool"]
+    [tool] = [a for a in _o(result)["activity"] if a["kind"] == "tool"]
     assert tool["status"] == "error" and "rejected" in str(tool["error"])
     assert _client(server, spec).permissions() == []
 
@@ -208,16 +244,16 @@ def test_stall_is_detected_aborted_and_reverted(
     result = run_turn(server, spec)
     took = time.monotonic() - started
     assert result.error_code is ErrorCode.OC_STALLED, result
-    diagnostics = result.output["diagnostics"]
+    diagnostics = _o(result)["diagnostics"]
     assert diagnostics["session_status"] == {"type": "busy"}  # stuck busy, no events
     assert diagnostics["pending_permissions"] == []
     assert diagnostics["last_events"]
     assert took < QUICK.stall_s + 15
-    assert result.output["workspace_before"] == before == result.output["workspace_after"]
+    assert _o(result)["workspace_before"] == before == _o(result)["workspace_after"]
     assert workspace.take(spec.workspace).digest == before
     assert not (spec.workspace / "half.txt").exists()
     client = _client(server, spec)
-    status = client.statuses().get(result.output["session_id"], {"type": "idle"})
+    status = client.statuses().get(_o(result)["session_id"], {"type": "idle"})
     assert status == {"type": "idle"}  # aborted: the session is not left busy
 
 
@@ -241,7 +277,7 @@ def test_child_session_on_the_stream_aborts_the_turn(
     threading.Thread(target=make_child, daemon=True).start()
     result = run_turn(server, spec)
     assert result.error_code is ErrorCode.CHILD_SESSION_REFUSED, result
-    assert [a for a in result.output["activity"] if a["kind"] == "child_session"]
+    assert [a for a in _o(result)["activity"] if a["kind"] == "child_session"]
     assert not (spec.workspace / "slow.txt").exists()
 
 
@@ -254,7 +290,7 @@ def test_task_tool_is_denied_and_an_attempt_refused(
     sessions = client.sessions()
     assert all(s.get("title") == f"gatehouse run {spec.run_id}" for s in sessions)
     assert result.error_code is ErrorCode.CHILD_SESSION_REFUSED, result
-    [attempt] = [a for a in result.output["activity"] if a["kind"] == "child_session"]
+    [attempt] = [a for a in _o(result)["activity"] if a["kind"] == "child_session"]
     assert "task" in attempt["session_id"]
 
 
@@ -265,8 +301,8 @@ def test_reconcile_serves_a_finished_turn_without_resending(
     first = run_turn(server, spec)
     assert first.ok
     again = reconcile(server, spec)  # as if the worker died before recording it
-    assert again is not None and again.ok and again.output["reconciled"] is True
-    assert again.output["reply"] == first.output["reply"]
+    assert again is not None and again.ok and _o(again)["reconciled"] is True
+    assert _o(again)["reply"] == _o(first)["reply"]
     assert _first_prompts(model, marker_of(spec.op_key)) == 1
 
 
@@ -288,7 +324,7 @@ def test_reconcile_undoes_a_half_turn(server: OpencodeServer, settings: WorkerSe
         time.sleep(0.1)
     settled = reconcile(server, spec)  # mid-turn: the reply is not finished
     assert settled is not None and settled.error_code is ErrorCode.TURN_INTERRUPTED
-    assert settled.output["prompt_seen_by_server"] is True
+    assert _o(settled)["prompt_seen_by_server"] is True
     assert workspace.take(spec.workspace).digest == before.digest
     assert reconcile(server, _spec(settings, "never sent")) is None  # no snapshot: never sent
 
