@@ -1,0 +1,126 @@
+"""opencode steps inside real runs, on SQLite and on PostgreSQL: a real OpenCode
+(the pinned build, supervised by the in-process worker) driven by the scripted
+model. The run edits a file through the ledger, leaves an episode per thing
+OpenCode did, and replays from its ledger (at teardown, with the network guard)
+without OpenCode or the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from contracts import GatehouseError, Plan, digest_of
+from tests.conftest import require_backend
+from tests.support.stack import BACKENDS, Stack, running_stack
+from worker.opencode.pin import read_pin
+from worker.opencode.supervisor import stop_running_server
+from worker.scripted_model import ScriptedModel, load_script
+from worker.settings import WorkerSettings
+
+NOTE = b"written by opencode\n"
+SCRIPT: dict[str, Any] = {
+    "turns": [
+        {
+            "match": "WRITE-NOTE",
+            "replies": [
+                {
+                    "tool_calls": [
+                        {
+                            "name": "write",
+                            "arguments": {"filePath": "note.txt", "content": NOTE.decode()},
+                        }
+                    ]
+                },
+                {"content": "wrote note.txt"},
+            ],
+        }
+    ]
+}
+PLAN: dict[str, Any] = {
+    "objective": "write a note",
+    "steps": [
+        {
+            "step_id": "write",
+            "verb": "edit",
+            "connector_id": "workspace-opencode",
+            "driver_kind": "opencode",
+            "input": {"prompt": "WRITE-NOTE: write note.txt"},
+        },
+        {
+            "step_id": "check",
+            "verb": "run",
+            "connector_id": "workspace-shell",
+            "driver_kind": "restricted_shell",
+            "input": {"argv": ["sha256sum", "note.txt"]},
+        },
+    ],
+}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def oc_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    require_backend(request.param)
+    try:
+        read_pin(WorkerSettings.from_env({}).opencode_dir)
+    except GatehouseError as exc:
+        pytest.skip(f"OpenCode is not installed: {exc.message}")
+    tmp = tmp_path_factory.mktemp("oc")
+    with (
+        ScriptedModel(load_script(SCRIPT)) as model,
+        running_stack(
+            request.param,
+            tmp,
+            {
+                "GATEHOUSE_OPENCODE_MODEL_URL": model.base_url,
+                "GATEHOUSE_OPENCODE_MODEL": "scripted",
+                "GATEHOUSE_OPENCODE_STATE": str(tmp / "opencode"),
+            },
+        ) as stack,
+    ):
+        try:
+            yield stack
+        finally:
+            stop_running_server()
+
+
+def test_an_opencode_step_edits_through_the_ledger(oc_stack: Stack) -> None:
+    stack = oc_stack
+    r = stack.submit(
+        {
+            "recipe": "echo",
+            "objective": "write a note",
+            "mode": "run-plan",
+            "plan": PLAN,
+            "policy_profile": "opencode-quick",
+        }
+    )
+    assert r.status_code == 202, r.text
+    run_id = r.json()["run_id"]
+    digest = digest_of(Plan.model_validate(PLAN).model_dump(mode="json"))
+    assert stack.wait(run_id, {"waiting_approval", "failed"})["status"] == "waiting_approval"
+    assert stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+    done = stack.wait(run_id, {"succeeded", "failed"}, timeout=120)
+    assert done["status"] == "succeeded", done
+    assert (stack.workspace_root / run_id / "note.txt").read_bytes() == NOTE
+    write, check = done["steps"]
+    digest_hex = hashlib.sha256(NOTE).hexdigest()
+    assert write["output"]["files"] == [{"path": "note.txt", "before": None, "after": digest_hex}]
+    assert digest_hex in check["output"]["stdout"]  # the next step sees the real file
+    calls = stack.client.get(f"/runs/{run_id}/ledger").json()["calls"]
+    assert [(c["step_id"], c["target"], c["status"]) for c in calls] == [
+        ("write", "opencode", "completed"),
+        ("check", "restricted_shell", "completed"),
+    ]
+    episodes = stack.client.get(f"/runs/{run_id}/episodes").json()["episodes"]
+    kinds = [e["episode_type"] for e in episodes]
+    assert kinds.count("execution/opencode_permission") == 1
+    assert kinds.count("execution/opencode_file") == 1
+    assert "execution/opencode_tool" in kinds
+    artifacts = stack.client.get(f"/runs/{run_id}/artifacts").json()["artifacts"]
+    assert any(a["name"].startswith("opencode-events-") for a in artifacts)
