@@ -28,3 +28,7 @@ class ScriptedModel(_Product):
         except ValueError as exc:  # ScriptError: a typo fails the test at setup
             raise ValueError(str(exc)) from exc
         super().__init__(script)
+
+    def __enter__(self) -> ScriptedModel:
+        self.start()
+        return self
