@@ -119,25 +119,14 @@ def _item(
 ) -> Episode | SecurityEpisode:
     kind = str(item.get("kind"))
     details: JsonObject = {"step_id": step_id, "op_key": op_key, "activity": item}
-    if kind == "permission" and item.get("decision") == "reject":
+    refusal = _refusal(kind, item, step_id)
+    if refusal is not None:
+        code, message = refusal
         return security_episode(
             run_id=run_id,
-            subject=f"permission:{subject}",
-            code=ErrorCode.PERMISSION_DENIED,
-            message=f"step {step_id}: OpenCode asked for {item.get('permission')!r};"
-            " the policy profile refused it",
-            executor_id=executor_id,
-            recorded_at=recorded_at,
-            details=details,
-            profile_id=profile_id,
-        )
-    if kind == "child_session":
-        return security_episode(
-            run_id=run_id,
-            subject=f"child:{subject}",
-            code=ErrorCode.CHILD_SESSION_REFUSED,
-            message=f"step {step_id}: a child session appeared ({item.get('session_id')});"
-            " the turn was aborted",
+            subject=f"{code.value}:{subject}",
+            code=code,
+            message=message,
             executor_id=executor_id,
             recorded_at=recorded_at,
             details=details,
@@ -160,3 +149,18 @@ def _item(
         recorded_at=recorded_at,
         details=details,
     )
+
+
+def _refusal(kind: str, item: JsonObject, step_id: str) -> tuple[ErrorCode, str] | None:
+    """The security event an activity item is, if it is one."""
+    if kind == "permission" and item.get("decision") == "reject":
+        return ErrorCode.PERMISSION_DENIED, (
+            f"step {step_id}: OpenCode asked for {item.get('permission')!r};"
+            " the policy profile refused it"
+        )
+    if kind == "child_session":
+        return ErrorCode.CHILD_SESSION_REFUSED, (
+            f"step {step_id}: a child session appeared ({item.get('session_id')});"
+            " the turn was aborted"
+        )
+    return None

@@ -188,7 +188,10 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
         if not same or (call.reconcile is None and not call.idempotent):
             return call.result(call.in_doubt(), from_ledger=False)
         if call.reconcile is not None:
-            settled = call.reconcile(key)
+            try:
+                settled = call.reconcile(key)
+            except GatehouseError as exc:  # the callee cannot be asked: record why
+                settled = refusal(exc)
     maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
     started = time.monotonic()
     performed = settled if settled is not None else perform(key)

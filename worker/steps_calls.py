@@ -38,7 +38,7 @@ from worker.providers.openai_compat import (
     plan_with_model,
     request_body,
 )
-from worker.providers.opencode import compile_request, plan_turn, reconcile_plan
+from worker.providers.opencode import CompileTurn, compile_request
 from worker.settings import WorkerSettings
 
 __all__ = [
@@ -169,39 +169,25 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
         return Prepared(_compile(spec.run_id, "recipe", request), perform_template)
 
     if recipe.planner == "opencode":
-        policy = spec.profile.opencode
-        turn_request = compile_request(_planner_input(spec, recipe))
+        turn = CompileTurn(
+            settings,
+            spec.run_id,
+            COMPILE_STEP_ID,
+            compile_request(_planner_input(spec, recipe)),
+            spec.profile.opencode,
+        )
 
         def perform_opencode(key: str) -> Performed:
             try:
-                return _performed(
-                    plan_turn(
-                        settings,
-                        run_id=spec.run_id,
-                        step_id=COMPILE_STEP_ID,
-                        key=key,
-                        request=turn_request,
-                        policy=policy,
-                    )
-                )
+                return _performed(turn.run(key))
             except GatehouseError as exc:
                 return refusal(exc)
 
         def reconcile_opencode(key: str) -> Performed | None:
-            return _settled(
-                reconcile_plan(
-                    settings,
-                    run_id=spec.run_id,
-                    step_id=COMPILE_STEP_ID,
-                    key=key,
-                    request=turn_request,
-                    policy=policy,
-                )
-            )
+            return _settled(turn.reconcile(key))
 
-        return Prepared(
-            _compile(spec.run_id, "opencode", turn_request, reconcile_opencode), perform_opencode
-        )
+        call = _compile(spec.run_id, "opencode", turn.request, reconcile_opencode)
+        return Prepared(call, perform_opencode)
 
     if settings.model_base_url is None:
         unavailable = GatehouseError(

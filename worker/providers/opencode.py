@@ -8,6 +8,8 @@ returns is only a proposal: the gate checks it like any other plan.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from contracts import ErrorCode, JsonObject, OpencodePolicy
 from contracts._schemas import render_schema
 from contracts.plan import PLAN_SCHEMA_ID
@@ -17,7 +19,7 @@ from worker.opencode.turn import TurnSpec, reconcile, run_turn
 from worker.providers.openai_compat import PlannerInput, planner_prompt
 from worker.settings import WorkerSettings
 
-__all__ = ["compile_request", "plan_turn", "reconcile_plan"]
+__all__ = ["CompileTurn", "compile_request"]
 
 _MAX_OUTPUT_BYTES = 1024 * 1024
 
@@ -31,29 +33,6 @@ def compile_request(planner_input: PlannerInput) -> JsonObject:
         "prompt": f"{system}\n\n{user}",
         "format": {"type": "json_schema", "schema_id": PLAN_SCHEMA_ID},
     }
-
-
-def _spec(
-    settings: WorkerSettings,
-    *,
-    run_id: str,
-    step_id: str,
-    key: str,
-    request: JsonObject,
-    policy: OpencodePolicy,
-) -> TurnSpec:
-    return turn_spec(
-        settings,
-        run_id=run_id,
-        step_id=step_id,
-        op_key=key,
-        agent="plan",
-        prompt=str(request["prompt"]),
-        schema=render_schema(PLAN_SCHEMA_ID),
-        policy=policy,
-        timeout_s=policy.turn_timeout_s,
-        max_output_bytes=_MAX_OUTPUT_BYTES,
-    )
 
 
 def _as_plan(result: HandlerResult) -> HandlerResult:
@@ -75,28 +54,33 @@ def _as_plan(result: HandlerResult) -> HandlerResult:
     )
 
 
-def plan_turn(
-    settings: WorkerSettings,
-    *,
-    run_id: str,
-    step_id: str,
-    key: str,
-    request: JsonObject,
-    policy: OpencodePolicy,
-) -> HandlerResult:
-    spec = _spec(settings, run_id=run_id, step_id=step_id, key=key, request=request, policy=policy)
-    return _as_plan(run_turn(server_of(settings), spec))
+@dataclass(frozen=True)
+class CompileTurn:
+    """The compile of one run: a turn of the plan agent, run or reconciled by op_key."""
 
+    settings: WorkerSettings
+    run_id: str
+    step_id: str
+    request: JsonObject  # from compile_request
+    policy: OpencodePolicy
 
-def reconcile_plan(
-    settings: WorkerSettings,
-    *,
-    run_id: str,
-    step_id: str,
-    key: str,
-    request: JsonObject,
-    policy: OpencodePolicy,
-) -> HandlerResult | None:
-    spec = _spec(settings, run_id=run_id, step_id=step_id, key=key, request=request, policy=policy)
-    settled = reconcile(server_of(settings), spec)
-    return None if settled is None else _as_plan(settled)
+    def spec(self, key: str) -> TurnSpec:
+        return turn_spec(
+            self.settings,
+            run_id=self.run_id,
+            step_id=self.step_id,
+            op_key=key,
+            agent="plan",
+            prompt=str(self.request["prompt"]),
+            schema=render_schema(PLAN_SCHEMA_ID),
+            policy=self.policy,
+            timeout_s=self.policy.turn_timeout_s,
+            max_output_bytes=_MAX_OUTPUT_BYTES,
+        )
+
+    def run(self, key: str) -> HandlerResult:
+        return _as_plan(run_turn(server_of(self.settings), self.spec(key)))
+
+    def reconcile(self, key: str) -> HandlerResult | None:
+        settled = reconcile(server_of(self.settings), self.spec(key))
+        return None if settled is None else _as_plan(settled)
