@@ -93,6 +93,10 @@ class OpencodeClient:
         suffix = "" if limit is None else f"?limit={limit}"
         return self._list(f"/session/{session_id}/message{suffix}")
 
+    def message(self, session_id: str, message_id: str) -> JsonObject:
+        """One message with its parts (``{"info": …, "parts": […]}``)."""
+        return self._object("GET", f"/session/{session_id}/message/{message_id}")
+
     def prompt_async(self, session_id: str, body: JsonObject) -> None:
         self._call("POST", f"/session/{session_id}/prompt_async", body)
 

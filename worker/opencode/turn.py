@@ -42,6 +42,8 @@ __all__ = ["TurnSpec", "marker_of", "reconcile", "run_turn", "session_for"]
 
 _POLL_S = 0.2
 _STATUS_EVERY_S = 2.0
+_DRAIN_QUIET_S = 0.3  # after idle: events still arriving this close together are the turn's
+_DRAIN_MAX_S = 3.0
 _KEEP_EVENTS = 200  # the events kept for the system_log artifact
 _LAST_EVENTS = 15  # the events shown in a stall's diagnostics
 _MAX_FIELD_CHARS = 2000
@@ -220,6 +222,29 @@ class _Watch:
             self.user_id = mid
         elif self.user_id is not None and mid != self.user_id:
             self.texts[pid] = (mid, text)
+
+    def settle(self, feed: EventFeed) -> None:
+        """Take the events still in flight after the session went idle, then read each
+        reply from the server (the events may trail the idle status)."""
+        deadline = time.monotonic() + _DRAIN_MAX_S
+        while time.monotonic() < deadline:
+            event = feed.get(_DRAIN_QUIET_S)
+            if event is None:
+                break
+            if _session_of(event) == self.session_id:
+                self.note(event)
+                self.handle(event)
+        for mid in list(self.replies):
+            try:
+                message = self.client.message(self.session_id, mid)
+            except GatehouseError:
+                continue  # keep what the events said
+            info, parts = message.get("info"), message.get("parts")
+            if isinstance(info, dict):
+                self.replies[mid] = info
+            for part in parts if isinstance(parts, list) else []:
+                if isinstance(part, dict):
+                    self._text({"part": part})
 
     def reply(self) -> tuple[str, JsonValue, JsonValue]:
         """(the text the assistant wrote, its structured output, its error)."""
@@ -481,6 +506,8 @@ def _run(server: OpencodeServer, client: OpencodeClient, spec: TurnSpec) -> Hand
     try:
         client.prompt_async(session_id, body)
         ended = _watch(client, feed, watch)
+        if ended is None:
+            watch.settle(feed)
     finally:
         feed.close()
     out = _base(spec, server, session_id)
