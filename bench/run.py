@@ -305,7 +305,9 @@ def main() -> int:
         "  supervisor, driven by the scripted model on loopback (so the model answers at once",
         "  and the figures are OpenCode's and Gatehouse's own overhead). A turn includes the",
         "  workspace snapshots before and after, the event stream, the permission answer and",
-        "  the reply. The stall row is how long after `stall_s` of silence the detector fired",
+        "  the reply. Each measured turn is the first of a new run, in a new directory, so it",
+        "  includes OpenCode loading that directory as a project (most of the figure). The",
+        "  stall row is how long after `stall_s` of silence the detector fired",
         "  (it looks every 0.2 s).",
         "",
     ]

@@ -226,12 +226,12 @@ class _Watch:
     def settle(self, feed: EventFeed) -> None:
         """Take the events still in flight after the session went idle, then read each
         reply from the server (the events may trail the idle status)."""
-        deadline = time.monotonic() + _DRAIN_MAX_S
-        while time.monotonic() < deadline:
-            event = feed.get(_DRAIN_QUIET_S)
-            if event is None:
-                break
-            if _session_of(event) == self.session_id:
+        now = time.monotonic()
+        deadline, quiet_until = now + _DRAIN_MAX_S, now + _DRAIN_QUIET_S
+        while (now := time.monotonic()) < min(deadline, quiet_until):
+            event = feed.get(quiet_until - now)
+            if event is not None and _session_of(event) == self.session_id:
+                quiet_until = time.monotonic() + _DRAIN_QUIET_S
                 self.note(event)
                 self.handle(event)
         for mid in list(self.replies):
