@@ -22,6 +22,7 @@ import pytest
 from contracts import ErrorCode, GatehouseError, OpencodePolicy
 from contracts._schemas import render_schema
 from contracts.plan import PLAN_SCHEMA_ID
+from tests.support.opencode import first_prompts, require_opencode, write_call
 from worker.handlers._base import HandlerResult
 from worker.opencode import workspace
 from worker.opencode.ban import refuse_parent
@@ -48,17 +49,16 @@ PLAN = {
 }
 
 
-def _write(name: str, content: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "write", "arguments": {"filePath": name, "content": content}}]}
-
-
 SCRIPT: dict[str, Any] = {
     "turns": [
         {
             "match": "COMPILE-IT",
             "replies": [{"tool_calls": [{"name": "StructuredOutput", "arguments": PLAN}]}],
         },
-        {"match": "EDIT-IT", "replies": [_write("greeting.txt", "hello\n"), {"content": "done"}]},
+        {
+            "match": "EDIT-IT",
+            "replies": [write_call("greeting.txt", "hello\n"), {"content": "done"}],
+        },
         {
             "match": "BASH-IT",
             "replies": [
@@ -72,11 +72,11 @@ SCRIPT: dict[str, Any] = {
         },
         {
             "match": "STALL-IT",
-            "replies": [_write("half.txt", "half\n"), {"content": "thinking", "stall": True}],
+            "replies": [write_call("half.txt", "half\n"), {"content": "thinking", "stall": True}],
         },
         {
             "match": "SLOW-IT",
-            "replies": [_write("slow.txt", "slow\n"), {"content": "done", "delay_s": 3}],
+            "replies": [write_call("slow.txt", "slow\n"), {"content": "done", "delay_s": 3}],
         },
         {
             "match": "TASK-IT",
@@ -116,10 +116,7 @@ def model() -> Iterator[ScriptedModel]:
 @pytest.fixture(scope="module")
 def settings(model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory) -> WorkerSettings:
     root = tmp_path_factory.mktemp("oc")
-    try:
-        read_pin(WorkerSettings.from_env({}).opencode_dir)
-    except GatehouseError as exc:
-        pytest.skip(f"OpenCode is not installed: {exc.message}")
+    require_opencode()
     return WorkerSettings.from_env(
         {
             "GATEHOUSE_WORKSPACE_ROOT": str(root / "ws"),
@@ -155,19 +152,6 @@ def _spec(settings: WorkerSettings, prompt: str, **kw: Any) -> TurnSpec:
 
 def _client(server: OpencodeServer, spec: TurnSpec) -> OpencodeClient:
     return OpencodeClient(server.url, server.password, spec.workspace)
-
-
-def _first_prompts(model: ScriptedModel, marker: str) -> int:
-    """Chat requests that *start* the turn with this marker (the prompt sent to the model)."""
-    count = 0
-    for body in model.chat_requests():
-        raw: Any = body.get("messages")
-        messages = [m for m in raw or [] if isinstance(m, dict)]
-        if not messages or messages[-1].get("role") != "user":
-            continue
-        if marker in str(messages[-1].get("content")):
-            count += 1
-    return count
 
 
 def test_server_is_private_and_pinned(server: OpencodeServer, settings: WorkerSettings) -> None:
@@ -303,7 +287,7 @@ def test_reconcile_serves_a_finished_turn_without_resending(
     again = reconcile(server, spec)  # as if the worker died before recording it
     assert again is not None and again.ok and _o(again)["reconciled"] is True
     assert _o(again)["reply"] == _o(first)["reply"]
-    assert _first_prompts(model, marker_of(spec.op_key)) == 1
+    assert first_prompts(model, marker_of(spec.op_key)) == 1
 
 
 def test_reconcile_undoes_a_half_turn(server: OpencodeServer, settings: WorkerSettings) -> None:

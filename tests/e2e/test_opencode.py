@@ -25,10 +25,11 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts import ErrorCode, GatehouseError, Plan, RunView, digest_of
+from contracts import ErrorCode, Plan, RunView, digest_of
 from shim._client import Client
 from shim._procs import free_port, start_worker, stop
 from tests.conftest import require_backend
+from tests.support.opencode import first_prompts, require_opencode, write_call
 from tests.support.stack import drop_database, fresh_database_url, shim_client, wait_for_status
 from worker.opencode.pin import read_pin
 from worker.opencode.turn import marker_of
@@ -37,10 +38,6 @@ from worker.scripted_model import ScriptedModel, load_script
 from worker.settings import WorkerSettings
 
 PROFILE = "opencode-quick"  # stall_s 4: a quiet turn is a stall
-
-
-def _write(name: str, content: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "write", "arguments": {"filePath": name, "content": content}}]}
 
 
 def _step(step_id: str, prompt: str, subgoals: list[str] | None = None) -> dict[str, Any]:
@@ -71,23 +68,26 @@ SCRIPT: dict[str, Any] = {
         {
             "match": "BUILD-GREETING",
             "replies": [
-                _write("greeting.txt", GREETING.decode()),
+                write_call("greeting.txt", GREETING.decode()),
                 {"content": "wrote greeting.txt"},
             ],
         },
         {
             "match": "STALL-STEP",
-            "replies": [_write("part.txt", "part\n"), {"content": "hm", "stall": True}],
+            "replies": [write_call("part.txt", "part\n"), {"content": "hm", "stall": True}],
         },
         {
             "match": "STALL-NARROW",
-            "replies": [_write("part.txt", "one\n"), {"content": "hm", "stall": True}],
+            "replies": [write_call("part.txt", "one\n"), {"content": "hm", "stall": True}],
         },
         {
             "match": "SHRINK-STEP",
-            "replies": [_write("b.txt", "b\n"), {"content": "hm", "stall": True}],
+            "replies": [write_call("b.txt", "b\n"), {"content": "hm", "stall": True}],
         },
-        {"match": "SHRINK-NARROW", "replies": [_write("a.txt", "a\n"), {"content": "wrote a.txt"}]},
+        {
+            "match": "SHRINK-NARROW",
+            "replies": [write_call("a.txt", "a\n"), {"content": "wrote a.txt"}],
+        },
         {
             "match": "BASH-STEP",
             "replies": [
@@ -120,7 +120,7 @@ SCRIPT: dict[str, Any] = {
         {
             "match": "CRASH-STEP",
             "replies": [
-                _write("crash.txt", "crash\n"),
+                write_call("crash.txt", "crash\n"),
                 {"content": "wrote crash.txt", "delay_s": 3},
             ],
         },
@@ -156,10 +156,7 @@ def _wait_for(predicate: Any, timeout: float, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[ScriptedModel]:
-    try:
-        read_pin(WorkerSettings.from_env({}).opencode_dir)
-    except GatehouseError as exc:
-        pytest.skip(f"OpenCode is not installed: {exc.message}")
+    require_opencode()
     with ScriptedModel(load_script(SCRIPT)) as m:
         yield m
 
@@ -245,17 +242,6 @@ def _episode_types(up: Up, run_id: str) -> list[str]:
     return [e.episode_type for e in up.api.episodes(run_id)]
 
 
-def _first_prompts(model: ScriptedModel, marker: str) -> int:
-    """Chat requests that open a turn with this marker: what the model was *sent*."""
-    count = 0
-    for body in model.chat_requests():
-        raw: Any = body.get("messages")
-        messages = [m for m in raw or [] if isinstance(m, dict)]
-        if messages and messages[-1].get("role") == "user" and marker in str(messages[-1]):
-            count += 1
-    return count
-
-
 @pytest.mark.slow
 def test_compile_approve_build_edits_a_real_file(up: Up) -> None:
     accepted = up.api.submit(
@@ -293,7 +279,7 @@ def test_compile_approve_build_edits_a_real_file(up: Up) -> None:
         assert f"execution/{kind}" in kinds, kinds
     # the whole session is one OpenCode session: compile and build share it
     compile_call = calls[0]
-    assert compile_call.op_key and _first_prompts(up.model, marker_of(compile_call.op_key)) == 1
+    assert compile_call.op_key and first_prompts(up.model, marker_of(compile_call.op_key)) == 1
     replay = up.api.replay(run_id)
     assert replay.match is True, replay
 
@@ -429,6 +415,6 @@ def _check_crash_run(
         [("failed", "turn_interrupted"), ("completed", None)],
     ), outcomes
     for call in ours:
-        assert _first_prompts(model, marker_of(call["op_key"])) == 1, call
+        assert first_prompts(model, marker_of(call["op_key"])) == 1, call
     replayed = client.post(f"/runs/{run_id}/replay", headers=client.people.auth("olga"))
     assert replayed.status_code == 200 and replayed.json()["match"] is True, replayed.text

@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-from contracts import GatehouseError, Plan, digest_of
+from contracts import Plan, digest_of
 from tests.conftest import require_backend
+from tests.support.opencode import require_opencode
 from tests.support.stack import BACKENDS, Stack, running_stack
-from worker.opencode.pin import read_pin
 from worker.opencode.supervisor import stop_running_server
 from worker.scripted_model import ScriptedModel, load_script
-from worker.settings import WorkerSettings
 
 NOTE = b"written by opencode\n"
 SCRIPT: dict[str, Any] = {
@@ -66,10 +65,7 @@ def oc_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     require_backend(request.param)
-    try:
-        read_pin(WorkerSettings.from_env({}).opencode_dir)
-    except GatehouseError as exc:
-        pytest.skip(f"OpenCode is not installed: {exc.message}")
+    require_opencode()
     tmp = tmp_path_factory.mktemp("oc")
     with (
         ScriptedModel(load_script(SCRIPT)) as model,

@@ -1,0 +1,40 @@
+"""Helpers for tests that drive a real OpenCode with the scripted model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts import GatehouseError
+from worker.opencode.pin import OpencodePin, read_pin
+from worker.scripted_model import ScriptedModel
+from worker.settings import WorkerSettings
+
+__all__ = ["first_prompts", "require_opencode", "write_call"]
+
+
+def require_opencode() -> OpencodePin:
+    """The pin of the installed OpenCode; the test is skipped, with the reason, without one."""
+    try:
+        return read_pin(WorkerSettings.from_env({}).opencode_dir)
+    except GatehouseError as exc:
+        pytest.skip(
+            f"OpenCode is not installed (run: npx -y @jdxcode/mise run setup): {exc.message}"
+        )
+
+
+def write_call(name: str, content: str) -> dict[str, Any]:
+    """A scripted reply in which the model calls OpenCode's ``write`` tool."""
+    return {"tool_calls": [{"name": "write", "arguments": {"filePath": name, "content": content}}]}
+
+
+def first_prompts(model: ScriptedModel, marker: str) -> int:
+    """Chat requests that open a turn with this marker: how often the model was *sent* it."""
+    count = 0
+    for body in model.chat_requests():
+        raw: Any = body.get("messages")
+        messages = [m for m in raw or [] if isinstance(m, dict)]
+        if messages and messages[-1].get("role") == "user" and marker in str(messages[-1]):
+            count += 1
+    return count
