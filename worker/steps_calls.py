@@ -249,7 +249,6 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
             step_id=spec.step_id,
             workspace=workspace,
             connector=spec.connector,
-            attempt=spec.attempt,
             executor_policy=spec.executor_policy,
             narrowed=spec.narrowed,
         )

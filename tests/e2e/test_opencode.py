@@ -134,7 +134,6 @@ class Up:
     approver: Client
     model: ScriptedModel
     var: Path
-    url: str
 
 
 def _answers(base: str) -> bool:
@@ -197,7 +196,7 @@ def up(pg_url: str, model: ScriptedModel, tmp_path_factory: pytest.TempPathFacto
         _wait_for(lambda: "worker-1 pid" in log.read_text(), 60, "the worker to start")
         api = Client(base, people["local-submitter"])
         approver = Client(base, people["local-approver"])
-        yield Up(api, approver, model, tmp / "var", base)
+        yield Up(api, approver, model, tmp / "var")
         api.close()
         approver.close()
     finally:

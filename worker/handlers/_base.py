@@ -36,7 +36,6 @@ class HandlerContext:
     step_id: str
     workspace: Path  # the run's own directory; exists; handlers never write outside it
     connector: Connector  # from the tool pool; its limits are present (the gate checked)
-    attempt: int = 1
     # For executor sessions (opencode): the profile's executor policy, and whether
     # this turn is the timeout ladder's narrowed re-prompt.
     executor_policy: OpencodePolicy | None = None

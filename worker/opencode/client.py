@@ -78,12 +78,6 @@ class OpencodeClient:
     def sessions(self) -> list[JsonObject]:
         return self._list("/session")
 
-    def session(self, session_id: str) -> JsonObject | None:
-        try:
-            return self._object("GET", f"/session/{session_id}")
-        except GatehouseError:
-            return None
-
     def statuses(self) -> JsonObject:
         value = self._call("GET", "/session/status")
         return value if isinstance(value, dict) else {}

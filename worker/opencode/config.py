@@ -18,8 +18,7 @@ PROVIDER_ID = "gatehouse"
 def server_config(
     model_url: str, model: str, api_key: str | None, policy: OpencodePolicy
 ) -> JsonObject:
-    permission: JsonObject = dict(policy.permissions)
-    permission["task"] = "deny"  # the policy model refuses anything else; say it twice
+    permission: JsonObject = dict(policy.permissions)  # task is "deny": the model insists
     return {
         "$schema": "https://opencode.ai/config.json",
         "provider": {

@@ -55,7 +55,6 @@ class OpencodeServer:
         self.pin: OpencodePin = installed_pin(spec.opencode_dir)
         self.url = ""
         self.password = ""
-        self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.RLock()
         self._stopping = threading.Event()
@@ -152,7 +151,6 @@ class OpencodeServer:
         self._pidfile().write_text(str(proc.pid), "ascii")
         url = self._await_ready(proc)
         self._proc, self.url, self.password = proc, url, password
-        self.starts += 1
         threading.Thread(target=self._drain, args=(proc,), daemon=True).start()
         _log.info("opencode %s serving at %s (pid %d)", self.pin.version, url, proc.pid)
 
