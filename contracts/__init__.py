@@ -7,18 +7,28 @@ from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
 from contracts._schemas import SCHEMA_MODELS, schema_id, schema_registry, validate_instance
 from contracts.auth import Role, TokenEntry, TokenFile
+from contracts.budgets import BUDGET_KINDS, BudgetKind, Budgets, BudgetsView, BudgetUse, Price
+from contracts.cancel import CancelAccepted, CancelRequest, CancelSource
 from contracts.channels import (
     EPISODES_CHANNELS,
+    EXPLAIN_CHANNELS,
     POLICY_CHANNELS,
     RUN_VIEW_CHANNELS,
     SECURITY_EVENTS_CHANNELS,
     TextChannel,
 )
 from contracts.episode import DataRef, EnvelopeRef, Episode, Executor, SecurityEpisode
+from contracts.explain import (
+    EXPLAIN_REPORT_SCHEMA_ID,
+    ExplainReport,
+    ExplainStepNote,
+    ExplainView,
+)
 from contracts.intent import IntentAccepted, IntentRequest, Mode
 from contracts.job import (
     APP_VERSION,
     APPROVAL_TOPIC,
+    EXPLAIN_WORKFLOW,
     INTENT_QUEUE,
     INTENT_WORKFLOW,
     REPLAY_WORKFLOW,
@@ -63,7 +73,11 @@ from contracts.tool_pool import (
 __all__ = [
     "APPROVAL_TOPIC",
     "APP_VERSION",
+    "BUDGET_KINDS",
     "EPISODES_CHANNELS",
+    "EXPLAIN_CHANNELS",
+    "EXPLAIN_REPORT_SCHEMA_ID",
+    "EXPLAIN_WORKFLOW",
     "INTENT_QUEUE",
     "INTENT_WORKFLOW",
     "POLICY_CHANNELS",
@@ -75,9 +89,16 @@ __all__ = [
     "Approval",
     "ApprovalRequest",
     "ApprovalView",
+    "BudgetKind",
+    "BudgetUse",
+    "Budgets",
+    "BudgetsView",
     "CallResolution",
     "CallResolved",
     "CallView",
+    "CancelAccepted",
+    "CancelRequest",
+    "CancelSource",
     "CommandRule",
     "Connector",
     "DataRef",
@@ -91,6 +112,9 @@ __all__ = [
     "ErrorCode",
     "ErrorSpec",
     "Executor",
+    "ExplainReport",
+    "ExplainStepNote",
+    "ExplainView",
     "ForkAccepted",
     "ForkRequest",
     "GatehouseError",
@@ -108,6 +132,7 @@ __all__ = [
     "PlanCardView",
     "PlanStep",
     "PolicyProfile",
+    "Price",
     "Recipe",
     "ReplayDivergence",
     "ReplayReport",

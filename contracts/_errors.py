@@ -45,6 +45,7 @@ class ErrorCode(Enum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
+    BUDGET_WIDENED = "budget_widened"
     # plan gate: the plan is refused (at compile time or again before a step runs)
     PLAN_INVALID = "plan_invalid"
     PLAN_CONTAINS_RESULTS = "plan_contains_results"
@@ -55,6 +56,7 @@ class ErrorCode(Enum):
     LIMITS_MISSING = "limits_missing"
     TOO_MANY_STEPS = "too_many_steps"
     PLAN_TAMPERED = "plan_tampered"
+    REPAIR_REFUSED = "repair_refused"
     # approval
     RUN_NOT_FOUND = "run_not_found"
     STALE_PLAN_DIGEST = "stale_plan_digest"
@@ -67,6 +69,8 @@ class ErrorCode(Enum):
     CALL_NOT_IN_DOUBT = "call_not_in_doubt"
     RUN_NOT_FINISHED = "run_not_finished"
     FORK_STEP_INVALID = "fork_step_invalid"
+    RUN_CANCELLED = "run_cancelled"
+    RUN_ALREADY_FINISHED = "run_already_finished"
     PERMISSION_DENIED = "permission_denied"
     CHILD_SESSION_REFUSED = "child_session_refused"
     # execution
@@ -83,6 +87,29 @@ class ErrorCode(Enum):
     PERMISSION_UNANSWERED = "permission_unanswered"
     TURN_INTERRUPTED = "turn_interrupted"
     EXECUTOR_UNAVAILABLE = "executor_unavailable"
+    EXECUTOR_PANIC = "executor_panic"
+    PROTOCOL_VIOLATION = "protocol_violation"
+    EXPLAIN_UNAVAILABLE = "explain_unavailable"
+    EXPLAIN_INVALID = "explain_invalid"
+    BUDGET_EXCEEDED = "budget_exceeded"
+
+    # OPA archives: refused before anything is stored or extracted
+    OPA_NOT_ZIP = "opa_not_zip"
+    OPA_ZIP_CORRUPT = "opa_zip_corrupt"
+    OPA_PATH_UNSAFE = "opa_path_unsafe"
+    OPA_DUPLICATE_ENTRY = "opa_duplicate_entry"
+    OPA_LIMIT_EXCEEDED = "opa_limit_exceeded"
+    OPA_ZIP_BOMB = "opa_zip_bomb"
+    OPA_ENCRYPTED = "opa_encrypted"
+    OPA_MANIFEST_INVALID = "opa_manifest_invalid"
+    OPA_VERSION_UNSUPPORTED = "opa_version_unsupported"
+    OPA_PROMPT_INVALID = "opa_prompt_invalid"
+    OPA_HISTORY_INVALID = "opa_history_invalid"
+    OPA_SIGNATURE_INVALID = "opa_signature_invalid"
+    OPA_SIGNATURE_WEAK = "opa_signature_weak"
+    OPA_SIGNER_UNTRUSTED = "opa_signer_untrusted"
+    OPA_UNSIGNED_FILE = "opa_unsigned_file"
+    OPA_UNSIGNED_REFUSED = "opa_unsigned_refused"
     # infrastructure
     DATABASE_UNAVAILABLE = "database_unavailable"
     CORRUPT_RECORD = "corrupt_record"
@@ -125,6 +152,9 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.FORBIDDEN: ErrorSpec(
         1012, 403, False, "The token's identity lacks the role this needs, or speaks for another."
     ),
+    ErrorCode.BUDGET_WIDENED: ErrorSpec(
+        1013, 422, False, "The intent asks for a budget above its policy profile's limit."
+    ),
     ErrorCode.PLAN_INVALID: ErrorSpec(2001, 422, False, "The plan does not match its schema."),
     ErrorCode.PLAN_CONTAINS_RESULTS: ErrorSpec(
         2002, 422, False, "The plan carries execution results; a planner may only propose."
@@ -150,6 +180,12 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.PLAN_TAMPERED: ErrorSpec(
         2009, 409, False, "The stored plan no longer matches the digest that was approved."
     ),
+    ErrorCode.REPAIR_REFUSED: ErrorSpec(
+        2012,
+        422,
+        False,
+        "A repaired plan changes steps that already ran, reuses their ids, or changes nothing.",
+    ),
     ErrorCode.RUN_NOT_FOUND: ErrorSpec(3001, 404, False, "No run has that id."),
     ErrorCode.STALE_PLAN_DIGEST: ErrorSpec(
         3002, 409, False, "The decision names a plan digest that is not the run's plan."
@@ -172,10 +208,14 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         3009, 409, False, "The call is not waiting for an operator, or was resolved otherwise."
     ),
     ErrorCode.RUN_NOT_FINISHED: ErrorSpec(
-        3010, 409, False, "Replay and fork need a run that has finished."
+        3010, 409, False, "Replay, fork and explain need a run that has finished."
     ),
     ErrorCode.FORK_STEP_INVALID: ErrorSpec(
         3011, 422, False, "The parent run has no such step, or never reached it."
+    ),
+    ErrorCode.RUN_CANCELLED: ErrorSpec(3012, 409, False, "The run was cancelled."),
+    ErrorCode.RUN_ALREADY_FINISHED: ErrorSpec(
+        3013, 409, False, "The run has already finished; there is nothing to cancel."
     ),
     ErrorCode.PERMISSION_DENIED: ErrorSpec(
         2010,
@@ -237,6 +277,151 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ),
     ErrorCode.EXECUTOR_UNAVAILABLE: ErrorSpec(
         4013, 503, True, "The OpenCode server could not be started or reached."
+    ),
+    ErrorCode.EXECUTOR_PANIC: ErrorSpec(
+        4014,
+        502,
+        False,
+        "A step's handler raised instead of answering; the coordinator recovered and recorded"
+        " it as an error result.",
+    ),
+    ErrorCode.PROTOCOL_VIOLATION: ErrorSpec(
+        4015,
+        502,
+        False,
+        "A handler answered with something that is not a valid result for its envelope;"
+        " the run ends (a hard failure).",
+    ),
+    ErrorCode.EXPLAIN_UNAVAILABLE: ErrorSpec(
+        4016,
+        503,
+        True,
+        "Explain needs a model and none is configured, or it could not be reached.",
+    ),
+    ErrorCode.EXPLAIN_INVALID: ErrorSpec(
+        4017,
+        502,
+        True,
+        "The model's explain report is not JSON matching the report schema; asking again"
+        " asks anew.",
+    ),
+    ErrorCode.BUDGET_EXCEEDED: ErrorSpec(
+        4018,
+        429,
+        False,
+        "The run spent one of its budgets (steps, model turns, tokens, cost, wall time);"
+        " it was stopped, and the budget is named.",
+    ),
+    ErrorCode.OPA_NOT_ZIP: ErrorSpec(
+        1101,
+        415,
+        False,
+        "The upload is not a ZIP archive (no end of central directory record).",
+    ),
+    ErrorCode.OPA_ZIP_CORRUPT: ErrorSpec(
+        1102,
+        422,
+        False,
+        "The archive's ZIP structure is damaged, ambiguous or unsupported: local headers"
+        " disagree with the central directory, a CRC or size does not match, junk around"
+        " the directory, ZIP64, split archives, or a compression method other than stored"
+        " or deflated.",
+    ),
+    ErrorCode.OPA_PATH_UNSAFE: ErrorSpec(
+        1103,
+        422,
+        False,
+        "An entry's path is unsafe (.. or . components, absolute, backslash, drive letter"
+        " or colon, NUL or control characters, empty components), or an entry is a"
+        " symbolic link or special file, or would land outside the extraction root; the"
+        " whole archive is refused.",
+    ),
+    ErrorCode.OPA_DUPLICATE_ENTRY: ErrorSpec(
+        1104,
+        422,
+        False,
+        "Two entries have the same name, also after case folding and Unicode"
+        " normalisation, or a file sits where another entry needs a folder.",
+    ),
+    ErrorCode.OPA_LIMIT_EXCEEDED: ErrorSpec(
+        1105,
+        413,
+        False,
+        "The archive exceeds a limit: its size, entry count, an entry's or the total"
+        " uncompressed size, a name's length, the folder depth or the manifest's size.",
+    ),
+    ErrorCode.OPA_ZIP_BOMB: ErrorSpec(
+        1106,
+        413,
+        False,
+        "The archive looks like a zip bomb: a compression ratio past the limit, or"
+        " entries that overlap (share compressed data).",
+    ),
+    ErrorCode.OPA_ENCRYPTED: ErrorSpec(
+        1107,
+        422,
+        False,
+        "An entry is encrypted; encrypted archives are refused.",
+    ),
+    ErrorCode.OPA_MANIFEST_INVALID: ErrorSpec(
+        1108,
+        422,
+        False,
+        "META-INF/MANIFEST.MF is missing or not a valid JAR manifest (72-byte lines,"
+        " continuations, Name: Value headers), or a required or known attribute is missing"
+        " or wrong.",
+    ),
+    ErrorCode.OPA_VERSION_UNSUPPORTED: ErrorSpec(
+        1109,
+        422,
+        False,
+        "The manifest's OPA-Version is not one Gatehouse reads.",
+    ),
+    ErrorCode.OPA_PROMPT_INVALID: ErrorSpec(
+        1110,
+        422,
+        False,
+        "The prompt file the manifest names is missing, is a folder, or is not UTF-8 text.",
+    ),
+    ErrorCode.OPA_HISTORY_INVALID: ErrorSpec(
+        1111,
+        422,
+        False,
+        "The session history is not JSON matching the OPA history schema.",
+    ),
+    ErrorCode.OPA_SIGNATURE_INVALID: ErrorSpec(
+        1112,
+        422,
+        False,
+        "The archive's signature does not verify: a digest in the .SF or the manifest"
+        " does not match, the PKCS#7 block is malformed or does not verify, or signature"
+        " files are missing or extra.",
+    ),
+    ErrorCode.OPA_SIGNATURE_WEAK: ErrorSpec(
+        1113,
+        422,
+        False,
+        "The signature uses a digest Gatehouse refuses (MD5, SHA-1); SHA-256 or stronger"
+        " is required.",
+    ),
+    ErrorCode.OPA_SIGNER_UNTRUSTED: ErrorSpec(
+        1114,
+        422,
+        False,
+        "The signer's certificate is not in the trust store nor issued by a CA in it, or"
+        " it (or its issuer) is expired or not yet valid.",
+    ),
+    ErrorCode.OPA_UNSIGNED_FILE: ErrorSpec(
+        1115,
+        422,
+        False,
+        "A signed archive holds a file the manifest's digests do not cover (added after signing).",
+    ),
+    ErrorCode.OPA_UNSIGNED_REFUSED: ErrorSpec(
+        1116,
+        403,
+        False,
+        "An unsigned archive may not run in autonomous mode unless the policy profile allows it.",
     ),
     ErrorCode.DATABASE_UNAVAILABLE: ErrorSpec(
         5001, 503, True, "The database cannot be reached; retry later."

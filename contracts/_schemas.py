@@ -20,7 +20,10 @@ from referencing.jsonschema import DRAFT202012
 
 from contracts._errors import ErrorCode, GatehouseError
 from contracts._json import JsonObject, JsonValue
+from contracts.cancel import CancelRequest
 from contracts.episode import Episode, SecurityEpisode
+from contracts.execution import ExecutionEnvelope, ExecutionResult
+from contracts.explain import ExplainReport, ExplainView
 from contracts.intent import IntentRequest
 from contracts.job import IntentJob
 from contracts.plan import Plan
@@ -48,6 +51,11 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "env.call_resolution_v1": CallResolution,
     "env.fork_request_v1": ForkRequest,
     "ds.gatehouse_replay_report_v1": ReplayReport,
+    "env.execution_envelope_v1": ExecutionEnvelope,
+    "env.execution_result_v1": ExecutionResult,
+    "ds.gatehouse_explain_report_v1": ExplainReport,
+    "ds.gatehouse_explain_v1": ExplainView,
+    "env.cancel_request_v1": CancelRequest,
 }
 
 

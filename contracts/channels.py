@@ -19,6 +19,7 @@ from enum import StrEnum
 
 __all__ = [
     "EPISODES_CHANNELS",
+    "EXPLAIN_CHANNELS",
     "POLICY_CHANNELS",
     "RUN_VIEW_CHANNELS",
     "SECURITY_EVENTS_CHANNELS",
@@ -49,3 +50,6 @@ POLICY_CHANNELS: dict[str, TextChannel] = {
     "/content/planner_instruction": TextChannel.MODEL_INSTRUCTION,
     "/content/connectors/*/description": TextChannel.HUMAN_UI,
 }
+# The explain report is written for people. The evidence it was written from was
+# the model's input (model_instruction) and is never part of the response.
+EXPLAIN_CHANNELS: dict[str, TextChannel] = {"/report": TextChannel.HUMAN_UI}

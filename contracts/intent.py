@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from contracts._base import Closed, Identifier, ShortText
 from contracts._json import JsonObject
+from contracts.budgets import Budgets
 from contracts.plan import Plan
 
 __all__ = ["IntentAccepted", "IntentRequest", "Mode"]
@@ -30,6 +31,9 @@ class IntentRequest(Closed):
     tool_pool: Identifier = "default"
     submitted_by: Identifier = "anonymous"
     plan: Plan | None = None
+    # Narrows the profile's budgets for this run (a value above the profile's
+    # is refused: budget_widened).
+    budgets: Budgets | None = None
 
     @model_validator(mode="after")
     def _plan_only_with_run_plan(self) -> IntentRequest:

@@ -22,6 +22,7 @@ INTENT_QUEUE = "intentQ"
 APPROVAL_TOPIC = "gatehouse.approval"
 RESOLUTION_TOPIC = "gatehouse.resolution"
 REPLAY_WORKFLOW = "gatehouse.replay"
+EXPLAIN_WORKFLOW = "gatehouse.explain"
 
 
 class IntentJob(Closed):

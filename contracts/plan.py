@@ -40,8 +40,14 @@ class Verb(StrEnum):
 
 
 class OnError(StrEnum):
-    FATAL = "fatal"
-    SOFT = "soft"
+    """What a soft failure of the step does to the run (hard failures always end it)."""
+
+    FATAL = "fatal"  # the run fails
+    CONTINUE = "continue"  # the run goes on without the step's output
+    SOFT = "soft"  # the first name of "continue"; plans written with it keep working
+    # The planner is asked for a repaired remainder of the plan, which needs a new
+    # approval (model planners only; otherwise the failure is fatal).
+    REPAIR = "repair"
 
 
 StepId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]

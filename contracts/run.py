@@ -9,6 +9,7 @@ from pydantic import Field
 
 from contracts._base import Closed, Digest, Identifier, ShortText
 from contracts._json import JsonObject, JsonValue
+from contracts.budgets import BudgetsView
 from contracts.channels import RUN_VIEW_CHANNELS, TextChannel
 from contracts.intent import Mode
 from contracts.plan import Plan
@@ -40,13 +41,21 @@ class RunStatus(StrEnum):
     # A call to a callee without idempotency keys was interrupted: the run waits
     # for an operator to say whether it took effect (POST /calls/{op_key}/resolve).
     NEEDS_OPERATOR = "needs_operator"
+    # POST /runs/{id}/cancel (or a cancel through DBOS): stopped at a step boundary.
+    CANCELLED = "cancelled"
 
     @property
     def terminal(self) -> bool:
         return self in _TERMINAL
 
 
-_TERMINAL = {RunStatus.PLANNED, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.REJECTED}
+_TERMINAL = {
+    RunStatus.PLANNED,
+    RunStatus.SUCCEEDED,
+    RunStatus.FAILED,
+    RunStatus.REJECTED,
+    RunStatus.CANCELLED,
+}
 
 
 class Decision(StrEnum):
@@ -75,6 +84,11 @@ class PlanCardView(Closed):
     plan_digest: Digest
     status: str
     created_at: str
+    # 1 for the compiled plan; each repaired remainder is a new revision, with the
+    # digest it replaced and what changed (policies/repair.py plan_changes).
+    revision: int = 1
+    previous_digest: Digest | None = None
+    changes: list[JsonValue] | None = None
 
 
 class ApprovalView(Closed):
@@ -118,6 +132,8 @@ class RunView(Closed):
     random_seed: str | None = None
     parent_run_id: str | None = None  # set on a fork
     fork_from_step: int | None = None
+    # The run's effective budgets and what it has spent of them (used / limit).
+    budgets: BudgetsView | None = None
     error_code: str | None
     error_message: str | None
     created_at: str

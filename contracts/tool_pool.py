@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from contracts._base import Closed, Identifier, ShortText
+from contracts.budgets import DEFAULT_BUDGETS, Budgets, Price
 from contracts.plan import DriverKind
 
 __all__ = [
@@ -183,3 +184,9 @@ class PolicyProfile(Closed):
     max_attempts: int = Field(default=3, ge=1, le=10)
     retry_backoff_s: float = Field(default=0.5, ge=0, le=60)
     opencode: OpencodePolicy = Field(default_factory=OpencodePolicy)
+    # What one run may spend (contracts/budgets.py says what counts); an intent
+    # may narrow these, never widen them.
+    budgets: Budgets = DEFAULT_BUDGETS
+    # US dollars per million tokens, by the model name the provider reports;
+    # max_cost_usd prices tokens with it.
+    prices: dict[str, Price] = Field(default_factory=dict)

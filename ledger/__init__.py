@@ -4,7 +4,7 @@ Functions take a connection (or a DBOS datasource session) and never open
 transactions of their own, so the caller decides what commits together.
 """
 
-from ledger import calls, chain, evidence, intents, runs
+from ledger import calls, cancels, chain, evidence, intents, plan_cards, runs
 from ledger._db import (
     APP_SCHEMA,
     DEFAULT_DATABASE_URL,
@@ -22,6 +22,7 @@ __all__ = [
     "Conn",
     "Database",
     "calls",
+    "cancels",
     "chain",
     "database_unreachable",
     "evidence",
@@ -29,5 +30,6 @@ __all__ = [
     "migrate",
     "now_iso",
     "open_database",
+    "plan_cards",
     "runs",
 ]

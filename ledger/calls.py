@@ -62,13 +62,15 @@ class CallRow:
     run_id: str = ""
     step_id: str = ""
     target: str = ""
+    # How long the callee took, as measured when the call completed (None while open).
+    duration_ms: int | None = None
 
 
 def lookup(conn: Conn, key: str) -> CallRow | None:
     row = conn.execute(
         sa.text(
             "SELECT op_key, status, request_digest, response_json, started_at, run_id, step_id,"
-            " target FROM calls WHERE op_key = :k"
+            " target, duration_ms FROM calls WHERE op_key = :k"
         ),
         {"k": key},
     ).first()
@@ -84,7 +86,8 @@ def lookup(conn: Conn, key: str) -> CallRow | None:
         raise GatehouseError(
             ErrorCode.CORRUPT_RECORD, "a ledger response is not an object", {"op_key": key}
         )
-    return CallRow(row[0], row[1], row[2], response, row[4], row[5], row[6], row[7])
+    duration = row[8] if isinstance(row[8], int) else None
+    return CallRow(row[0], row[1], row[2], response, row[4], row[5], row[6], row[7], duration)
 
 
 def claim(

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from contracts import (
     ApprovalView,
+    BudgetsView,
     Decision,
     ErrorCode,
     GatehouseError,
@@ -40,6 +41,7 @@ __all__ = [
     "list_runs",
     "record_step",
     "run_status",
+    "set_budgets",
     "set_policy_digests",
     "set_seed",
     "set_status",
@@ -50,7 +52,8 @@ __all__ = [
 _RUN_COLUMNS = (
     "run_id, intent_id, recipe, objective, mode, status, phase, submitted_by,"
     " policy_profile, tool_pool, plan_digest, error_code, error_message, created_at, updated_at,"
-    " profile_digest, tool_pool_digest, trace_digest, random_seed, parent_run_id, fork_from_step"
+    " profile_digest, tool_pool_digest, trace_digest, random_seed, parent_run_id, fork_from_step,"
+    " budgets_json"
 )
 
 
@@ -75,7 +78,8 @@ def run_status(conn: Conn, run_id: str) -> RunStatus | None:
 def get_plan_card(conn: Conn, run_id: str) -> PlanCardView | None:
     row = conn.execute(
         sa.text(
-            "SELECT plan_json, plan_digest, status, created_at FROM plan_cards WHERE run_id = :r"
+            "SELECT plan_json, plan_digest, status, created_at, revision, previous_digest,"
+            " changes_json FROM plan_cards WHERE run_id = :r"
         ),
         {"r": run_id},
     ).first()
@@ -87,6 +91,9 @@ def get_plan_card(conn: Conn, run_id: str) -> PlanCardView | None:
             plan_digest=row[1],
             status=row[2],
             created_at=row[3],
+            revision=int(row[4]),
+            previous_digest=row[5],
+            changes=None if row[6] is None else json.loads(row[6]),
         )
     except ValidationError as exc:
         raise _corrupt("plan_cards", run_id, exc) from exc
@@ -174,12 +181,13 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
             random_seed=row[18],
             parent_run_id=row[19],
             fork_from_step=row[20],
+            budgets=None if row[21] is None else BudgetsView.model_validate_json(row[21]),
             plan_card=get_plan_card(conn, run_id),
             approvals=_approvals(conn, run_id),
             steps=_steps(conn, run_id),
             links=links,
         )
-    except ValidationError as exc:
+    except (ValidationError, ValueError) as exc:
         raise _corrupt("runs", run_id, exc) from exc
 
 
@@ -266,6 +274,14 @@ def set_policy_digests(conn: Conn, run_id: str, profile_digest: str, pool_digest
 def set_seed(conn: Conn, run_id: str, seed: str) -> None:
     conn.execute(
         sa.text("UPDATE runs SET random_seed = :s WHERE run_id = :r"), {"s": seed, "r": run_id}
+    )
+
+
+def set_budgets(conn: Conn, run_id: str, budgets: JsonObject) -> None:
+    """The run's budgets, used / limit (a display copy; the ledger is the truth)."""
+    conn.execute(
+        sa.text("UPDATE runs SET budgets_json = :b WHERE run_id = :r"),
+        {"b": canonical_json(budgets), "r": run_id},
     )
 
 

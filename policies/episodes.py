@@ -25,7 +25,13 @@ from contracts import (
 from contracts.episode import SECURITY_MODEL_VERSION, PolicyRef, ResultStatus, SecurityAction
 from policies.security import classify
 
-__all__ = ["SECURITY_EVENT_NAMESPACE", "episode", "episode_id", "security_episode"]
+__all__ = [
+    "SECURITY_EVENT_NAMESPACE",
+    "budget_episode",
+    "episode",
+    "episode_id",
+    "security_episode",
+]
 
 # Gatehouse's refusal codes are not in global.security_catalog_v1's
 # security_event_type list; upstream allows namespaced custom types.
@@ -72,6 +78,29 @@ def episode(
         result_summary=summary,
         result_details={"run_id": run_id, **details},
         output_data_refs=outputs or [],
+    )
+
+
+def budget_episode(
+    *, run_id: str, budgets: JsonObject, message: str, executor_id: str, recorded_at: str
+) -> Episode:
+    """The run was stopped by one of its budgets: which one, used / limit of every kind."""
+    exceeded = budgets.get("exceeded")
+    return episode(
+        run_id=run_id,
+        kind="budget",
+        subject=str(exceeded),
+        episode_type="execution/budget_exceeded",
+        status="failed",
+        summary=f"budget exceeded: {message}" if message else "budget exceeded",
+        executor_id=executor_id,
+        recorded_at=recorded_at,
+        details={
+            "error_code": ErrorCode.BUDGET_EXCEEDED.value,
+            "budget": exceeded,
+            "limits": budgets.get("limits"),
+            "used": budgets.get("used"),
+        },
     )
 
 

@@ -30,6 +30,7 @@ _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.DESTINATION_NOT_ALLOWED: ("policy_violation", "high"),
     ErrorCode.LIMITS_MISSING: ("policy_violation", "medium"),
     ErrorCode.TOO_MANY_STEPS: ("policy_violation", "low"),
+    ErrorCode.BUDGET_WIDENED: ("policy_violation", "low"),
     ErrorCode.OUTPUT_INVALID: ("policy_violation", "medium"),
     ErrorCode.PLAN_INVALID: ("policy_violation", "low"),
     ErrorCode.PAYLOAD_TOO_LARGE: ("rate_limit", "low"),
@@ -39,6 +40,26 @@ _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.CALL_IN_DOUBT: ("infrastructure", "high"),
     ErrorCode.PERMISSION_DENIED: ("policy_violation", "medium"),
     ErrorCode.CHILD_SESSION_REFUSED: ("instruction_misuse", "high"),
+    ErrorCode.PROTOCOL_VIOLATION: ("policy_violation", "high"),
+    ErrorCode.REPAIR_REFUSED: ("policy_violation", "medium"),
+    # OPA archives: a hostile archive is an attempt on the machine (paths, bombs) or on
+    # the record (signatures); a merely broken one is low.
+    ErrorCode.OPA_NOT_ZIP: ("other", "low"),
+    ErrorCode.OPA_ZIP_CORRUPT: ("policy_violation", "medium"),
+    ErrorCode.OPA_PATH_UNSAFE: ("policy_violation", "high"),
+    ErrorCode.OPA_DUPLICATE_ENTRY: ("policy_violation", "high"),
+    ErrorCode.OPA_LIMIT_EXCEEDED: ("rate_limit", "medium"),
+    ErrorCode.OPA_ZIP_BOMB: ("policy_violation", "high"),
+    ErrorCode.OPA_ENCRYPTED: ("policy_violation", "medium"),
+    ErrorCode.OPA_MANIFEST_INVALID: ("policy_violation", "low"),
+    ErrorCode.OPA_VERSION_UNSUPPORTED: ("config", "low"),
+    ErrorCode.OPA_PROMPT_INVALID: ("policy_violation", "low"),
+    ErrorCode.OPA_HISTORY_INVALID: ("policy_violation", "low"),
+    ErrorCode.OPA_SIGNATURE_INVALID: ("data_access", "critical"),
+    ErrorCode.OPA_SIGNATURE_WEAK: ("policy_violation", "high"),
+    ErrorCode.OPA_SIGNER_UNTRUSTED: ("auth", "high"),
+    ErrorCode.OPA_UNSIGNED_FILE: ("data_access", "critical"),
+    ErrorCode.OPA_UNSIGNED_REFUSED: ("authorization", "medium"),
 }
 
 

@@ -16,8 +16,10 @@ from pydantic import BaseModel
 from contracts import (
     CallResolved,
     CallView,
+    CancelAccepted,
     DecisionAccepted,
     EpisodeView,
+    ExplainView,
     ForkAccepted,
     IntentAccepted,
     JsonObject,
@@ -28,7 +30,7 @@ from contracts import (
     TextChannel,
 )
 
-__all__ = ["ApiError", "ArtifactRef", "Client", "dump"]
+__all__ = ["ApiError", "ArtifactRef", "Client", "dump", "explain_text"]
 
 ArtifactRef = dict[str, str | int]
 
@@ -111,6 +113,13 @@ class Client:
         route = "approve" if approve else "reject"
         return DecisionAccepted.model_validate_json(self._call("POST", f"/{route}/{run_id}", body))
 
+    def cancel(self, run_id: str, reason: str | None = None) -> CancelAccepted:
+        """Cancel as the token's identity (the run's submitter, or an operator)."""
+        body: JsonObject = {"reason": reason} if reason else {}
+        return CancelAccepted.model_validate_json(
+            self._call("POST", f"/runs/{run_id}/cancel", body)
+        )
+
     def ledger(self, run_id: str) -> list[CallView]:
         return _Calls.model_validate_json(self._call("GET", f"/runs/{run_id}/ledger")).calls
 
@@ -122,6 +131,11 @@ class Client:
         """Have a worker replay the run from its ledger (waits up to about a minute)."""
         raw = self._call("POST", f"/runs/{run_id}/replay", timeout=90)
         return ReplayReport.model_validate_json(raw)
+
+    def explain(self, run_id: str) -> ExplainView:
+        """The run's explain report (a worker may ask the model: waits up to ~90 s)."""
+        raw = self._call("GET", f"/runs/{run_id}/explain", timeout=120)
+        return ExplainView.model_validate_json(raw)
 
     def fork(self, run_id: str, from_step: int) -> ForkAccepted:
         raw = self._call("POST", f"/runs/{run_id}/fork", {"from_step": from_step})
@@ -170,3 +184,19 @@ def dump(value: BaseModel | list[CallView] | list[EpisodeView]) -> JsonValue:
         return [v.model_dump(mode="json") for v in value]
     out: JsonValue = value.model_dump(mode="json")
     return out
+
+
+def explain_text(view: ExplainView) -> str:
+    """An explain report for a terminal: headline, summary, step notes, concerns, source."""
+    report = view.report
+    lines = [report.headline, "", report.summary]
+    if report.steps:
+        lines += ["", "Steps:"] + [f"  {n.step_id}: {n.note}" for n in report.steps]
+    if report.concerns:
+        lines += ["", "Concerns:"] + [f"  - {c}" for c in report.concerns]
+    source = "recorded earlier, served from the ledger" if view.from_ledger else "new"
+    lines += [
+        "",
+        f"(model {view.model}; ledger entry {view.op_key[:12]}, attempt {view.attempt}; {source})",
+    ]
+    return "\n".join(lines)

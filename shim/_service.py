@@ -27,6 +27,8 @@ from contracts import (
     CallResolution,
     CallResolved,
     CallView,
+    CancelAccepted,
+    CancelRequest,
     Decision,
     DecisionAccepted,
     EpisodeView,
@@ -55,6 +57,7 @@ from policies.episodes import episode, security_episode
 from policies.gate import gate_plan
 from policies.templates import compile_template
 from shim._auth import Identity
+from shim._cancel import cancel_run, refuse_if_cancelled
 from shim.settings import ShimSettings
 
 __all__ = ["Service"]
@@ -65,6 +68,7 @@ def run_links(run_id: str) -> dict[str, str]:
         "self": f"/runs/{run_id}",
         "approve": f"/approve/{run_id}",
         "reject": f"/reject/{run_id}",
+        "cancel": f"/runs/{run_id}/cancel",
         "ledger": f"/runs/{run_id}/ledger",
         "episodes": f"/runs/{run_id}/episodes",
         "artifacts": f"/runs/{run_id}/artifacts",
@@ -77,6 +81,7 @@ def _check_intent(request: IntentRequest) -> None:
     profile = catalog.profile(request.policy_profile).model
     pool = catalog.tool_pool(request.tool_pool).model
     catalog.check_parameters(recipe, request.parameters)
+    profile.budgets.narrowed(request.budgets)  # budget_widened: ask for less, never more
     if request.plan is not None:
         gate_plan(request.plan, pool, profile)
     elif recipe.planner == "template":
@@ -97,6 +102,9 @@ _NOT_REFUSALS = frozenset(
         ErrorCode.METHOD_NOT_ALLOWED,
         ErrorCode.DATABASE_UNAVAILABLE,
         ErrorCode.INTERNAL_ERROR,
+        # The model failed an explain: recorded in the ledger and as an episode, refused nothing.
+        ErrorCode.EXPLAIN_UNAVAILABLE,
+        ErrorCode.EXPLAIN_INVALID,
     }
 )
 
@@ -114,6 +122,33 @@ def _as(model: M, field: str, who: Identity) -> M:
             f"{field} names {getattr(model, field)!r} but the token belongs to {who.name!r}",
         )
     return model.model_copy(update={field: who.name})
+
+
+def _not_awaiting(run_id: str, status: RunStatus) -> GatehouseError:
+    return GatehouseError(
+        ErrorCode.RUN_NOT_AWAITING_APPROVAL,
+        f"run {run_id!r} is {status.value}; it takes no decision",
+        {"status": status.value},
+    )
+
+
+def _answer(
+    run_id: str, body: ApprovalRequest, decision: Decision, on_record: runs.Decided
+) -> DecisionAccepted:
+    """The decision on record: this one (``recorded``), a repeat of it, or a refusal."""
+    if on_record.decision is not decision:
+        raise GatehouseError(
+            ErrorCode.ALREADY_DECIDED,
+            f"this plan was already {on_record.decision.value} by {on_record.decided_by}",
+            {"decision": on_record.decision.value, "decided_by": on_record.decided_by},
+        )
+    return DecisionAccepted(
+        run_id=run_id,
+        plan_digest=body.plan_digest,
+        decision=decision,
+        decided_by=on_record.decided_by,
+        recorded=on_record.inserted,
+    )
 
 
 class Service:
@@ -209,16 +244,13 @@ class Service:
     ) -> DecisionAccepted:
         body = _as(body, "decided_by", who)
         with self.db.engine.begin() as conn:
+            refuse_if_cancelled(conn, self.client, run_id)  # first: cancel and decision race here
             status = runs.run_status(conn, run_id)
             if status is None:
                 raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
             request = intents.request_for_run(conn, run_id)
-            if status.terminal or request is None or request.mode is Mode.PLAN_ONLY:
-                raise GatehouseError(
-                    ErrorCode.RUN_NOT_AWAITING_APPROVAL,
-                    f"run {run_id!r} is {status.value}; it takes no decision",
-                    {"status": status.value},
-                )
+            if request is None or request.mode is Mode.PLAN_ONLY:
+                raise _not_awaiting(run_id, status)
             profile = catalog.profile(request.policy_profile).model
             if profile.approval.four_eyes and request.submitted_by == who.name:
                 raise GatehouseError(
@@ -226,6 +258,13 @@ class Service:
                     f"{who.name} submitted run {run_id!r} and may not decide on its plan",
                     {"profile_id": profile.profile_id},
                 )
+            # A plan decided on keeps its answer after the run moved on: a repeat is
+            # a repeat and an opposite decision is already_decided, however late.
+            prior = runs.decision_for(conn, run_id, body.plan_digest)
+            if prior is not None:
+                return _answer(run_id, body, decision, prior)
+            if status.terminal:
+                raise _not_awaiting(run_id, status)
             card = runs.get_plan_card(conn, run_id)
             if card is not None:
                 expected = card.plan_digest
@@ -254,12 +293,7 @@ class Service:
                 decided_by=body.decided_by,
                 comment=body.comment,
             )
-        if on_record.decision is not decision:
-            raise GatehouseError(
-                ErrorCode.ALREADY_DECIDED,
-                f"this plan was already {on_record.decision.value} by {on_record.decided_by}",
-                {"decision": on_record.decision.value, "decided_by": on_record.decided_by},
-            )
+        answer = _answer(run_id, body, decision, on_record)
         # The row is the authority; this only wakes the waiting workflow now
         # rather than at its next re-check. Repeats are de-duplicated by key.
         self.client.send(
@@ -268,13 +302,11 @@ class Service:
             APPROVAL_TOPIC,
             idempotency_key=f"{run_id}:{body.plan_digest}",
         )
-        return DecisionAccepted(
-            run_id=run_id,
-            plan_digest=body.plan_digest,
-            decision=decision,
-            decided_by=on_record.decided_by,
-            recorded=on_record.inserted,
-        )
+        return answer
+
+    def cancel(self, run_id: str, body: CancelRequest, who: Identity) -> CancelAccepted:
+        """Cancel a run (its submitter or an operator); see ``shim._cancel``."""
+        return cancel_run(self.db, self.client, run_id, body, who)
 
     # ------------------------------------------------------------ operators
     def resolve(self, op_key: str, body: CallResolution, who: Identity) -> CallResolved:

@@ -27,6 +27,7 @@ from contracts import (
     SECURITY_EVENTS_CHANNELS,
     ApprovalRequest,
     CallResolution,
+    CancelRequest,
     Decision,
     ErrorCode,
     ForkRequest,
@@ -40,6 +41,7 @@ from contracts import (
 from ledger import database_unreachable
 from policies import catalog
 from shim._auth import Identity, TokenStore, bearer
+from shim._explain import explain
 from shim._service import Service
 from shim.settings import ShimSettings
 
@@ -226,6 +228,13 @@ def create_app(
     async def reject(request: Request, run_id: RunId) -> JSONResponse:
         return await _decide(request, run_id, Decision.REJECTED)
 
+    @app.post("/runs/{run_id}/cancel")
+    async def cancel(request: Request, run_id: RunId) -> JSONResponse:
+        # Its submitter or an operator; the service checks which runs a submitter owns.
+        who = auth(request, Role.SUBMITTER, Role.OPERATOR)
+        body = await _body(request, settings.max_body_bytes, "env.cancel_request_v1", CancelRequest)
+        return _model(await run_in_threadpool(svc().cancel, run_id, body, who))
+
     @app.get("/runs")
     def list_runs(
         request: Request,
@@ -256,6 +265,12 @@ def create_app(
         # Sync: FastAPI runs it in a worker thread while a worker replays the run.
         auth(request, Role.OPERATOR)
         return _model(svc().replay(run_id))
+
+    @app.get("/runs/{run_id}/explain")
+    def get_explain(request: Request, run_id: RunId) -> JSONResponse:
+        # Sync: FastAPI runs it in a worker thread while a worker asks the model.
+        who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
+        return _model(explain(svc(), run_id, who))
 
     @app.post("/runs/{run_id}/fork")
     async def fork(request: Request, run_id: RunId) -> JSONResponse:

@@ -33,13 +33,28 @@ COMMANDS = {
     "show": "show one run as JSON",
     "approve": "approve a run's plan (by its digest)",
     "reject": "reject a run's plan (by its digest)",
+    "cancel": "cancel a run: a waiting run ends cancelled, a running one at its next step",
     "sql": "run a read-only SQL query against the database",
     "tokens": "create a bearer token for an identity (stores only its digest)",
     "ledger": "verify a run's ledger hash chain and name the first broken entry",
     "replay": "replay a finished run from its ledger (no outbound calls); compare trace digests",
     "calls": "resolve an in-doubt call: calls resolve OP_KEY --applied or --not-applied",
+    "explain": "a model's report on a finished run, written from its evidence only",
+    "opa": "validate an OPA archive without running it (opa inspect FILE), and manage the"
+    " signers' trust store (opa trust add|list|remove)",
 }
-_API_COMMANDS = ("submit", "runs", "show", "approve", "reject", "ledger", "replay", "calls")
+_API_COMMANDS = (
+    "submit",
+    "runs",
+    "show",
+    "approve",
+    "reject",
+    "cancel",
+    "ledger",
+    "replay",
+    "calls",
+    "explain",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--status", help="list only runs in this status")
     r.add_argument("--from-step", type=int, help="fork: the plan step (1-based) to go live from")
     sub.choices["replay"].add_argument("run_id")
+    e = sub.choices["explain"]
+    e.add_argument("run_id")
+    e.add_argument("--json", action="store_true", help="print the whole answer as JSON")
     c = sub.choices["calls"]
     c.add_argument("action", choices=["resolve"])
     c.add_argument("op_key")
@@ -98,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     outcome.add_argument("--not-applied", action="store_true", help="it did not: send it again")
     c.add_argument("--note", help="why you decided so (kept in the episode)")
     sub.choices["show"].add_argument("run_id")
+    sub.choices["cancel"].add_argument("run_id")
+    sub.choices["cancel"].add_argument("--reason", help="why (kept in the episode)")
     sub.choices["ledger"].add_argument("action", choices=["verify"])
     sub.choices["ledger"].add_argument("run_id")
     for name in ("approve", "reject"):
@@ -114,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("GATEHOUSE_TOKENS_FILE", "var/tokens.json"),
         help="the tokens file (default: GATEHOUSE_TOKENS_FILE or var/tokens.json)",
     )
+    from shim._opa_cli import add_opa_parser  # the OPA archive commands: one block
+
+    add_opa_parser(add("opa"))
     q = add("sql")
     q.add_argument("query")
     q.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
@@ -177,6 +200,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"token for {args.identity} ({', '.join(r.value for r in roles)}), shown once:")
         print(token)
         return 0
+    if cmd == "opa":
+        from shim._opa_cli import run_opa
+
+        return run_opa(args)
     if cmd == "sql":
         from contracts import GatehouseError
         from ledger import open_database
@@ -201,7 +228,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _api(args: argparse.Namespace) -> int:
     import httpx
 
-    from shim._client import ApiError, Client, dump
+    from shim._client import ApiError, Client, dump, explain_text
 
     api = Client(args.url, args.token)
     try:
@@ -230,8 +257,14 @@ def _api(args: argparse.Namespace) -> int:
             report = api.replay(args.run_id)
             print(json.dumps(dump(report), indent=2))
             return 0 if report.match else 3
+        elif args.command == "explain":
+            view = api.explain(args.run_id)
+            print(json.dumps(dump(view), indent=2) if args.json else explain_text(view))
+            return 0
         elif args.command == "calls":
             out = dump(api.resolve(args.op_key, bool(args.applied), args.note))
+        elif args.command == "cancel":
+            out = dump(api.cancel(args.run_id, args.reason))
         elif args.command == "show":
             out = dump(api.run(args.run_id))
         elif args.command == "ledger":

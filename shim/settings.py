@@ -8,6 +8,7 @@ from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
 from ledger import DEFAULT_DATABASE_URL
+from opa_format import DEFAULT_TRUST_DIR
 
 __all__ = ["ShimSettings"]
 
@@ -18,6 +19,7 @@ class ShimSettings:
     app_version: str
     max_body_bytes: int
     tokens_file: Path | None
+    opa_trust_dir: Path  # PEM certificates signed OPA archives are verified against
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
@@ -32,6 +34,7 @@ class ShimSettings:
             database_url=e.get("GATEHOUSE_DATABASE_URL", DEFAULT_DATABASE_URL),
             app_version=e.get("GATEHOUSE_APP_VERSION", APP_VERSION),
             max_body_bytes=max_body,
+            opa_trust_dir=Path(e.get("GATEHOUSE_OPA_TRUST_DIR") or DEFAULT_TRUST_DIR),
             tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])
             if e.get("GATEHOUSE_TOKENS_FILE")
             else None,

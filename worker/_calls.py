@@ -48,16 +48,22 @@ class Performed:
     error_code: ErrorCode | None = None
     error_message: str | None = None
     artifacts: tuple[Artifact, ...] = ()
+    # A tool call's ExecutionResult, less what the fields above already hold
+    # (output, artifacts): envelope_id, status, error, metrics.
+    result: JsonObject | None = None
 
     def response(self, artifact_refs: list[JsonValue]) -> JsonObject:
         """What the ledger records for this call."""
-        return {
+        recorded: JsonObject = {
             "ok": self.ok,
             "output": self.output,
             "error_code": None if self.error_code is None else self.error_code.value,
             "error_message": self.error_message,
             "artifacts": artifact_refs,
         }
+        if self.result is not None:
+            recorded["result"] = self.result
+        return recorded
 
 
 CallStep = Callable[[JsonObject], JsonObject]
@@ -118,12 +124,18 @@ class Call:
     def op_key(self) -> str:
         return calls.op_key(self.run_id, self.step_id, self.attempt)
 
-    def result(self, response: JsonObject, from_ledger: bool) -> JsonObject:
-        """What the step returns: the recorded response, and what the trace digest needs."""
+    def result(
+        self, response: JsonObject, from_ledger: bool, duration_ms: int | None = None
+    ) -> JsonObject:
+        """What the step returns: the recorded response, what the trace digest needs,
+        and what the budgets count (the target, the ledger row's recorded duration;
+        both outside the response digest, and the same in a replay)."""
         return {
             "op_key": self.op_key,
             "step_id": self.step_id,
+            "target": self.target,
             "attempt": self.attempt,
+            "duration_ms": duration_ms,
             "from_ledger": from_ledger,
             "request_digest": digest_of(self.request),
             "response_digest": digest_of(response),
@@ -179,7 +191,7 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     if row is not None and row.status not in calls.UNFINISHED and row.response is not None:
         if row.status in calls.RESOLVED:  # an operator settled an interrupted call
             return call.result(call.in_doubt(), from_ledger=True)
-        return call.result(row.response, from_ledger=True)
+        return call.result(row.response, from_ledger=True, duration_ms=row.duration_ms)
     # A claim nobody completed means this call was interrupted mid-flight. The
     # workflow's next step marks the row in doubt, with the run's status.
     settled: Performed | None = None
@@ -232,7 +244,7 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     maybe_crash(rt.settings.crash_point, "after_completion", call.step_id)
     if recorded.response is None:  # pragma: no cover - complete() just wrote it
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
-    return call.result(recorded.response, from_ledger=False)
+    return call.result(recorded.response, from_ledger=False, duration_ms=recorded.duration_ms)
 
 
 def refusal(exc: GatehouseError) -> Performed:

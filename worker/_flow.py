@@ -25,6 +25,7 @@ from contracts import (
     JsonValue,
     Mode,
     OnError,
+    Plan,
     PlanStep,
     PolicyProfile,
     RunStatus,
@@ -34,7 +35,11 @@ from contracts import (
 from policies.gate import check_step
 from worker._inputs import resolve_input
 from worker._seed import draw, planner_seed
-from worker.steps_records import BeginResult, GateResult, RunEnd, StepRecord
+from worker.coordinator.budgets import Spent
+from worker.coordinator.failures import is_hard
+from worker.coordinator.ladder import Ladder, applied, not_resent
+from worker.coordinator.repair import Repairs
+from worker.records import BeginResult, GateResult, RunEnd, StepRecord
 
 __all__ = ["Ports", "Trace", "run_intent"]
 
@@ -47,8 +52,21 @@ class Ports(Protocol):
     def planner_call(self, raw: JsonObject) -> JsonObject: ...
 
     def gate_and_card(
-        self, run_id: str, raw_plan: JsonObject, profile: PolicyProfile, pool: ToolPool, mode: Mode
-    ) -> GateResult: ...
+        self,
+        run_id: str,
+        raw_plan: JsonObject,
+        profile: PolicyProfile,
+        pool: ToolPool,
+        mode: Mode,
+        *,
+        revise: JsonObject | None = None,
+        repaired: bool = False,
+        budgets: JsonObject | None = None,
+    ) -> GateResult:
+        """Gate a plan and put it on the plan card. ``revise`` (a repaired remainder):
+        the previous plan and digest, how many steps it keeps, which step ids ran;
+        ``repaired``: the plan came from a repair call; ``budgets``: used / limit so far."""
+        ...
 
     def await_decision(
         self, run_id: str, plan_digest: str, profile: PolicyProfile
@@ -59,6 +77,11 @@ class Ports(Protocol):
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult: ...
 
     def tool_call(self, raw: JsonObject) -> JsonObject: ...
+
+    def cancelled(self, run_id: str, at: str) -> JsonObject | None:
+        """The cancellation the run stops on at boundary ``at`` ('@compile', '@approval'
+        or a plan step id): {cancelled_by, reason, source}; None to go on."""
+        ...
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
         """applied / not_applied: an operator's word on an in-doubt call."""
@@ -86,11 +109,17 @@ class Trace:
     def resolution(self, op_key: str, outcome: str) -> None:
         self.entries.append([op_key, "resolution", outcome])
 
+    def revision(self, plan_digest: str) -> None:
+        """A repaired plan the run went on with (after its own approval)."""
+        self.entries.append(["plan", plan_digest])
+
     def digest(self) -> str:
         return digest_of({"plan_digest": self.plan_digest, "calls": self.entries})
 
 
-def _record(run_id: str, position: int, step: PlanStep, outcome: JsonObject) -> StepRecord:
+def _record(
+    run_id: str, position: int, step: PlanStep, outcome: JsonObject, spent: Spent | None
+) -> StepRecord:
     return StepRecord(
         run_id=run_id,
         step_id=step.step_id,
@@ -99,75 +128,25 @@ def _record(run_id: str, position: int, step: PlanStep, outcome: JsonObject) -> 
         connector_id=step.connector_id,
         outcome=outcome,
         output_schema_ref=step.output_schema_ref,
+        budgets=None if spent is None else spent.view_json(),
     )
 
 
-def _applied(op_key: str) -> JsonObject:
-    """A step whose in-doubt call an operator says did take effect: done, output unknown."""
+def _over(message: str) -> JsonObject:
+    """A step whose next call was not made: it would have crossed a budget."""
     return {
-        "ok": True,
-        "op_key": op_key,
-        "output": {"resolution": "applied", "op_key": op_key},
-        "error_code": None,
-        "error_message": None,
+        "ok": False,
+        "op_key": None,
+        "output": {},
+        "error_code": ErrorCode.BUDGET_EXCEEDED.value,
+        "error_message": message,
         "artifacts": [],
     }
 
 
-class _Ladder:
-    """The timeout ladder of one opencode step: revert → shrink scope → oc_timeout.
-
-    Every turn it set aside (stalled, or undone after a crash) is kept with
-    its output, so the step's evidence shows each rung.
-    """
-
-    def __init__(self, profile: PolicyProfile) -> None:
-        self.shrink = profile.opencode.shrink_scope == "first_subgoal"
-        self.turns: list[JsonValue] = []
-
-    def note(self, outcome: JsonObject) -> None:
-        self.turns.append(
-            {
-                "op_key": outcome.get("op_key"),
-                "attempt": outcome.get("attempt"),
-                "error_code": outcome.get("error_code"),
-                "error_message": outcome.get("error_message"),
-                "output": outcome.get("output"),
-            }
-        )
-
-    def climb(self, outcome: JsonObject, *, narrowed: bool) -> bool:
-        """Record a stalled turn; True when the narrowed re-prompt is still to come."""
-        self.note(outcome)
-        return self.shrink and not narrowed
-
-    def attach(self, outcome: JsonObject) -> JsonObject:
-        if not self.turns:
-            return outcome
-        output = outcome.get("output")
-        merged: JsonObject = dict(output) if isinstance(output, dict) else {}
-        merged["ladder"] = list(self.turns)
-        return {**outcome, "output": merged}
-
-    def give_up(self, last: JsonObject) -> JsonObject:
-        """Rung 3: the step fails with oc_timeout; the workspace is as before the step."""
-        output = last.get("output")
-        before = output.get("workspace_before") if isinstance(output, dict) else None
-        after = output.get("workspace_after") if isinstance(output, dict) else None
-        rungs = "revert, shrink scope" if self.shrink else "revert"
-        return {
-            "ok": False,
-            "op_key": last.get("op_key"),
-            "output": {
-                "ladder": list(self.turns),
-                "workspace_before": before,
-                "workspace_after": after,
-            },
-            "error_code": ErrorCode.OC_TIMEOUT.value,
-            "error_message": f"the opencode step timed out; the ladder ({rungs}) did not"
-            " recover it and the workspace was restored",
-            "artifacts": last.get("artifacts", []),
-        }
+def cut_at(step_id: str) -> str:
+    """The boundary of a cancel that cut a step off mid-way."""
+    return f"{step_id}#cut"
 
 
 def run_intent(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
@@ -181,6 +160,8 @@ class _Run:
         self.run_id = run_id
         self.ports = ports
         self.trace = Trace()
+        # What the run spent of its budgets: counted from recorded call results only.
+        self.spent: Spent | None = None
 
     def end(
         self,
@@ -190,9 +171,29 @@ class _Run:
         message: str | None = None,
     ) -> JsonObject:
         """Every way a run ends: status, trace digest and summary episode, one commit."""
-        end = RunEnd(self.run_id, status, summary, code, message, self.trace.digest())
+        budgets = None if self.spent is None else self.spent.view_json()
+        end = RunEnd(self.run_id, status, summary, code, message, self.trace.digest(), budgets)
         self.ports.finish(end)
         return {"run_id": self.run_id, "status": status.value, "error_code": code, "steps": summary}
+
+    def over_budget(self, summary: list[JsonValue]) -> JsonObject | None:
+        """End the run if it has spent past one of its budgets (None: it has not)."""
+        exceeded = None if self.spent is None else self.spent.crossed()
+        if exceeded is None:
+            return None
+        code = ErrorCode.BUDGET_EXCEEDED.value
+        return self.end(RunStatus.FAILED, summary, code, exceeded.message)
+
+    def stopped(self, at: str, summary: list[JsonValue]) -> JsonObject | None:
+        """At a step boundary: end the run ``cancelled`` if a cancel is on record."""
+        found = self.ports.cancelled(self.run_id, at)
+        if found is None:
+            return None
+        reason = found.get("reason")
+        message = f"cancelled by {found.get('cancelled_by')} at {at}" + (
+            f": {reason}" if reason else ""
+        )
+        return self.end(RunStatus.CANCELLED, summary, ErrorCode.RUN_CANCELLED.value, message)
 
     def go(self, job: IntentJob) -> JsonObject:
         req, run_id, ports = job.request, self.run_id, self.ports
@@ -201,60 +202,74 @@ class _Run:
             return self.end(RunStatus.FAILED, [], begun.error_code, begun.error_message)
         profile, pool = begun.profile, begun.tool_pool
         seed = begun.seed or ""
+        try:  # the shim refused a widening intent already; this holds for any caller
+            limits = profile.budgets.narrowed(req.budgets)
+        except GatehouseError as exc:
+            return self.end(RunStatus.FAILED, [], exc.code.value, exc.message)
+        self.spent = spent = Spent(limits, profile.prices)
+        if (stop := self.stopped("@compile", [])) is not None:
+            return stop
 
         # 1 compile: a supplied plan (run-plan) or the planner's, through the ledger
+        compile_call: JsonObject = {
+            "run_id": run_id,
+            "recipe_id": req.recipe,
+            "objective": req.objective,
+            "parameters": req.parameters,
+            "profile": profile.model_dump(mode="json"),
+            "tool_pool": pool.model_dump(mode="json"),
+            "seed": planner_seed(seed, run_id),
+        }
+        repairs = Repairs(ports, self.trace, compile_call, spent)
+        repaired = False
         if req.plan is not None:
             raw_plan: JsonObject = req.plan.model_dump(mode="json")
         else:
-            compiled = ports.planner_call(
-                {
-                    "run_id": run_id,
-                    "recipe_id": req.recipe,
-                    "objective": req.objective,
-                    "parameters": req.parameters,
-                    "profile": profile.model_dump(mode="json"),
-                    "tool_pool": pool.model_dump(mode="json"),
-                    "seed": planner_seed(seed, run_id),
-                }
-            )
+            compiled = ports.planner_call(compile_call)
             self.trace.add(compiled)
+            spent.add_call(compiled, tool=False)
             output = compiled.get("output")
             plan_value = output.get("plan") if isinstance(output, dict) else None
             if not compiled.get("ok") or not isinstance(plan_value, dict):
                 code = str(compiled.get("error_code") or ErrorCode.PLANNER_FAILED.value)
                 message = str(compiled.get("error_message") or "")
                 return self.end(RunStatus.FAILED, [], code, message)
-            raw_plan = plan_value
+            # A plan the gate would refuse gets exactly one repair call.
+            planner = str(compiled.get("target") or "")
+            raw_plan, repaired = repairs.compiled(plan_value, planner, profile, pool)
+            if (stopped := self.over_budget([])) is not None:
+                return stopped
 
         # 2 gate + 3 plan card
-        gated = ports.gate_and_card(run_id, raw_plan, profile, pool, req.mode)
+        gated = ports.gate_and_card(
+            run_id, raw_plan, profile, pool, req.mode, repaired=repaired, budgets=spent.view_json()
+        )
         if not gated.ok or gated.plan is None or gated.plan_digest is None:
             return self.end(RunStatus.FAILED, [], gated.error_code, gated.error_message)
         plan, digest = gated.plan, gated.plan_digest
         self.trace.plan_digest = digest
         if req.mode is Mode.PLAN_ONLY:
-            return self.end(RunStatus.PLANNED, [])
+            return self.stopped("@approval", []) or self.end(RunStatus.PLANNED, [])
 
         # 4 durable wait: the plan_approvals row decides; a message only wakes us early
-        decided = ports.await_decision(run_id, digest, profile)
-        if decided is None:
-            message = f"no decision on plan {digest[:12]} within {profile.approval.timeout_s:.0f} s"
-            return self.end(RunStatus.FAILED, [], ErrorCode.APPROVAL_TIMEOUT.value, message)
-        if not decided[0]:
-            return self.end(RunStatus.REJECTED, [])
-        verified = ports.verify_plan(run_id, digest)
-        if not verified.ok:  # the stored plan was changed after approval: run nothing
-            return self.end(RunStatus.FAILED, [], verified.error_code, verified.error_message)
+        summary: list[JsonValue] = []
+        gate = (profile, pool, req.mode)
+        refused = self.approval(digest, profile, summary, "@approval")
+        if refused is not None:
+            return refused
 
         # 5 execute, in order, each step re-checked against the policy right before it runs
         outputs: dict[str, JsonObject] = {}
-        summary: list[JsonValue] = []
-        for position, step in enumerate(plan.steps):
+        position = 0
+        while position < len(plan.steps):
+            step = plan.steps[position]
+            if (stop := self.stopped(step.step_id, summary)) is not None:
+                return stop
             try:
                 step_input = resolve_input(step, outputs)
                 connector = check_step(step, step_input, pool, profile)
             except GatehouseError as exc:
-                refused: JsonObject = {
+                refusal: JsonObject = {
                     "ok": False,
                     "output": exc.details,
                     "error_code": exc.code.value,
@@ -262,7 +277,7 @@ class _Run:
                     "op_key": None,
                     "artifacts": [],
                 }
-                ports.record_step_result(_record(run_id, position, step, refused))
+                ports.record_step_result(_record(run_id, position, step, refusal, spent))
                 summary.append({"step_id": step.step_id, "ok": False, "error_code": exc.code.value})
                 return self.end(RunStatus.FAILED, summary, exc.code.value, exc.message)
 
@@ -277,7 +292,7 @@ class _Run:
             if step.driver_kind is DriverKind.OPENCODE:
                 call["executor_policy"] = profile.opencode.model_dump(mode="json")
             outcome, attempts = self.settle(call, profile, seed)
-            final = ports.record_step_result(_record(run_id, position, step, outcome))
+            final = ports.record_step_result(_record(run_id, position, step, outcome, spent))
             ok = bool(final.get("ok"))
             code_value = final.get("error_code")
             step_code = code_value if isinstance(code_value, str) else None
@@ -287,23 +302,107 @@ class _Run:
             out = outcome.get("output")
             if ok and isinstance(out, dict):
                 outputs[step.step_id] = out
-            if not ok and step.on_error is OnError.FATAL:
+            if (stopped := self.over_budget(summary)) is not None:
+                return stopped
+            # a step a cancel cut off (an OpenCode turn aborted, reverted and restored,
+            # or an in-doubt call not sent again): the run ends here
+            cut = step_code == ErrorCode.RUN_CANCELLED.value
+            if cut and (stop := self.stopped(cut_at(step.step_id), summary)) is not None:
+                return stop
+            if not ok and step.on_error is OnError.REPAIR and not is_hard(step_code):
+                # A soft failure the planner may mend: the repaired plan keeps the
+                # steps done, has a new digest and waits for a new approval.
+                revised = self.revise(repairs, plan, digest, position, final=final, gate=gate)
+                if isinstance(revised, str):
+                    code = step_code or ErrorCode.HANDLER_FAILED.value
+                    message = f"{final.get('error_message') or code}; no repair: {revised}"
+                    return self.end(RunStatus.FAILED, summary, code, message)
+                plan, digest = revised
+                label = f"@approval-{repairs.asked + 1}"
+                refused = self.approval(digest, profile, summary, label)
+                if refused is not None:
+                    return refused
+                continue  # the repaired remainder starts where the failed step stood
+            # A hard failure (protocol violation, a policy refusal at execution time)
+            # ends the run whatever the step's on_error says.
+            goes_on = step.on_error in (OnError.CONTINUE, OnError.SOFT) and not is_hard(step_code)
+            if not ok and not goes_on:
                 message = str(final.get("error_message") or "")
                 code = step_code or ErrorCode.HANDLER_FAILED.value
                 return self.end(RunStatus.FAILED, summary, code, message)
+            position += 1
 
         # 6 evidence: the summary episode and the terminal status, in one commit
         return self.end(RunStatus.SUCCEEDED, summary)
+
+    def approval(
+        self, digest: str, profile: PolicyProfile, summary: list[JsonValue], at: str
+    ) -> JsonObject | None:
+        """Wait for the decision on ``digest``; None when approved and the stored
+        plan is still that plan, else how the run ended. A cancel wakes the wait
+        too, and wins over whatever the wait found (``at``: the boundary's name)."""
+        decided = self.ports.await_decision(self.run_id, digest, profile)
+        if (stop := self.stopped(at, summary)) is not None:
+            return stop
+        if decided is None:
+            message = f"no decision on plan {digest[:12]} within {profile.approval.timeout_s:.0f} s"
+            return self.end(RunStatus.FAILED, summary, ErrorCode.APPROVAL_TIMEOUT.value, message)
+        if not decided[0]:
+            return self.end(RunStatus.REJECTED, summary)
+        verified = self.ports.verify_plan(self.run_id, digest)
+        if not verified.ok:  # the stored plan was changed after approval: run nothing
+            return self.end(RunStatus.FAILED, summary, verified.error_code, verified.error_message)
+        return None
+
+    def revise(
+        self,
+        repairs: Repairs,
+        plan: Plan,
+        digest: str,
+        position: int,
+        *,
+        final: JsonObject,
+        gate: tuple[PolicyProfile, ToolPool, Mode],
+    ) -> tuple[Plan, str] | str:
+        """A repaired remainder after the step at ``position`` failed, gated and on
+        the plan card as a new revision: (plan, digest), or why there is none."""
+        step = plan.steps[position]
+        raw, _code, why = repairs.remainder(plan, position, step, final)
+        if raw is None:
+            return why
+        revise: JsonObject = {
+            "previous": plan.model_dump(mode="json"),
+            "previous_digest": digest,
+            "keep": position,
+            "ran": [s.step_id for s in plan.steps[: position + 1]],
+        }
+        profile, pool, mode = gate
+        gated = self.ports.gate_and_card(
+            self.run_id, raw, profile, pool, mode, revise=revise, repaired=True
+        )
+        if not gated.ok or gated.plan is None or gated.plan_digest is None:
+            return f"the repaired plan was refused: {gated.error_message}"
+        self.trace.revision(gated.plan_digest)
+        return gated.plan, gated.plan_digest
 
     def settle(self, call: JsonObject, profile: PolicyProfile, seed: str) -> tuple[JsonObject, int]:
         """One step's tool call, attempt after attempt until its outcome is known:
         (outcome, attempts). An opencode turn that stalls climbs the timeout ladder."""
         step_id = str(call["step_id"])
         attempt = 1
-        ladder = _Ladder(profile)
+        ladder = Ladder(profile)
+        spent = self.spent
+        turn = call.get("driver_kind") == DriverKind.OPENCODE.value
         while True:
+            exceeded = None if spent is None else spent.before(tool=True, model_turn=turn)
+            if exceeded is not None:  # the call is not made: it would cross a budget
+                return ladder.attach(_over(exceeded.message)), attempt
             outcome = self.ports.tool_call({**call, "attempt": attempt})
             self.trace.add(outcome)
+            if spent is not None:
+                spent.add_call(outcome, tool=True)
+                if spent.crossed() is not None:  # spent past a budget: the run ends next
+                    return ladder.attach(outcome), attempt
             code = outcome.get("error_code")
             if code == ErrorCode.OC_STALLED.value:
                 # Rung 1 happened inside the turn (aborted, reverted, digest checked).
@@ -318,10 +417,15 @@ class _Run:
                 resolved = self.ports.await_resolution(self.run_id, op_key, step_id)
                 self.trace.resolution(op_key, resolved)
                 if resolved == "applied":
-                    return _applied(op_key), attempt
+                    return applied(op_key), attempt
+                if self.ports.cancelled(self.run_id, cut_at(step_id)) is not None:
+                    return not_resent(op_key), attempt  # cancelled meanwhile: not sent again
             elif code != ErrorCode.UPSTREAM_UNAVAILABLE.value or attempt >= profile.max_attempts:
                 return ladder.attach(outcome), attempt
             else:  # certainly not applied: back off, then a new attempt
                 jitter = draw(seed, "backoff", self.run_id, step_id, str(attempt))
-                self.ports.pause(profile.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + jitter))
+                backoff = profile.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + jitter)
+                if spent is not None:
+                    spent.add_pause(backoff)
+                self.ports.pause(backoff)
             attempt += 1  # (in doubt and not applied: send it again, as a new attempt)

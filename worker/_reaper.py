@@ -34,6 +34,7 @@ from dbos import DBOS
 
 from ledger import Database, database_unreachable, evidence, executors, now_iso
 from policies.episodes import episode
+from worker import cancel
 from worker._runtime import Runtime
 from worker.settings import WorkerSettings
 
@@ -105,6 +106,9 @@ class Reaper(threading.Thread):
             leader = executors.take_lease(
                 conn, name="reaper", holder=s.executor_id, now=now, until=until
             )
+        if leader:
+            # Runs whose workflow was cancelled through DBOS cannot end themselves.
+            cancel.sweep(self.rt)
         if not leader or mono - self._healthy_since < self.dead_after_s:
             return []
         cutoff = _iso(now_dt - timedelta(seconds=self.dead_after_s))

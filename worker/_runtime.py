@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dbos import SQLAlchemyDatasource
 
+from contracts import DriverKind
 from ledger import Database
+from worker.handlers._base import Handler
 from worker.settings import WorkerSettings
 
 __all__ = ["Runtime", "install", "runtime"]
@@ -17,6 +20,9 @@ class Runtime:
     settings: WorkerSettings
     db: Database
     ds: SQLAlchemyDatasource
+    # The handlers the coordinator delivers to; None is the static registry
+    # (worker/handlers/registry.py). Only tests pass others, through launch().
+    handlers: Mapping[DriverKind, Handler] | None = None
 
 
 _current: list[Runtime] = []

@@ -15,15 +15,17 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Mapping
 
 from dbos import DBOS, DBOSConfig, SQLAlchemyDatasource
 from dbos._serialization import DBOSPortableJSON
 
-from contracts import INTENT_QUEUE
+from contracts import INTENT_QUEUE, DriverKind
 from ledger import Database, database_unreachable, migrate, open_database
 from worker import workflow as _workflow  # registers the workflow with DBOS
 from worker._reaper import Reaper, heartbeat
 from worker._runtime import Runtime, install, runtime
+from worker.handlers._base import Handler
 from worker.opencode.supervisor import stop_running_server
 from worker.settings import WorkerSettings
 
@@ -60,7 +62,9 @@ def dbos_config(settings: WorkerSettings) -> DBOSConfig:
     }
 
 
-def _launch_once(settings: WorkerSettings) -> Runtime:
+def _launch_once(
+    settings: WorkerSettings, handlers: Mapping[DriverKind, Handler] | None = None
+) -> Runtime:
     db: Database = open_database(settings.database_url)
     constructed = False
     try:
@@ -74,7 +78,7 @@ def _launch_once(settings: WorkerSettings) -> Runtime:
         ds = SQLAlchemyDatasource.create(
             settings.database_url, engine=db.engine, serializer=DBOSPortableJSON
         )
-        rt = Runtime(settings=settings, db=db, ds=ds)
+        rt = Runtime(settings=settings, db=db, ds=ds, handlers=handlers)
         install(rt)
         DBOS.listen_queues([INTENT_QUEUE])
         DBOS.launch()
@@ -93,13 +97,19 @@ def _launch_once(settings: WorkerSettings) -> Runtime:
     return rt
 
 
-def launch(settings: WorkerSettings, stop: threading.Event | None = None) -> Runtime:
-    """Launch, waiting for the database as long as it takes (or until ``stop`` is set)."""
+def launch(
+    settings: WorkerSettings,
+    stop: threading.Event | None = None,
+    handlers: Mapping[DriverKind, Handler] | None = None,
+) -> Runtime:
+    """Launch, waiting for the database as long as it takes (or until ``stop`` is set).
+
+    ``handlers`` replaces the static registry: tests deliver to handlers of their own."""
     attempt = 0
     while True:
         attempt += 1
         try:
-            rt = _launch_once(settings)
+            rt = _launch_once(settings, handlers)
         except Exception as exc:
             if not database_unreachable(exc):
                 raise

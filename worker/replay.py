@@ -37,26 +37,26 @@ from contracts import (
     ToolPool,
     digest_of,
 )
-from ledger import Database, calls, intents, runs
+from ledger import Database, calls, cancels, intents, runs
 from ledger.runs import Lineage
 from policies import catalog
+from policies.repair import check_revision, gated_plan
 from worker._calls import Call, Performed
 from worker._flow import run_intent
 from worker._runtime import runtime
 from worker._seed import planner_seed
-from worker.settings import WorkerSettings
-from worker.steps_calls import PlannerCall, ToolCall, prepare_planner, prepare_tool
-from worker.steps_records import (
+from worker.records import (
     BeginResult,
     GateResult,
     RunEnd,
     StepRecord,
-    gated_plan,
     plan_problem,
     step_verdict,
 )
+from worker.settings import WorkerSettings
+from worker.steps_calls import PlannerCall, ToolCall, prepare_planner, prepare_tool
 
-__all__ = ["ReplayPorts", "replay_run", "replay_workflow"]
+__all__ = ["ReplayPorts", "replay_run", "replay_workflow", "trace_so_far"]
 
 
 class DivergedError(Exception):
@@ -120,7 +120,7 @@ class ReplayPorts:
             return call.result(call.in_doubt(), from_ledger=True)
         if row.response is None:  # pragma: no cover - finished rows carry a response
             raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a finished entry has no response")
-        return call.result(row.response, from_ledger=True)
+        return call.result(row.response, from_ledger=True, duration_ms=row.duration_ms)
 
     # -- the ports
     def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
@@ -165,14 +165,26 @@ class ReplayPorts:
         return prepare_planner(spec, self.settings).answer(self._serve)
 
     def gate_and_card(
-        self, run_id: str, raw_plan: JsonObject, profile: PolicyProfile, pool: ToolPool, mode: Mode
+        self,
+        run_id: str,
+        raw_plan: JsonObject,
+        profile: PolicyProfile,
+        pool: ToolPool,
+        mode: Mode,
+        *,
+        revise: JsonObject | None = None,
+        repaired: bool = False,
+        budgets: JsonObject | None = None,
     ) -> GateResult:
-        _ = mode
+        _ = mode, repaired, budgets
         try:
             plan = gated_plan(raw_plan, profile, pool)
+            digest = digest_of(plan.model_dump(mode="json"))
+            if revise is not None:
+                check_revision(plan, digest, revise)
         except GatehouseError as exc:
             return GateResult(ok=False, error_code=exc.code.value, error_message=exc.message)
-        return GateResult(ok=True, plan=plan, plan_digest=digest_of(plan.model_dump(mode="json")))
+        return GateResult(ok=True, plan=plan, plan_digest=digest)
 
     def await_decision(
         self, run_id: str, plan_digest: str, profile: PolicyProfile
@@ -186,7 +198,7 @@ class ReplayPorts:
 
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
         with self.db.engine.connect() as conn:
-            problem = plan_problem(conn, run_id, plan_digest)
+            problem = plan_problem(conn, run_id, plan_digest, history=True)
         if problem is None:
             return GateResult(ok=True)
         return GateResult(ok=False, error_code=ErrorCode.PLAN_TAMPERED.value, error_message=problem)
@@ -196,6 +208,14 @@ class ReplayPorts:
         owner = self._owner(position if isinstance(position, int) else 0)
         spec = ToolCall.model_validate({**raw, "run_id": owner.run_id})
         return prepare_tool(spec, self.settings).answer(self._serve)
+
+    def cancelled(self, run_id: str, at: str) -> JsonObject | None:
+        # Answered from what the live run recorded: the boundary it stopped at.
+        with self.db.engine.connect() as conn:
+            found = cancels.get(conn, run_id)
+        if found is None or found.observed_at != at:
+            return None
+        return found.answer()
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
         with self.db.engine.connect() as conn:
@@ -239,6 +259,38 @@ def _lineage(db: Database, run_id: str) -> list[Lineage]:
     return chain
 
 
+def _run_flow(
+    db: Database, settings: WorkerSettings, chain: list[Lineage]
+) -> tuple[ReplayPorts, list[ReplayDivergence]]:
+    run = chain[0]
+    with db.engine.connect() as conn:
+        request = intents.request_for_run(conn, run.run_id)
+    if request is None:
+        raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {run.run_id!r} has no intent")
+    job = IntentJob(run_id=run.run_id, intent_id=run.intent_id, request=request)
+    ports = ReplayPorts(db, settings, chain)
+    divergences: list[ReplayDivergence] = []
+    try:
+        run_intent(job, run.run_id, ports)
+    except DivergedError as stop:
+        divergences.append(stop.divergence)
+    return ports, divergences
+
+
+def trace_so_far(db: Database, settings: WorkerSettings, run_id: str) -> str | None:
+    """The trace digest the flow reaches over what the run recorded, finished or not.
+
+    For a run whose workflow was cancelled through DBOS and so never ran its
+    own finish: the sweep records this, and a later replay must reach it
+    again. None when the recorded rows do not replay.
+    """
+    chain = _lineage(db, run_id)
+    if not chain:
+        return None
+    ports, divergences = _run_flow(db, settings, chain)
+    return None if divergences else ports.trace_digest
+
+
 def replay_run(db: Database, settings: WorkerSettings, run_id: str) -> ReplayReport:
     """Replay one finished run from its ledger; never calls out, never writes."""
     chain = _lineage(db, run_id)
@@ -251,17 +303,7 @@ def replay_run(db: Database, settings: WorkerSettings, run_id: str) -> ReplayRep
             f"run {run_id!r} is {run.status.value}; only a finished run can be replayed",
             {"status": run.status.value},
         )
-    with db.engine.connect() as conn:
-        request = intents.request_for_run(conn, run_id)
-    if request is None:
-        raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {run_id!r} has no intent")
-    job = IntentJob(run_id=run_id, intent_id=run.intent_id, request=request)
-    ports = ReplayPorts(db, settings, chain)
-    divergences: list[ReplayDivergence] = []
-    try:
-        run_intent(job, run_id, ports)
-    except DivergedError as stop:
-        divergences.append(stop.divergence)
+    ports, divergences = _run_flow(db, settings, chain)
     replayed = ports.trace_digest if not divergences else None
     if not divergences and replayed != run.trace_digest:
         divergences.append(

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pydantic import ValidationError
-
 from contracts import (
     Connector,
     DriverKind,
@@ -24,18 +22,22 @@ from contracts import (
     digest_of,
 )
 from contracts._base import Closed
+from contracts.execution import ExecutionEnvelope
 from contracts.recipe import Recipe
+from ledger import calls
 from policies import catalog
 from policies.templates import compile_template
 from worker._calls import Call, Performed, call_step, refusal, through_ledger
 from worker._runtime import runtime
+from worker.coordinator.envelopes import build_envelope
+from worker.coordinator.executor import check, deliver, performed_of
 from worker.handlers import opencode as opencode_handler
-from worker.handlers._base import HandlerContext, HandlerResult
+from worker.handlers._base import HandlerResult
 from worker.handlers.registry import HANDLERS
 from worker.providers.openai_compat import (
     ModelSettings,
     PlannerInput,
-    plan_with_model,
+    plan_and_usage,
     request_body,
 )
 from worker.providers.opencode import CompileTurn, compile_request
@@ -69,6 +71,10 @@ class PlannerCall(Closed):
     profile: PolicyProfile
     tool_pool: ToolPool
     seed: int | None = None  # drawn from the run's seed; sent to model planners
+    # A repair call (see policies/repair.py): its ledger step id, and what the
+    # planner is told; None for the first compile.
+    call_id: str = COMPILE_STEP_ID
+    repair: JsonObject | None = None
 
 
 class ToolCall(Closed):
@@ -100,15 +106,16 @@ def _settled(result: HandlerResult | None) -> Performed | None:
 
 
 def _compile(
-    run_id: str,
+    spec: PlannerCall,
     planner: str,
     request: JsonObject,
     reconcile: Callable[[str], Performed | None] | None = None,
 ) -> Call:
-    """The planner call of a run: one per run, and both planners de-duplicate on its key."""
+    """A planner call of a run: the compile, or a repair; both planners de-duplicate
+    on its key."""
     return Call(
-        run_id=run_id,
-        step_id=COMPILE_STEP_ID,
+        run_id=spec.run_id,
+        step_id=spec.call_id,
         attempt=1,
         kind="provider",
         target=planner,
@@ -143,13 +150,35 @@ def _planner_input(spec: PlannerCall, recipe: Recipe) -> PlannerInput:
         instruction=spec.profile.planner_instruction,
         max_tokens=spec.profile.max_planner_tokens,
         seed=spec.seed,
+        repair=spec.repair,
     )
+
+
+def _unanswered(spec: PlannerCall, exc: GatehouseError) -> Prepared:
+    """A planner call refused before anything could be called: nothing to ledger."""
+    response = refusal(exc).response([])
+    refused: JsonObject = {
+        "op_key": None,
+        "step_id": spec.call_id,
+        "attempt": 1,
+        "from_ledger": False,
+        "request_digest": None,
+        "response_digest": digest_of(response),
+        **response,
+    }
+    return Prepared(None, refused=refused)
 
 
 def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
     loaded = catalog.recipe(spec.recipe_id)
     recipe = loaded.model
     if recipe.planner == "template":
+        if spec.repair is not None:
+            fixed = GatehouseError(
+                ErrorCode.PLANNER_FAILED,
+                f"recipe {recipe.recipe_id!r} compiles a fixed template; it cannot repair a plan",
+            )
+            return _unanswered(spec, fixed)
         request: JsonObject = {
             "planner": "recipe",
             "recipe_id": recipe.recipe_id,
@@ -166,13 +195,13 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
                 return refusal(exc)
             return Performed(ok=True, output={"plan": plan})
 
-        return Prepared(_compile(spec.run_id, "recipe", request), perform_template)
+        return Prepared(_compile(spec, "recipe", request), perform_template)
 
     if recipe.planner == "opencode":
         turn = CompileTurn(
             settings,
             spec.run_id,
-            COMPILE_STEP_ID,
+            spec.call_id,
             compile_request(_planner_input(spec, recipe)),
             spec.profile.opencode,
         )
@@ -186,7 +215,7 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
         def reconcile_opencode(key: str) -> Performed | None:
             return _settled(turn.reconcile(key))
 
-        call = _compile(spec.run_id, "opencode", turn.request, reconcile_opencode)
+        call = _compile(spec, "opencode", turn.request, reconcile_opencode)
         return Prepared(call, perform_opencode)
 
     if settings.model_base_url is None:
@@ -194,17 +223,7 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
             ErrorCode.PLANNER_UNAVAILABLE,
             f"recipe {recipe.recipe_id!r} needs a model planner; set GATEHOUSE_MODEL_BASE_URL",
         )
-        response = refusal(unavailable).response([])
-        refused: JsonObject = {
-            "op_key": None,
-            "step_id": COMPILE_STEP_ID,
-            "attempt": 1,
-            "from_ledger": False,
-            "request_digest": None,
-            "response_digest": digest_of(response),
-            **response,
-        }
-        return Prepared(None, refused=refused)
+        return _unanswered(spec, unavailable)
     model = ModelSettings(
         base_url=settings.model_base_url, model=settings.model_name, api_key=settings.model_api_key
     )
@@ -213,12 +232,14 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
 
     def perform_model(key: str) -> Performed:
         try:
-            return Performed(ok=True, output={"plan": plan_with_model(model, planner_input, key)})
+            plan, usage = plan_and_usage(model, planner_input, key)
         except GatehouseError as exc:
             return refusal(exc)
+        # The usage is recorded with the plan: the run's budgets count it from the ledger.
+        return Performed(ok=True, output={"plan": plan, "usage": usage})
 
     request = {"planner": "openai_compat", "body": body}
-    return Prepared(_compile(spec.run_id, "openai_compat", request), perform_model)
+    return Prepared(_compile(spec, "openai_compat", request), perform_model)
 
 
 @call_step("gatehouse.planner_call")
@@ -229,54 +250,31 @@ def planner_call(raw: JsonObject) -> JsonObject:
 
 
 def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
-    request: JsonObject = {
-        "driver_kind": spec.driver_kind.value,
-        "connector_id": spec.connector.connector_id,
-        "input": spec.input,
-    }
-    opencode = spec.driver_kind is DriverKind.OPENCODE
-    if opencode:  # what shapes the turn is part of what was asked
-        policy = spec.executor_policy or OpencodePolicy()
-        request["executor_policy"] = policy.model_dump(mode="json")
-        request["narrowed"] = spec.narrowed
+    """The call of one attempt of one plan step: its envelope is the ledger's request."""
+    key = calls.op_key(spec.run_id, spec.step_id, spec.attempt)
+    envelope = build_envelope(
+        run_id=spec.run_id,
+        step_id=spec.step_id,
+        op_key=key,
+        attempt=spec.attempt,
+        connector=spec.connector,
+        arguments=spec.input,
+        executor_policy=spec.executor_policy,
+        narrowed=spec.narrowed,
+    )
 
-    def context(key: str) -> HandlerContext:
+    def delivered() -> ExecutionEnvelope:
         workspace = settings.workspace_root / spec.run_id
         workspace.mkdir(parents=True, exist_ok=True)
-        return HandlerContext(
-            op_key=key,
-            run_id=spec.run_id,
-            step_id=spec.step_id,
-            workspace=workspace,
-            connector=spec.connector,
-            executor_policy=spec.executor_policy,
-            narrowed=spec.narrowed,
-        )
+        return envelope.bound(workspace)
 
-    def reconcile(key: str) -> Performed | None:
-        return _settled(opencode_handler.reconcile_turn(context(key), spec.input))
+    def reconcile(_key: str) -> Performed | None:
+        settled = opencode_handler.reconcile_turn(delivered())
+        return None if settled is None else performed_of(check(delivered(), settled))
 
-    def perform(key: str) -> Performed:
-        handler = HANDLERS.get(spec.driver_kind)
-        if handler is None:
-            return refusal(
-                GatehouseError(
-                    ErrorCode.DRIVER_NOT_ALLOWED,
-                    f"this build has no handler for driver {spec.driver_kind.value!r}",
-                )
-            )
-        try:
-            result = handler(context(key), spec.input)
-        except GatehouseError as exc:  # the handler refused to act
-            return refusal(exc)
-        except (OSError, ValueError, ValidationError) as exc:
-            return Performed(
-                ok=False,
-                output={"exception": type(exc).__name__},
-                error_code=ErrorCode.HANDLER_FAILED,
-                error_message=str(exc)[:500],
-            )
-        return _performed(result)
+    def perform(_key: str) -> Performed:
+        handlers = runtime().handlers or HANDLERS
+        return performed_of(deliver(delivered(), handlers))
 
     return Prepared(
         Call(
@@ -285,9 +283,9 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
             attempt=spec.attempt,
             kind="tool",
             target=spec.driver_kind.value,
-            request=request,
+            request=envelope.model_dump(mode="json"),
             idempotent=_idempotent(spec.connector),
-            reconcile=reconcile if opencode else None,
+            reconcile=reconcile if spec.driver_kind is DriverKind.OPENCODE else None,
         ),
         perform,
     )

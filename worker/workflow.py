@@ -20,19 +20,22 @@ from contracts import (
     JsonObject,
     Mode,
     PolicyProfile,
+    RunStatus,
     ToolPool,
 )
+from worker import cancel as _cancel
+from worker import explain as _explain  # registers the explain workflow with DBOS
+from worker import records as rec
 from worker import replay as _replay  # registers the replay workflow with DBOS
-from worker import steps_records as rec
 from worker._crash import RUN, maybe_crash
 from worker._flow import run_intent
 from worker._runtime import runtime
+from worker.records import BeginResult, GateResult, RunEnd, StepRecord
 from worker.steps_calls import planner_call, tool_call
-from worker.steps_records import BeginResult, GateResult, RunEnd, StepRecord
 
 __all__ = ["LivePorts", "intent_workflow"]
 
-_ = _replay
+_ = (_explain, _replay)
 
 # How long one wait for an operator's resolution lasts before the row is re-read.
 _RESOLUTION_RECHECK_S = 60.0
@@ -48,9 +51,20 @@ class LivePorts:
         return planner_call(raw)
 
     def gate_and_card(
-        self, run_id: str, raw_plan: JsonObject, profile: PolicyProfile, pool: ToolPool, mode: Mode
+        self,
+        run_id: str,
+        raw_plan: JsonObject,
+        profile: PolicyProfile,
+        pool: ToolPool,
+        mode: Mode,
+        *,
+        revise: JsonObject | None = None,
+        repaired: bool = False,
+        budgets: JsonObject | None = None,
     ) -> GateResult:
-        return rec.gate_and_card(run_id, raw_plan, profile, pool, mode)
+        return rec.gate_and_card(
+            run_id, raw_plan, profile, pool, mode, revise=revise, repaired=repaired, budgets=budgets
+        )
 
     def await_decision(
         self, run_id: str, plan_digest: str, profile: PolicyProfile
@@ -66,6 +80,8 @@ class LivePorts:
             chunk = min(profile.approval.recheck_s, profile.approval.timeout_s - waited)
             if DBOS.recv(APPROVAL_TOPIC, timeout_seconds=chunk) is None:
                 waited += chunk
+            elif _cancel.check(run_id, _cancel.APPROVAL) is not None:
+                return None  # woken by a cancel: the flow ends the run next
             decided = rec.read_decision(run_id, plan_digest)
         decision, decided_by = decided
         rec.record_decision(run_id, plan_digest, decision, decided_by)
@@ -77,6 +93,9 @@ class LivePorts:
 
     def tool_call(self, raw: JsonObject) -> JsonObject:
         return tool_call(raw)
+
+    def cancelled(self, run_id: str, at: str) -> JsonObject | None:
+        return _cancel.check(run_id, at)
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
         rec.needs_operator(run_id, op_key, step_id)
@@ -95,6 +114,8 @@ class LivePorts:
 
     def finish(self, end: RunEnd) -> None:
         rec.finish_run(end)
+        if end.status is RunStatus.CANCELLED:
+            _cancel.end_workflow()  # after the run's row is terminal: DBOS agrees
 
 
 @DBOS.workflow(name=INTENT_WORKFLOW)

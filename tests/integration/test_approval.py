@@ -107,11 +107,19 @@ def test_reject_runs_nothing(stack: Stack) -> None:
     )
     assert summary["result_status"] == "cancelled"
 
-    # a finished run takes no further decision, in either direction
-    for verb in ("approve", "reject"):
-        late = decide(stack, verb, run_id, digest)
-        assert late.status_code == 409, late.text
-        assert error_code(late) == "run_not_awaiting_approval"
+    # after the run ended its plan keeps its answer: a repeat is a repeat, the
+    # opposite is already_decided, and nothing new is written
+    late = decide(stack, "reject", run_id, digest)
+    assert late.status_code == 200, late.text
+    assert late.json()["recorded"] is False
+    late = decide(stack, "approve", run_id, digest)
+    assert late.status_code == 409, late.text
+    assert error_code(late) == "already_decided"
+    # a digest nobody decided on is refused: the run takes no decision any more
+    other = "0" * 64 if digest != "0" * 64 else "1" * 64
+    late = decide(stack, "approve", run_id, other)
+    assert late.status_code == 409, late.text
+    assert error_code(late) == "run_not_awaiting_approval"
     assert approvals(stack, run_id) == [(digest, "rejected", "ann")]
 
 

@@ -90,10 +90,13 @@ def test_model_planner_in_runs(model_stack: tuple[Stack, ScriptedModel]) -> None
     fmt = body["response_format"]
     assert isinstance(fmt, dict) and fmt["type"] == "json_schema"
 
-    # 2: the model claims to have executed something: refused at the gate
+    # 2: the model claims to have executed something: one repair call (which the model
+    # fails), then refused at the gate
     run_id = _submit(stack)
     done = stack.wait(run_id, {"failed", "waiting_approval"})
     assert done["status"] == "failed" and done["error_code"] == "plan_contains_results"
+    steps = [c["step_id"] for c in stack.client.get(f"/runs/{run_id}/ledger").json()["calls"]]
+    assert steps == ["@compile", "@repair"]
     episodes = stack.client.get(f"/runs/{run_id}/episodes").json()["episodes"]
     assert "security_event/plan_contains_results" in [e["episode_type"] for e in episodes]
     ends = [e for e in episodes if e["episode_type"] == "execution/run_summary"]
@@ -105,4 +108,4 @@ def test_model_planner_in_runs(model_stack: tuple[Stack, ScriptedModel]) -> None
     assert done["status"] == "failed" and done["error_code"] == "planner_failed"
     kinds = [c["kind"] for c in stack.client.get(f"/runs/{run_id}/ledger").json()["calls"]]
     assert kinds == ["provider"]
-    assert len(model.requests) == 3  # one request per compile, none repeated
+    assert len(model.requests) == 4  # one request per compile or repair, none repeated

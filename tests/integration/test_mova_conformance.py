@@ -12,6 +12,9 @@ upstream's episode core and as a whole against upstream's security branch
 with ``additionalProperties: false`` relaxed to also allow the core's
 fields; see ``tests/support/mova.py``. Core episodes are checked against
 upstream's episode core as they are, nothing dropped.
+
+This module's worker has the scripted model, so a finished run can be
+explained and its ``execution/explain`` episodes checked too.
 """
 
 from __future__ import annotations
@@ -25,9 +28,30 @@ import pytest
 
 from shim._fixture import InventoryService
 from tests.support.mova import Upstream, is_security, load_upstream, vendor_errors
-from tests.support.stack import Stack
+from tests.support.scripted_model import ScriptedModel
+from tests.support.stack import Stack, running_stack
 
 STEPS = ["announce", "fetch", "checksum", "size", "report"]
+REPORT = {
+    "headline": "Inventory checked",
+    "summary": "Five steps ran after bob approved the plan; all succeeded.",
+    "steps": [{"step_id": step, "note": "succeeded"} for step in STEPS],
+    "concerns": [],
+}
+
+
+@pytest.fixture(scope="module")
+def stack(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The shared stack, with the scripted model as the worker's model (for explain)."""
+    with (
+        ScriptedModel([{"content": REPORT}]) as model,
+        running_stack(
+            backend,
+            tmp_path_factory.mktemp(f"mova-{backend}"),
+            {"GATEHOUSE_MODEL_BASE_URL": model.base_url, "GATEHOUSE_MODEL_NAME": "scripted"},
+        ) as built,
+    ):
+        yield built
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +144,22 @@ def test_every_episode_of_a_rejected_run_conforms(
     rows = _episodes(stack, run_id)
     types = {row["episode_type"] for row in rows}
     assert {"plan/agent_plan", "execution/approval"} <= types, types
+    _check_all(upstream, [row["body"] for row in rows])
+
+
+def test_every_episode_of_an_explained_run_conforms(
+    upstream: Upstream, stack: Stack, inventory: InventoryService
+) -> None:
+    run_id, digest = _waiting_run(stack, inventory)
+    r = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest, "decided_by": "bob"})
+    assert r.status_code == 200, r.text
+    assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
+    r = stack.client.get(f"/runs/{run_id}/explain")
+    assert r.status_code == 200, r.text
+    rows = _episodes(stack, run_id)
+    explains = [row for row in rows if row["episode_type"] == "execution/explain"]
+    assert [row["result_status"] for row in explains] == ["completed"]
+    assert explains[0]["step_id"] == "@explain"
     _check_all(upstream, [row["body"] for row in rows])
 
 

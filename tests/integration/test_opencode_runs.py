@@ -15,10 +15,8 @@ import pytest
 
 from contracts import Plan, digest_of
 from tests.conftest import require_backend
-from tests.support.opencode import require_opencode
-from tests.support.stack import BACKENDS, Stack, running_stack
-from worker.opencode.supervisor import stop_running_server
-from worker.scripted_model import ScriptedModel, load_script
+from tests.support.opencode import opencode_stack, require_opencode
+from tests.support.stack import BACKENDS, Stack
 
 NOTE = b"written by opencode\n"
 SCRIPT: dict[str, Any] = {
@@ -66,23 +64,8 @@ def oc_stack(
 ) -> Iterator[Stack]:
     require_backend(request.param)
     require_opencode()
-    tmp = tmp_path_factory.mktemp("oc")
-    with (
-        ScriptedModel(load_script(SCRIPT)) as model,
-        running_stack(
-            request.param,
-            tmp,
-            {
-                "GATEHOUSE_OPENCODE_MODEL_URL": model.base_url,
-                "GATEHOUSE_OPENCODE_MODEL": "scripted",
-                "GATEHOUSE_OPENCODE_STATE": str(tmp / "opencode"),
-            },
-        ) as stack,
-    ):
-        try:
-            yield stack
-        finally:
-            stop_running_server()
+    with opencode_stack(request.param, tmp_path_factory.mktemp("oc"), SCRIPT) as stack:
+        yield stack
 
 
 def test_an_opencode_step_edits_through_the_ledger(oc_stack: Stack) -> None:
@@ -108,6 +91,9 @@ def test_an_opencode_step_edits_through_the_ledger(oc_stack: Stack) -> None:
     digest_hex = hashlib.sha256(NOTE).hexdigest()
     assert write["output"]["files"] == [{"path": "note.txt", "before": None, "after": digest_hex}]
     assert digest_hex in check["output"]["stdout"]  # the next step sees the real file
+    usage = write["output"]["usage"]  # what the budgets count: OpenCode's reported tokens
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] >= 0, usage
+    assert done["budgets"]["used"]["model_turns"] == 1 and done["budgets"]["used"]["steps"] == 2
     calls = stack.client.get(f"/runs/{run_id}/ledger").json()["calls"]
     assert [(c["step_id"], c["target"], c["status"]) for c in calls] == [
         ("write", "opencode", "completed"),

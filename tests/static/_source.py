@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PRODUCT_PACKAGES = ("contracts", "shim", "worker", "ledger", "policies")
+PRODUCT_PACKAGES = ("contracts", "shim", "worker", "ledger", "policies", "opa_format")
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
     contracts  nothing of ours          vendor  nothing
     policies   contracts                ledger  contracts
-    shim       contracts, ledger, policies (NEVER worker)
-    worker     contracts, ledger, policies (never shim)
+    shim       contracts, ledger, policies, opa_format (NEVER worker)
+    worker     contracts, ledger, policies, opa_format (never shim)
+    opa_format contracts (the archive format is pure: no database, no DBOS)
 
 Every ``import`` statement counts, wherever it is: module level, inside a
 function (a lazy import), under ``if TYPE_CHECKING:``. Relative imports
@@ -24,11 +25,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "vendor": frozenset(),
     "policies": frozenset({"contracts"}),
     "ledger": frozenset({"contracts"}),
-    "shim": frozenset({"contracts", "ledger", "policies"}),
-    "worker": frozenset({"contracts", "ledger", "policies"}),
+    "shim": frozenset({"contracts", "ledger", "policies", "opa_format"}),
+    "worker": frozenset({"contracts", "ledger", "policies", "opa_format"}),
+    "opa_format": frozenset({"contracts"}),
 }
 OURS = frozenset(ALLOWED)
-CHECKED = ("contracts", "shim", "worker", "ledger", "policies", "vendor")
+CHECKED = ("contracts", "shim", "worker", "ledger", "policies", "vendor", "opa_format")
 
 
 def imported_modules(source: Source) -> list[tuple[int, str]]:
@@ -142,6 +144,11 @@ def test_self_check_catches_lazy_and_type_checking_imports() -> None:
         ("shim/x.py", "import vendor\n", True),
         ("vendor/x.py", "import contracts\n", True),
         ("worker/handlers/x.py", "from ..handlers import noop\n", False),
+        ("opa_format/x.py", "from contracts import ErrorCode\n", False),
+        ("opa_format/x.py", "from ledger import calls\n", True),
+        ("opa_format/x.py", "import worker.app\n", True),
+        ("shim/x.py", "from opa_format import read_archive\n", False),
+        ("worker/x.py", "from opa_format import extract\n", False),
     ],
 )
 def test_self_check_cases(rel: str, text: str, bad: bool) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from contracts import GatehouseError
+from contracts import GatehouseError, JsonObject
+from tests.support.stack import Stack, running_stack
 from worker.opencode.pin import OpencodePin, read_pin
 from worker.scripted_model import ScriptedModel
 from worker.settings import WorkerSettings
@@ -38,3 +42,28 @@ def first_prompts(model: ScriptedModel, marker: str) -> int:
         if messages and messages[-1].get("role") == "user" and marker in str(messages[-1]):
             count += 1
     return count
+
+
+@contextmanager
+def opencode_stack(backend: str, tmp: Path, script: JsonObject) -> Iterator[Stack]:
+    """A running stack whose OpenCode talks to a scripted model playing ``script``;
+    the OpenCode server is stopped when the stack goes."""
+    from worker.opencode.supervisor import stop_running_server
+    from worker.scripted_model import load_script
+
+    with (
+        ScriptedModel(load_script(script)) as model,
+        running_stack(
+            backend,
+            tmp,
+            {
+                "GATEHOUSE_OPENCODE_MODEL_URL": model.base_url,
+                "GATEHOUSE_OPENCODE_MODEL": "scripted",
+                "GATEHOUSE_OPENCODE_STATE": str(tmp / "opencode"),
+            },
+        ) as stack,
+    ):
+        try:
+            yield stack
+        finally:
+            stop_running_server()

@@ -11,19 +11,22 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from contracts import Role
+from contracts import DriverKind, Role
 from shim._auth import add_token
 from shim.app import create_app
 from shim.settings import ShimSettings
+
+if TYPE_CHECKING:
+    from worker.handlers._base import Handler
 
 __all__ = [
     "BACKENDS",
@@ -152,7 +155,8 @@ def replay_everything(stack: Stack) -> None:
 
     stack.settle()
     finished = stack.sql(
-        "SELECT run_id FROM runs WHERE status IN ('succeeded', 'failed', 'rejected', 'planned')"
+        "SELECT run_id FROM runs WHERE status IN ('succeeded', 'failed', 'rejected', 'planned',"
+        " 'cancelled')"
     )
     db = open_database(stack.database_url)
     try:
@@ -230,9 +234,14 @@ def shim_client(database_url: str, people: People | None = None) -> Iterator[Act
 
 @contextmanager
 def running_stack(
-    backend: str, tmp: Path, worker_env: dict[str, str] | None = None
+    backend: str,
+    tmp: Path,
+    worker_env: dict[str, str] | None = None,
+    handlers: Mapping[DriverKind, Handler] | None = None,
 ) -> Iterator[Stack]:
-    """A worker in this process plus the shim behind a TestClient, on a fresh database."""
+    """A worker in this process plus the shim behind a TestClient, on a fresh database.
+
+    ``handlers`` replaces the static registry for this worker (test handlers)."""
     from dbos import DBOS
 
     from contracts import APPROVAL_TOPIC
@@ -249,7 +258,7 @@ def running_stack(
             **(worker_env or {}),
         }
     )
-    launch(settings)
+    launch(settings, handlers=handlers)
     try:
         with shim_client(url) as client:
             stack = Stack(

@@ -15,7 +15,7 @@ from shim.settings import ShimSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text("utf-8")
-PRODUCT = ("contracts", "shim", "worker", "ledger", "policies")
+PRODUCT = ("contracts", "shim", "worker", "ledger", "policies", "opa_format")
 
 
 def _table_rows(text: str, first_cell: str) -> list[list[str]]:

@@ -28,10 +28,12 @@ from contracts import (
     GatehouseError,
     Limits,
 )
+from worker.coordinator.envelopes import build_envelope
+from worker.coordinator.executor import Delivered, check
 from worker.handlers import http as http_handler
 from worker.handlers import noop
 from worker.handlers import restricted_shell as shell_handler
-from worker.handlers._base import Artifact, HandlerContext, HandlerResult
+from worker.handlers._base import Artifact, Handler
 
 OP_KEY = "a" * 64
 BIG = b"x" * 10_000
@@ -101,9 +103,28 @@ def server() -> Iterator[Fixture]:
         httpd.server_close()
 
 
+@dataclass(frozen=True)
+class _Ctx:
+    workspace: Path
+    connector: Connector
+
+
+def _run(handler: Handler, ctx: _Ctx, arguments: Any) -> Delivered:
+    """One envelope to the handler, its result held to the protocol as the coordinator does."""
+    envelope = build_envelope(
+        run_id="run-1",
+        step_id="step-1",
+        op_key=OP_KEY,
+        attempt=1,
+        connector=ctx.connector,
+        arguments=arguments,
+    ).bound(ctx.workspace)
+    return check(envelope, handler(envelope))
+
+
 def _ctx(
     ws: Path, dests: Any = (), cmds: Any = (), timeout_s: float = 2.0, cap: int = 10**6
-) -> HandlerContext:
+) -> _Ctx:
     connector = Connector(
         connector_id="c",
         driver_kind=DriverKind.RESTRICTED_SHELL if cmds else DriverKind.HTTP,
@@ -112,24 +133,24 @@ def _ctx(
         destinations=list(dests),
         commands=list(cmds),
     )
-    return HandlerContext(OP_KEY, "run-1", "step-1", ws, connector)
+    return _Ctx(ws, connector)
 
 
 def _local(port: int, allow_private: bool = True) -> Destination:
     return Destination(scheme="http", host="127.0.0.1", ports=[port], allow_private=allow_private)
 
 
-def _http(workspace: Path, server: Fixture, step: Any, **limits: Any) -> HandlerResult:
-    return http_handler.run(_ctx(workspace, [_local(server.port)], **limits), step)
+def _http(workspace: Path, server: Fixture, step: Any, **limits: Any) -> Delivered:
+    return _run(http_handler.run, _ctx(workspace, [_local(server.port)], **limits), step)
 
 
-def _assert_failed(result: HandlerResult, code: ErrorCode = ErrorCode.HANDLER_FAILED) -> None:
+def _assert_failed(result: Delivered, code: ErrorCode = ErrorCode.HANDLER_FAILED) -> None:
     assert result.ok is False
     assert result.error_code is code, result.error_message
 
 
 def test_noop_echoes_its_input(tmp_path: Path) -> None:
-    result = noop.run(_ctx(tmp_path, []), {"a": [1, "two"]})
+    result = _run(noop.run, _ctx(tmp_path, []), {"a": [1, "two"]})
     assert result.ok is True
     assert result.output == {"echo": {"a": [1, "two"]}}
     assert result.error_code is None
@@ -236,7 +257,7 @@ def test_http_connection_refused_is_upstream_unavailable(tmp_path: Path) -> None
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     ctx = _ctx(tmp_path, [_local(port)])
-    result = http_handler.run(ctx, {"url": f"http://127.0.0.1:{port}/"})
+    result = _run(http_handler.run, ctx, {"url": f"http://127.0.0.1:{port}/"})
     _assert_failed(result, ErrorCode.UPSTREAM_UNAVAILABLE)  # nothing sent: safe to retry
     assert "ConnectError" in (result.error_message or "")
 
@@ -252,7 +273,7 @@ def test_http_ignores_proxy_environment(
 def test_http_checks_resolved_addresses(tmp_path: Path, server: Fixture, host: str) -> None:
     ctx = _ctx(tmp_path, [Destination(scheme="http", host=host, ports=[server.port])])
     with pytest.raises(GatehouseError) as info:
-        http_handler.run(ctx, {"url": f"http://{host}:{server.port}/json"})
+        _run(http_handler.run, ctx, {"url": f"http://{host}:{server.port}/json"})
     assert info.value.code is ErrorCode.DESTINATION_NOT_ALLOWED
     assert info.value.details["address"] in {"127.0.0.1", "::1"}
     assert server.seen == []
@@ -271,14 +292,14 @@ BAD_HTTP += [{"url": U, "save_as": n} for n in (".hidden", "..", "../x", "a/b", 
 def test_http_invalid_input_is_a_failed_result(tmp_path: Path, step: Any) -> None:
     # Reserved headers, bad save_as names, NaN... are refused before any policy check or
     # network call: with no destinations, input that got past validation would raise instead.
-    _assert_failed(http_handler.run(_ctx(tmp_path, []), step))
+    _assert_failed(_run(http_handler.run, _ctx(tmp_path, []), step))
 
 
 def test_http_missing_limits_is_refused(tmp_path: Path) -> None:
     connector = Connector(connector_id="web", driver_kind=DriverKind.HTTP, description="t")
-    ctx = HandlerContext(OP_KEY, "run-1", "step-1", tmp_path, connector)
+    ctx = _Ctx(tmp_path, connector)
     with pytest.raises(GatehouseError) as info:
-        http_handler.run(ctx, {"url": "http://127.0.0.1/"})
+        _run(http_handler.run, ctx, {"url": "http://127.0.0.1/"})
     assert info.value.code is ErrorCode.LIMITS_MISSING
 
 
@@ -290,8 +311,8 @@ RULES = [CommandRule(name=name, path=f"/usr/bin/{name}") for name in SIMPLE] + [
 ]
 
 
-def _sh(workspace: Path, step: Any, timeout_s: float = 2.0, cap: int = 10**6) -> HandlerResult:
-    return shell_handler.run(_ctx(workspace, (), RULES, timeout_s, cap), step)
+def _sh(workspace: Path, step: Any, timeout_s: float = 2.0, cap: int = 10**6) -> Delivered:
+    return _run(shell_handler.run, _ctx(workspace, (), RULES, timeout_s, cap), step)
 
 
 def test_shell_echo(tmp_path: Path) -> None:

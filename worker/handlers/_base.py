@@ -1,45 +1,48 @@
-"""What every handler takes and returns.
+"""What every handler takes and returns: an envelope in, a result out.
 
-A handler performs one tool call for one plan step. It is only ever called
-through the ledger (``worker/_calls.py``), after the policy gate allowed the
-step, with the step's resolved input. Expected failures (a non-zero exit, an
-HTTP 500, a timeout) are *results* (``ok=False`` with a code), never
-exceptions: the result is recorded in the ledger like any other. A handler
-raises ``GatehouseError`` only when it refuses to act (a policy check failed
-at execution time).
+A handler performs one tool call for one plan step. Only the coordinator
+calls it (``worker/coordinator/executor.py``), through the ledger, after the
+policy gate allowed the step. It gets an ``ExecutionEnvelope`` (the step's
+resolved arguments, the connector, the op_key; bound to the run's own
+workspace) and nothing else, and answers with an ``ExecutionResult``.
+Expected failures (a non-zero exit, an HTTP 500, a timeout) are *results*,
+never exceptions: the result is recorded in the ledger like any other. A
+handler raises ``GatehouseError`` only when it refuses to act (a policy check
+failed at execution time); anything else it raises is a panic, which the
+coordinator turns into an ``error`` result.
+
+Inside a handler, ``HandlerResult`` is the plain outcome of the tool;
+``answer`` expresses it as the envelope's result.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pydantic import ValidationError
 
-from contracts import Connector, ErrorCode, GatehouseError, JsonObject, Limits, OpencodePolicy
+from contracts import ErrorCode, GatehouseError, JsonObject, Limits
+from contracts.execution import (
+    ExecutionEnvelope,
+    ExecutionResult,
+    GatehouseResultExt,
+    ResultArtifact,
+    ResultError,
+    ResultExtensions,
+    ResultMetrics,
+    ResultStatus,
+)
 
 __all__ = [
     "Artifact",
     "Handler",
-    "HandlerContext",
     "HandlerResult",
+    "answer",
     "describe_invalid",
     "limits_of",
 ]
-
-
-@dataclass(frozen=True)
-class HandlerContext:
-    op_key: str  # sha256(run_id, step_id, attempt); sent to callees as the idempotency key
-    run_id: str
-    step_id: str
-    workspace: Path  # the run's own directory; exists; handlers never write outside it
-    connector: Connector  # from the tool pool; its limits are present (the gate checked)
-    # For executor sessions (opencode): the profile's executor policy, and whether
-    # this turn is the timeout ladder's narrowed re-prompt.
-    executor_policy: OpencodePolicy | None = None
-    narrowed: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,18 +61,56 @@ class HandlerResult:
     artifacts: tuple[Artifact, ...] = field(default_factory=tuple)
 
 
-Handler = Callable[[HandlerContext, JsonObject], HandlerResult]
+Handler = Callable[[ExecutionEnvelope], ExecutionResult]
+
+# Codes that mean the tool ran and said no (a soft ``failure``); every other
+# code means the executor could not get an answer from the tool (``error``).
+_TOOL_FAILURES = frozenset({ErrorCode.HANDLER_FAILED, ErrorCode.OUTPUT_INVALID})
 
 
-def limits_of(ctx: HandlerContext) -> Limits:
+def status_of(outcome: HandlerResult) -> ResultStatus:
+    if outcome.ok:
+        return "success"
+    return "failure" if outcome.error_code in _TOOL_FAILURES else "error"
+
+
+def answer(envelope: ExecutionEnvelope, outcome: HandlerResult) -> ExecutionResult:
+    """The envelope's result for what the tool did. Duration is the coordinator's to measure."""
+    error = None
+    if not outcome.ok:
+        code = outcome.error_code or ErrorCode.HANDLER_FAILED
+        error = ResultError(code=code.value, message=(outcome.error_message or code.value)[:4000])
+    return ExecutionResult(
+        envelope_id=envelope.id,
+        status=status_of(outcome),
+        output=outcome.output,
+        error=error,
+        metrics=ResultMetrics(duration_ms=0),
+        extensions=ResultExtensions(
+            gatehouse=GatehouseResultExt(
+                artifacts=[
+                    ResultArtifact(
+                        name=a.name,
+                        media_type=a.media_type,
+                        content_b64=base64.b64encode(a.content).decode("ascii"),
+                    )
+                    for a in outcome.artifacts
+                ]
+            )
+        ),
+    )
+
+
+def limits_of(envelope: ExecutionEnvelope) -> Limits:
     """The connector's limits; the gate guarantees them, this refuses if it did not."""
-    if ctx.connector.limits is None:
+    connector = envelope.gatehouse.connector
+    if connector.limits is None:
         raise GatehouseError(
             ErrorCode.LIMITS_MISSING,
             "the connector declares no limits",
-            {"connector_id": ctx.connector.connector_id},
+            {"connector_id": connector.connector_id},
         )
-    return ctx.connector.limits
+    return connector.limits
 
 
 def describe_invalid(exc: ValidationError) -> str:

@@ -46,11 +46,12 @@ from contracts import (
     canonical_json,
     sha256_hex,
 )
+from contracts.execution import ExecutionEnvelope, ExecutionResult
 from policies.destinations import address_allowed, match_destination
 from worker.handlers._base import (
     Artifact,
-    HandlerContext,
     HandlerResult,
+    answer,
     describe_invalid,
     limits_of,
 )
@@ -215,11 +216,16 @@ def _save(workspace: Path, name: str, body: bytes) -> None:
         handle.write(body)
 
 
-def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
-    """Send one request as the step input describes and record what came back."""
-    limits = limits_of(ctx)
+def run(envelope: ExecutionEnvelope) -> ExecutionResult:
+    """Send one request as the envelope's arguments describe and record what came back."""
+    return answer(envelope, _send(envelope))
+
+
+def _send(envelope: ExecutionEnvelope) -> HandlerResult:
+    limits = limits_of(envelope)
+    connector = envelope.gatehouse.connector
     try:
-        spec = _HttpInput.model_validate(step_input)
+        spec = _HttpInput.model_validate(envelope.arguments)
     except ValidationError as exc:
         return _failed(f"invalid http input: {describe_invalid(exc)}")
     problem = _header_problem(spec.headers)
@@ -235,15 +241,15 @@ def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
         except ValueError as exc:
             return _failed(f"the json body is not valid JSON: {exc}")
 
-    destination = match_destination(spec.url, ctx.connector)
+    destination = match_destination(spec.url, connector)
     pinned = _pin(spec.url, destination)
     if isinstance(pinned, str):
         return _failed(pinned)
 
     headers = httpx.Headers(spec.headers)
     headers["Host"] = pinned.host_header
-    if ctx.connector.idempotency == "key":
-        headers["Idempotency-Key"] = ctx.op_key
+    if connector.idempotency == "key":
+        headers["Idempotency-Key"] = envelope.gatehouse.op_key
     headers["Accept-Encoding"] = "identity"
     if content is not None and "content-type" not in headers:
         headers["Content-Type"] = "application/json"
@@ -310,7 +316,7 @@ def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
     )
     if spec.save_as is not None:
         try:
-            _save(ctx.workspace, spec.save_as, body)
+            _save(envelope.workspace, spec.save_as, body)
         except OSError as exc:
             return _failed(f"cannot save the body as {spec.save_as!r}: {exc}", output)
         output["saved_as"] = spec.save_as

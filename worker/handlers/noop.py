@@ -6,13 +6,12 @@ without touching the network or starting processes.
 
 from __future__ import annotations
 
-from contracts import JsonObject
-from worker.handlers._base import HandlerContext, HandlerResult
+from contracts.execution import ExecutionEnvelope, ExecutionResult
+from worker.handlers._base import HandlerResult, answer
 
 __all__ = ["run"]
 
 
-def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
-    """Return ``{"echo": step_input}``; never fails and never has side effects."""
-    del ctx  # part of the Handler signature; nothing here depends on it
-    return HandlerResult(ok=True, output={"echo": step_input})
+def run(envelope: ExecutionEnvelope) -> ExecutionResult:
+    """Echo the arguments: ``{"echo": arguments}``; never fails, never has side effects."""
+    return answer(envelope, HandlerResult(ok=True, output={"echo": envelope.arguments}))

@@ -3,7 +3,7 @@
 The step's input is ``{"prompt": str, "subgoals": [str, ...]?}``. The turn
 runs in the run's workspace under the profile's executor policy (permission
 answers, stall and turn limits); ``worker.opencode.turn`` does the watching.
-On the timeout ladder's second rung (``ctx.narrowed``) the prompt is cut down
+On the timeout ladder's second rung (``narrowed`` in the envelope) the prompt is cut down
 to its first sub-goal and the turn gets the policy's narrowed timeout.
 """
 
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from pydantic import Field, ValidationError
 
-from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
+from contracts import ErrorCode, GatehouseError, OpencodePolicy
 from contracts._base import Closed
+from contracts.execution import ExecutionEnvelope, ExecutionResult
 from worker._runtime import runtime
-from worker.handlers._base import HandlerContext, HandlerResult, describe_invalid, limits_of
+from worker.handlers._base import answer, describe_invalid, limits_of
 from worker.opencode.runner import narrow, server_of, turn_spec
 from worker.opencode.turn import TurnSpec, reconcile, run_turn
 
@@ -26,23 +27,24 @@ class OpencodeInput(Closed):
     subgoals: list[str] = Field(default_factory=list, max_length=20)
 
 
-def _spec(ctx: HandlerContext, step_input: JsonObject) -> TurnSpec:
+def _spec(envelope: ExecutionEnvelope) -> TurnSpec:
+    ext = envelope.gatehouse
     try:
-        parsed = OpencodeInput.model_validate(step_input)
+        parsed = OpencodeInput.model_validate(envelope.arguments)
     except ValidationError as exc:
         raise GatehouseError(
             ErrorCode.PLAN_INVALID, f"opencode step input: {describe_invalid(exc)}"
         ) from exc
-    limits = limits_of(ctx)
-    policy = ctx.executor_policy or OpencodePolicy()
+    limits = limits_of(envelope)
+    policy = ext.executor_policy or OpencodePolicy()
     prompt, timeout_s = parsed.prompt, min(limits.timeout_s, policy.turn_timeout_s)
-    if ctx.narrowed:
+    if ext.narrowed:
         prompt, timeout_s = narrow(parsed.prompt, parsed.subgoals), policy.narrowed_timeout_s
     return turn_spec(
         runtime().settings,
-        run_id=ctx.run_id,
-        step_id=ctx.step_id,
-        op_key=ctx.op_key,
+        run_id=envelope.context.session_id,
+        step_id=envelope.task_id,
+        op_key=ext.op_key,
         agent="build",
         prompt=prompt,
         schema=None,
@@ -52,15 +54,16 @@ def _spec(ctx: HandlerContext, step_input: JsonObject) -> TurnSpec:
     )
 
 
-def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
-    spec = _spec(ctx, step_input)
+def run(envelope: ExecutionEnvelope) -> ExecutionResult:
+    spec = _spec(envelope)
     server = server_of(runtime().settings)
     result = run_turn(server, spec)
-    if ctx.narrowed:
+    if envelope.gatehouse.narrowed:
         result.output["narrowed_prompt"] = spec.prompt
-    return result
+    return answer(envelope, result)
 
 
-def reconcile_turn(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult | None:
+def reconcile_turn(envelope: ExecutionEnvelope) -> ExecutionResult | None:
     """Settle a turn a crash cut off (see ``worker.opencode.turn.reconcile``)."""
-    return reconcile(server_of(runtime().settings), _spec(ctx, step_input))
+    settled = reconcile(server_of(runtime().settings), _spec(envelope))
+    return None if settled is None else answer(envelope, settled)

@@ -32,11 +32,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from contracts import ErrorCode, JsonObject, JsonValue, Limits, sha256_hex
+from contracts.execution import ExecutionEnvelope, ExecutionResult
 from policies.commands import check_argv
 from worker.handlers._base import (
     Artifact,
-    HandlerContext,
     HandlerResult,
+    answer,
     describe_invalid,
     limits_of,
 )
@@ -211,19 +212,23 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
-def run(ctx: HandlerContext, step_input: JsonObject) -> HandlerResult:
+def run(envelope: ExecutionEnvelope) -> ExecutionResult:
     """Run the step's argv under the connector's rule and limits; record the result."""
-    limits = limits_of(ctx)
+    return answer(envelope, _run(envelope))
+
+
+def _run(envelope: ExecutionEnvelope) -> HandlerResult:
+    limits = limits_of(envelope)
     try:
-        spec = _ShellInput.model_validate(step_input)
+        spec = _ShellInput.model_validate(envelope.arguments)
     except ValidationError as exc:
         return _failed(f"invalid restricted_shell input: {describe_invalid(exc)}")
     stdin = (spec.stdin or "").encode("utf-8")
     if len(stdin) > _MAX_STDIN_BYTES:
         return _failed(f"stdin is {len(stdin)} bytes; the limit is {_MAX_STDIN_BYTES}")
 
-    rule = check_argv(spec.argv, ctx.connector)
-    workspace = _prepare_workspace(ctx.workspace)
+    rule = check_argv(spec.argv, envelope.gatehouse.connector)
+    workspace = _prepare_workspace(envelope.workspace)
     if isinstance(workspace, str):
         return _failed(workspace)
 

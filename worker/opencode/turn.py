@@ -129,6 +129,28 @@ def _log_artifact(spec: TurnSpec, events: list[JsonObject]) -> Artifact:
     )
 
 
+def _count(value: JsonValue) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def usage_of(spec: TurnSpec, watch: Watch) -> JsonObject:
+    """The turn's usage as OpenCode reported it per assistant message (``tokens``:
+    input, output, reasoning, cache read/write), summed: what the run's budgets
+    count. Prompt tokens include the cache's; completion tokens the reasoning."""
+    prompt = completion = 0
+    for info in watch.replies.values():
+        tokens = info.get("tokens")
+        if not isinstance(tokens, dict):
+            continue
+        cache = tokens.get("cache")
+        cached = (
+            _count(cache.get("read")) + _count(cache.get("write")) if isinstance(cache, dict) else 0
+        )
+        prompt += _count(tokens.get("input")) + cached
+        completion += _count(tokens.get("output")) + _count(tokens.get("reasoning"))
+    return {"model": spec.model, "prompt_tokens": prompt, "completion_tokens": completion}
+
+
 def _base(spec: TurnSpec, server: OpencodeServer, session_id: str) -> JsonObject:
     return {
         "executor": "opencode",
@@ -247,7 +269,7 @@ def _run(server: OpencodeServer, client: OpencodeClient, spec: TurnSpec) -> Hand
         client.abort(session_id)
         _reject_leftovers(client, session_id, watch)
         out.update(_put_back(spec, client, session_id, watch.user_id, before))
-        out.update(activity=watch.activity, diagnostics=diagnostics)
+        out.update(activity=watch.activity, diagnostics=diagnostics, usage=usage_of(spec, watch))
         return HandlerResult(
             ok=False,
             output=out,
@@ -275,6 +297,7 @@ def _finish(
         files=list[JsonValue](workspace.changes(before, after)),
         workspace_before=before.digest,
         workspace_after=after.digest,
+        usage=usage_of(spec, watch),
     )
     if error is not None or watch.error is not None:
         out["error"] = cap(error if error is not None else watch.error)

@@ -4,7 +4,7 @@
 answers, tool calls, file edits with their digests, a child-session attempt,
 and the turn's own prompt and replies. ``watch_turn`` reads the stream until
 the session goes idle or the turn must be stopped (stall, deadline, child
-session, an ask left pending), and says which.
+session, an ask left pending, the run cancelled), and says which.
 """
 
 from __future__ import annotations
@@ -17,8 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, OpencodePolicy
+from ledger import cancels
 from worker._crash import maybe_crash
+from worker._runtime import runtime
 from worker.opencode import workspace
 from worker.opencode.ban import parent_of
 from worker.opencode.client import OpencodeClient
@@ -279,6 +283,21 @@ class Watch:
         )
 
 
+def _cancelled_by(run_id: str) -> str | None:
+    """Who cancelled the run, if someone has: read while the turn runs, so a cancel
+    stops a turn in flight instead of waiting for the step boundary after it."""
+    try:
+        db = runtime().db
+    except RuntimeError:
+        return None  # no worker runtime (the driver on its own): nothing to ask
+    try:
+        with db.engine.connect() as conn:
+            found = cancels.get(conn, run_id)
+    except SQLAlchemyError:
+        return None  # the database is away: the step boundary will see the cancel
+    return None if found is None else found.requested_by
+
+
 def watch_turn(
     client: OpencodeClient, feed: EventFeed, watch: Watch
 ) -> tuple[ErrorCode, str, float] | None:
@@ -325,6 +344,12 @@ def watch_turn(
                 watch.asked.pop(request, None)
         if now - last_status >= _STATUS_EVERY_S and watch.busy_seen:
             last_status = now
+            if (by := _cancelled_by(spec.run_id)) is not None:
+                return (
+                    ErrorCode.RUN_CANCELLED,
+                    f"the run was cancelled by {by} while the turn ran",
+                    now - last,
+                )
             status = client.statuses().get(watch.session_id)
             if status is None or (isinstance(status, dict) and status.get("type") == "idle"):
                 return None  # idle, and the event for it was missed

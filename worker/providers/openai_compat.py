@@ -13,12 +13,16 @@ Why it looks the way it does:
   output would be a second, divergent gate.
 * The client ignores proxy environment variables and never follows redirects,
   so the planner endpoint is exactly the configured one.
+* The explain skill (``worker/explain.py``) asks the same endpoint for a report
+  through ``explain_request_body`` / ``explain_with_model``: same transport,
+  its own error codes (``explain_unavailable``, ``explain_invalid``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -27,17 +31,23 @@ import httpx
 from contracts._errors import ErrorCode, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json
 from contracts._schemas import render_schema
+from contracts.explain import EXPLAIN_REPORT_SCHEMA_ID
 from contracts.plan import PLAN_SCHEMA_ID
 from contracts.recipe import Recipe
 from contracts.tool_pool import Connector, ToolPool
 
 __all__ = [
     "ANSWER_RULE",
+    "EXPLAIN_MAX_TOKENS",
     "MAX_RESPONSE_BYTES",
     "ModelSettings",
     "PlannerInput",
+    "explain_request_body",
+    "explain_with_model",
+    "plan_and_usage",
     "plan_with_model",
     "request_body",
+    "usage_from",
 ]
 
 # The last line of the system message: the model answers with a plan, never with
@@ -75,6 +85,9 @@ class PlannerInput:
     instruction: str  # guardrail text (channel model_instruction)
     max_tokens: int = 4096  # the profile's budget for one compile
     seed: int | None = None  # from the run's RANDOM_SEED: same seed, same request
+    # A repair (policies/repair.py): the refused or failing plan and why
+    # (channel model_instruction); None for the first compile.
+    repair: JsonObject | None = None
 
 
 def _describe_connector(connector: Connector) -> JsonObject:
@@ -122,7 +135,25 @@ def _user_message(planner_input: PlannerInput) -> str:
         parts.append(planner_input.recipe.model_prompt)
     parts.append(f"Objective: {planner_input.objective}")
     parts.append("Parameters (JSON): " + canonical_json(planner_input.parameters))
+    if planner_input.repair is not None:
+        parts.append(_repair_message(planner_input.repair))
     return "\n\n".join(parts)
+
+
+def _repair_message(repair: JsonObject) -> str:
+    """What a repair call adds to the request: the plan, and what is wrong with it."""
+    if repair.get("reason") == "step_failed":
+        ask = (
+            "Repair: a step of the approved plan below failed. Answer with the whole plan:"
+            " the steps listed as done, unchanged and first, then a new remainder that"
+            " reaches the objective another way."
+        )
+    else:
+        ask = (
+            "Repair: the plan below was refused for the problems listed. Answer with the"
+            " whole corrected plan."
+        )
+    return ask + "\nRepair context (JSON): " + canonical_json(repair)
 
 
 def planner_prompt(planner_input: PlannerInput) -> tuple[str, str]:
@@ -205,18 +236,23 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> t
         return response.status_code, b"".join(chunks)
 
 
-def _content_of(completion: object, status: int, raw: bytes) -> str:
-    """``choices[0].message.content``, or PLANNER_FAILED saying which part is missing."""
+def _content_of(
+    completion: object,
+    status: int,
+    raw: bytes,
+    fail: Callable[[str, JsonObject], GatehouseError] = _fail,
+) -> str:
+    """``choices[0].message.content``, or ``fail`` (PLANNER_FAILED) saying which part is missing."""
     details: JsonObject = {"status": status, "body_excerpt": _excerpt(raw)}
     if not isinstance(completion, dict):
-        raise _fail("the planner's response is not a JSON object", details)
+        raise fail("the planner's response is not a JSON object", details)
     choices = completion.get("choices")
     if not isinstance(choices, list) or not choices:
-        raise _fail("the planner's response has no choices", details)
+        raise fail("the planner's response has no choices", details)
     first = choices[0]
     message = first.get("message") if isinstance(first, dict) else None
     if not isinstance(message, dict):
-        raise _fail("the planner's first choice has no message", details)
+        raise fail("the planner's first choice has no message", details)
     content = message.get("content")
     if not isinstance(content, str) or not content.strip():
         refusal = message.get("refusal")
@@ -225,21 +261,53 @@ def _content_of(completion: object, status: int, raw: bytes) -> str:
         finish_reason = first.get("finish_reason")
         if isinstance(finish_reason, str):
             details["finish_reason"] = finish_reason
-        raise _fail("the planner's message has no text content", details)
+        raise fail("the planner's message has no text content", details)
     return content
+
+
+def usage_from(completion: object, model: str) -> JsonObject:
+    """The usage a completion reports, as the budgets count it: ``{model,
+    prompt_tokens, completion_tokens}`` (zeros when the provider reported none)."""
+    usage = completion.get("usage") if isinstance(completion, dict) else None
+    reported = completion.get("model") if isinstance(completion, dict) else None
+
+    def count(name: str) -> int:
+        value = usage.get(name) if isinstance(usage, dict) else None
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return value if ok and isinstance(value, int) else 0
+
+    return {
+        "model": reported if isinstance(reported, str) and reported else model,
+        "prompt_tokens": count("prompt_tokens"),
+        "completion_tokens": count("completion_tokens"),
+    }
 
 
 def plan_with_model(
     settings: ModelSettings, planner_input: PlannerInput, idempotency_key: str
 ) -> JsonObject:
-    """Ask the model for a plan and return it as a JSON object, unvalidated.
+    """Ask the model for a plan and return it as a JSON object, unvalidated."""
+    return plan_and_usage(settings, planner_input, idempotency_key)[0]
 
-    The Idempotency-Key lets a compliant endpoint answer a retried call (after a
-    worker crash) with its first answer. Every failure raises PLANNER_FAILED,
-    which is retryable: models and their gateways fail transiently.
-    """
+
+ErrorFactory = Callable[[str, JsonObject], GatehouseError]
+
+
+def _chat(
+    settings: ModelSettings,
+    body: bytes,
+    idempotency_key: str,
+    who: str,
+    *,
+    unavailable: ErrorFactory,
+    invalid: ErrorFactory,
+) -> tuple[object, int, bytes]:
+    """POST one chat completion; (the parsed completion, HTTP status, raw body).
+
+    ``unavailable`` words what says the model was not there (a timeout, no
+    connection, an HTTP error), ``invalid`` what it answered that is no answer
+    (too large, not JSON); ``who`` names the model in messages."""
     url = settings.base_url.rstrip("/") + "/chat/completions"
-    body = canonical_json(request_body(settings, planner_input)).encode("utf-8")
     headers = {
         "Content-Type": "application/json",
         "Accept": "application/json",
@@ -247,38 +315,43 @@ def plan_with_model(
     }
     if settings.api_key:
         headers["Authorization"] = f"Bearer {settings.api_key}"
-
     try:
         status, raw = _post(url, body, headers, settings.timeout_s)
     except httpx.TimeoutException as exc:
-        raise _fail(
-            f"the planner did not answer within {settings.timeout_s}s",
+        raise unavailable(
+            f"the {who} did not answer within {settings.timeout_s}s",
             {"error": type(exc).__name__, "timeout_s": settings.timeout_s},
         ) from exc
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise _fail(
-            "the planner could not be reached",
+        raise unavailable(
+            f"the {who} could not be reached",
             {"error": type(exc).__name__, "reason": _excerpt(str(exc))},
         ) from exc
-
+    details: JsonObject = {"status": status, "body_excerpt": _excerpt(raw)}
     if len(raw) > MAX_RESPONSE_BYTES:
-        raise _fail(
-            f"the planner's response exceeds {MAX_RESPONSE_BYTES} bytes",
-            {"status": status, "body_excerpt": _excerpt(raw)},
-        )
+        raise invalid(f"the {who}'s response exceeds {MAX_RESPONSE_BYTES} bytes", details)
     if not 200 <= status < 300:
-        raise _fail(
-            f"the planner answered HTTP {status}",
-            {"status": status, "body_excerpt": _excerpt(raw)},
-        )
+        raise unavailable(f"the {who} answered HTTP {status}", details)
     try:
         completion = _loads(raw)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise _fail(
-            "the planner's response is not JSON",
-            {"status": status, "body_excerpt": _excerpt(raw)},
-        ) from exc
+        raise invalid(f"the {who}'s response is not JSON", details) from exc
+    return completion, status, raw
 
+
+def plan_and_usage(
+    settings: ModelSettings, planner_input: PlannerInput, idempotency_key: str
+) -> tuple[JsonObject, JsonObject]:
+    """Ask the model for a plan: (the plan as a JSON object, unvalidated; its usage).
+
+    The Idempotency-Key lets a compliant endpoint answer a retried call (after a
+    worker crash) with its first answer. Every failure raises PLANNER_FAILED,
+    which is retryable: models and their gateways fail transiently.
+    """
+    body = canonical_json(request_body(settings, planner_input)).encode("utf-8")
+    completion, status, raw = _chat(
+        settings, body, idempotency_key, "planner", unavailable=_fail, invalid=_fail
+    )
     content = _content_of(completion, status, raw)
     details: JsonObject = {"status": status, "content_excerpt": _excerpt(content)}
     try:
@@ -287,4 +360,74 @@ def plan_with_model(
         raise _fail("the planner's content is not JSON", details) from exc
     if not isinstance(plan, dict):
         raise _fail("the planner's content is not a JSON object", details)
-    return plan
+    return plan, usage_from(completion, settings.model)
+
+
+# ---------------------------------------------------------------- the explain skill
+
+# A report is a few paragraphs; the budget of one explain turn.
+EXPLAIN_MAX_TOKENS = 1024
+
+
+def explain_request_body(
+    settings: ModelSettings, system: str, user: str, seed: int | None
+) -> JsonObject:
+    """The chat-completions request of one explain, deterministic like ``request_body``:
+    its digest is what the ledger uses to tell the same question from another."""
+    body: JsonObject = {
+        "model": settings.model,
+        "temperature": 0,
+        "max_tokens": EXPLAIN_MAX_TOKENS,
+        "stream": False,
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
+        ],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "gatehouse_explain_report_v1",
+                "strict": True,
+                "schema": render_schema(EXPLAIN_REPORT_SCHEMA_ID),
+            },
+        },
+    }
+    if seed is not None:
+        body["seed"] = seed
+    return body
+
+
+# The shared helpers (``_content_of``) word their messages for the planner; an
+# explain's error names the model instead.
+def _unavailable(message: str, details: JsonObject) -> GatehouseError:
+    return GatehouseError(
+        ErrorCode.EXPLAIN_UNAVAILABLE, message.replace("planner", "model"), details
+    )
+
+
+def _invalid(message: str, details: JsonObject) -> GatehouseError:
+    return GatehouseError(ErrorCode.EXPLAIN_INVALID, message.replace("planner", "model"), details)
+
+
+def explain_with_model(
+    settings: ModelSettings, body: JsonObject, idempotency_key: str
+) -> JsonObject:
+    """Send one explain request; return the model's answer as a JSON object, unvalidated.
+
+    A model that cannot be reached, times out or answers an HTTP error is
+    EXPLAIN_UNAVAILABLE; an answer that is not a JSON object is EXPLAIN_INVALID
+    (the caller checks it against the report schema, with the same code).
+    """
+    sent = canonical_json(body).encode("utf-8")
+    completion, status, raw = _chat(
+        settings, sent, idempotency_key, "model", unavailable=_unavailable, invalid=_invalid
+    )
+    content = _content_of(completion, status, raw, _invalid)
+    details: JsonObject = {"status": status, "content_excerpt": _excerpt(content)}
+    try:
+        answer = _loads(_strip_fences(content))
+    except ValueError as exc:
+        raise _invalid("the model's content is not JSON", details) from exc
+    if not isinstance(answer, dict):
+        raise _invalid("the model's content is not a JSON object", details)
+    return answer

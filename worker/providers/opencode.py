@@ -39,14 +39,17 @@ def _as_plan(result: HandlerResult) -> HandlerResult:
     structured = result.output.get("structured")
     if result.ok and isinstance(structured, dict):
         return HandlerResult(
-            ok=True, output={"plan": structured, "turn": result.output}, artifacts=result.artifacts
+            ok=True,
+            # the turn's usage beside the plan, where the budgets read a model call's usage
+            output={"plan": structured, "usage": result.output.get("usage"), "turn": result.output},
+            artifacts=result.artifacts,
         )
     code = result.error_code if not result.ok else ErrorCode.PLANNER_FAILED
     if code in (ErrorCode.HANDLER_FAILED, None):
         code = ErrorCode.PLANNER_FAILED
     return HandlerResult(
         ok=False,
-        output={"turn": result.output},
+        output={"turn": result.output, "usage": result.output.get("usage")},
         error_code=code,
         error_message=result.error_message
         or "the plan agent gave no structured output in the plan schema",

@@ -18,9 +18,11 @@ A Reply is one of
   (optionally with ``content`` too);
 * ``{"status": int, "body": str, "headers": {...}}`` — that HTTP answer, verbatim;
 
-and any reply may add ``"delay_s": float`` (wait before answering) or
+and any reply may add ``"delay_s": float`` (wait before answering),
 ``"stall": true`` (stream the first piece, then send nothing more until the
-client hangs up: a model that stops streaming mid-turn).
+client hangs up: a model that stops streaming mid-turn) or ``"usage":
+{"prompt_tokens": int, "completion_tokens": int}`` (the usage to report
+instead of the word count: budgets can be driven exactly).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
     "Script",
     "ScriptError",
     "ScriptedTurn",
+    "ScriptedUsage",
     "ToolCallSpec",
     "load_script",
     "pick_reply",
@@ -58,6 +61,11 @@ class ToolCallSpec(Closed):
     arguments: JsonObject = Field(default_factory=dict)
 
 
+class ScriptedUsage(Closed):
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(ge=0)
+
+
 class Reply(Closed):
     content: JsonValue = None
     tool_calls: list[ToolCallSpec] = Field(default_factory=list)
@@ -66,6 +74,7 @@ class Reply(Closed):
     headers: dict[str, str] = Field(default_factory=dict)
     delay_s: float = Field(default=0.0, ge=0.0)
     stall: bool = False
+    usage: ScriptedUsage | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> Reply:

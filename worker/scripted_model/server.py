@@ -49,8 +49,15 @@ class RecordedRequest:
     raw_body: bytes
 
 
-def _usage(request_body: JsonValue, content: str) -> JsonObject:
-    """Whitespace-separated words stand in for tokens; only the shape matters."""
+def _usage(request_body: JsonValue, content: str, reply: Reply | None = None) -> JsonObject:
+    """The reply's scripted usage, or whitespace-separated words standing in for tokens."""
+    if reply is not None and reply.usage is not None:
+        scripted = reply.usage
+        return {
+            "prompt_tokens": scripted.prompt_tokens,
+            "completion_tokens": scripted.completion_tokens,
+            "total_tokens": scripted.prompt_tokens + scripted.completion_tokens,
+        }
     prompt_tokens = 0
     messages = request_body.get("messages") if isinstance(request_body, dict) else None
     for message in messages if isinstance(messages, list) else []:
@@ -253,7 +260,7 @@ def _make_handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                         "finish_reason": "tool_calls" if reply.tool_calls else "stop",
                     }
                 ],
-                "usage": _usage(body, reply.text),
+                "usage": _usage(body, reply.text, reply),
             }
             self._send(200, "application/json", json.dumps(payload).encode("utf-8"))
 
@@ -297,7 +304,7 @@ def _make_handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             if isinstance(options, dict) and options.get("include_usage") is True:
                 usage: JsonObject = dict(base)  # as OpenAI does: a last chunk, no choices
                 usage["choices"] = []
-                usage["usage"] = _usage(body, text)
+                usage["usage"] = _usage(body, text, reply)
                 self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()

@@ -1,0 +1,161 @@
+"""Cancellations: one ``run_cancels`` row per cancelled run, decided by the database.
+
+A cancel and a decision on the same run are serialized on the run's row
+(``lock_run``: a no-op UPDATE, a row lock on PostgreSQL; SQLite's IMMEDIATE
+transaction already holds the write lock), so whichever commits first is
+what the other sees: an approval after a cancel is refused, a cancel after
+the run finished is refused, and neither can slip between the other's check
+and its write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from contracts import CancelSource, ErrorCode, GatehouseError, JsonObject, RunStatus
+from ledger._db import Conn, now_iso
+
+__all__ = [
+    "Cancel",
+    "LockedRun",
+    "get",
+    "lock_run",
+    "observe",
+    "open_runs",
+    "rejected",
+    "request",
+]
+
+
+@dataclass(frozen=True)
+class Cancel:
+    run_id: str
+    requested_by: str
+    reason: str | None
+    source: CancelSource
+    requested_at: str
+    observed_at: str | None
+
+    def answer(self) -> JsonObject:
+        """As the flow's ``cancelled`` port answers it (live and in a replay)."""
+        return {"cancelled_by": self.requested_by, "reason": self.reason, "source": self.source}
+
+
+@dataclass(frozen=True)
+class LockedRun:
+    status: RunStatus
+    submitted_by: str
+
+
+def lock_run(conn: Conn, run_id: str) -> LockedRun | None:
+    """Take the run's row lock for the rest of the transaction; None if no such run."""
+    row = conn.execute(
+        sa.text(
+            "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
+            " RETURNING status, submitted_by"
+        ),
+        {"r": run_id},
+    ).first()
+    if row is None:
+        return None
+    try:
+        return LockedRun(RunStatus(row[0]), str(row[1]))
+    except ValueError as exc:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD,
+            "a runs row failed validation when read back",
+            {"table": "runs", "key": run_id, "problem": str(exc)[:500]},
+        ) from exc
+
+
+def _source(value: str, run_id: str) -> CancelSource:
+    if value == "gatehouse":
+        return "gatehouse"
+    if value == "dbos":
+        return "dbos"
+    raise GatehouseError(
+        ErrorCode.CORRUPT_RECORD,
+        "a run_cancels row failed validation when read back",
+        {"table": "run_cancels", "key": run_id, "problem": f"source {value!r}"},
+    )
+
+
+def get(conn: Conn, run_id: str) -> Cancel | None:
+    row = conn.execute(
+        sa.text(
+            "SELECT run_id, requested_by, reason, source, requested_at, observed_at"
+            " FROM run_cancels WHERE run_id = :r"
+        ),
+        {"r": run_id},
+    ).first()
+    if row is None:
+        return None
+    return Cancel(
+        run_id=row[0],
+        requested_by=row[1],
+        reason=row[2],
+        source=_source(str(row[3]), run_id),
+        requested_at=row[4],
+        observed_at=row[5],
+    )
+
+
+def request(
+    conn: Conn, run_id: str, *, requested_by: str, reason: str | None, source: CancelSource
+) -> tuple[Cancel, bool]:
+    """The first cancellation per run wins: (the one on record, whether this one was it)."""
+    inserted = conn.execute(
+        sa.text(
+            "INSERT INTO run_cancels (run_id, requested_by, reason, source, requested_at)"
+            " VALUES (:r, :by, :why, :src, :t) ON CONFLICT (run_id) DO NOTHING RETURNING run_id"
+        ),
+        {"r": run_id, "by": requested_by, "why": reason, "src": source, "t": now_iso()},
+    ).first()
+    on_record = get(conn, run_id)
+    if on_record is None:  # pragma: no cover - the row was just written or already there
+        raise GatehouseError(ErrorCode.INTERNAL_ERROR, "cancellation vanished after insert")
+    return on_record, inserted is not None
+
+
+def observe(conn: Conn, run_id: str, at: str) -> Cancel | None:
+    """The cancellation the flow stops on at boundary ``at``, or None to go on.
+
+    The first boundary that sees the row is written into it; asked again at
+    that same boundary (a wait that broke off, then the flow's own check) the
+    answer is the same. A replay reads ``observed_at`` instead of this.
+    """
+    conn.execute(
+        sa.text(
+            "UPDATE run_cancels SET observed_at = :at WHERE run_id = :r AND observed_at IS NULL"
+        ),
+        {"at": at, "r": run_id},
+    )
+    found = get(conn, run_id)
+    return found if found is not None and found.observed_at == at else None
+
+
+def rejected(conn: Conn, run_id: str) -> bool:
+    """Whether the run's plan was rejected: it ends rejected, a cancel has nothing to stop."""
+    row = conn.execute(
+        sa.text(
+            "SELECT 1 FROM plan_approvals a JOIN runs r ON r.run_id = a.run_id"
+            " WHERE a.run_id = :r AND a.decision = 'rejected'"
+            " AND (r.plan_digest IS NULL OR a.plan_digest = r.plan_digest)"
+        ),
+        {"r": run_id},
+    ).first()
+    return row is not None
+
+
+def open_runs(conn: Conn, limit: int = 500) -> list[str]:
+    """Runs not yet finished, oldest first: the ones a DBOS-side cancel could strand."""
+    terminal = [s.value for s in RunStatus if s.terminal]
+    rows = conn.execute(
+        sa.text(
+            "SELECT run_id FROM runs WHERE status NOT IN :done ORDER BY created_at LIMIT :lim"
+        ).bindparams(sa.bindparam("done", expanding=True)),
+        {"done": terminal, "lim": limit},
+    ).all()
+    return [str(r[0]) for r in rows]

@@ -1,0 +1,84 @@
+"""Plan revisions: the plans a run's card has held (repairs add revisions).
+
+The plan card (``runs.write_plan_card``) shows the newest revision; every
+revision stays in ``plan_revisions`` so an approval of an earlier digest can
+still be checked against the plan it approved (replay, audits).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from contracts import JsonValue, Plan, canonical_json
+from ledger._db import Conn, now_iso
+
+__all__ = ["add_revision", "revision_plan"]
+
+
+def add_revision(
+    conn: Conn,
+    run_id: str,
+    plan: Plan,
+    digest: str,
+    *,
+    previous_digest: str | None = None,
+    changes: list[JsonValue] | None = None,
+) -> int:
+    """Record ``plan`` as the run's next revision and put it on the card; its number.
+
+    The first revision is the one ``runs.write_plan_card`` created the card with."""
+    now = now_iso()
+    plan_json = canonical_json(plan.model_dump(mode="json"))
+    changes_json = None if changes is None else canonical_json(changes)
+    found = conn.execute(
+        sa.text("SELECT revision FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
+        {"r": run_id, "d": digest},
+    ).first()
+    if found is not None:  # re-executed step: the revision is already there
+        return int(found[0])
+    latest = conn.execute(
+        sa.text("SELECT MAX(revision) FROM plan_revisions WHERE run_id = :r"), {"r": run_id}
+    ).scalar()
+    revision = int(latest or 0) + 1
+    conn.execute(
+        sa.text(
+            "INSERT INTO plan_revisions (run_id, revision, plan_json, plan_digest,"
+            " previous_digest, changes_json, created_at) VALUES (:r, :n, :j, :d, :p, :c, :t)"
+        ),
+        {
+            "r": run_id,
+            "n": revision,
+            "j": plan_json,
+            "d": digest,
+            "p": previous_digest,
+            "c": changes_json,
+            "t": now,
+        },
+    )
+    if previous_digest is not None:
+        conn.execute(
+            sa.text(
+                "UPDATE plan_cards SET plan_json = :j, plan_digest = :d, status = 'waiting_input',"
+                " revision = :n, previous_digest = :p, changes_json = :c, updated_at = :t"
+                " WHERE run_id = :r"
+            ),
+            {
+                "r": run_id,
+                "n": revision,
+                "j": plan_json,
+                "d": digest,
+                "p": previous_digest,
+                "c": changes_json,
+                "t": now,
+            },
+        )
+    return revision
+
+
+def revision_plan(conn: Conn, run_id: str, digest: str) -> str | None:
+    """The stored JSON of the run's revision with this digest, if there is one."""
+    row = conn.execute(
+        sa.text("SELECT plan_json FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
+        {"r": run_id, "d": digest},
+    ).first()
+    return None if row is None else str(row[0])

@@ -1,0 +1,129 @@
+"""``gatehouse opa``: validate an archive without running it, and manage the trust store.
+
+``opa inspect FILE`` runs the full validation (``opa_format.read_archive``)
+against the trust store and prints the manifest, the signature status and
+signer, and the entries with their sizes. Exit codes: 0 valid, 1 any defect
+(the error code and message are printed), 2 a usage error (unreadable file,
+bad certificate file, unknown name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from contracts import GatehouseError
+from opa_format import (
+    DEFAULT_TRUST_DIR,
+    Archive,
+    TrustStore,
+    read_archive,
+    trust_add,
+    trust_list,
+    trust_remove,
+)
+
+__all__ = ["add_opa_parser", "run_opa"]
+
+DESCRIPTION = (
+    "validate an OPA archive without running it (opa inspect FILE), and manage the"
+    " signers' trust store (opa trust add|list|remove)"
+)
+
+
+def add_opa_parser(parser: argparse.ArgumentParser) -> None:
+    trust_default = os.environ.get("GATEHOUSE_OPA_TRUST_DIR", DEFAULT_TRUST_DIR)
+    sub = parser.add_subparsers(dest="opa_command", required=True, metavar="ACTION")
+    inspect = sub.add_parser(
+        "inspect", help="validate FILE.opa and show manifest, signer, entries; non-zero on defects"
+    )
+    inspect.add_argument("file", type=Path)
+    inspect.add_argument("--json", action="store_true", help="print the result as JSON")
+    trust = sub.add_parser("trust", help="the certificates archives may be signed under")
+    actions = trust.add_subparsers(dest="trust_command", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="trust a PEM certificate (a signer or a CA)")
+    add.add_argument("cert", type=Path)
+    add.add_argument("--name", help="file name in the store (default: fingerprint head)")
+    actions.add_parser("list", help="subject, issuer, SHA-256 fingerprint, not-after")
+    remove = actions.add_parser("remove", help="stop trusting a certificate")
+    remove.add_argument("name", metavar="NAME|FINGERPRINT")
+    for p in (inspect, add, actions.choices["list"], remove):
+        p.add_argument(
+            "--trust-dir",
+            type=Path,
+            default=Path(trust_default),
+            help=f"the trust store (default: GATEHOUSE_OPA_TRUST_DIR or {DEFAULT_TRUST_DIR})",
+        )
+
+
+def run_opa(args: argparse.Namespace) -> int:
+    if args.opa_command == "inspect":
+        return _inspect(args.file, args.trust_dir, as_json=args.json)
+    try:
+        if args.trust_command == "add":
+            entry = trust_add(args.trust_dir, args.cert.read_bytes(), args.name)
+            print(f"trusted {entry.name}: {entry.subject} ({entry.fingerprint_sha256})")
+        elif args.trust_command == "remove":
+            entry = trust_remove(args.trust_dir, args.name)
+            print(f"removed {entry.name}: {entry.subject} ({entry.fingerprint_sha256})")
+        else:
+            for e in trust_list(args.trust_dir):
+                ca = " CA" if e.is_ca else ""
+                print(f"{e.name}{ca}\n  subject      {e.subject}\n  issuer       {e.issuer}")
+                print(f"  sha256       {e.fingerprint_sha256}\n  not after    {e.not_after}")
+    except (OSError, GatehouseError) as exc:
+        message = exc.message if isinstance(exc, GatehouseError) else str(exc)
+        print(f"gatehouse: {message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _inspect(path: Path, trust_dir: Path, *, as_json: bool) -> int:
+    try:
+        trust = TrustStore.load(trust_dir)
+        archive = read_archive(path, trust=trust)
+    except OSError as exc:
+        print(f"gatehouse: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # a PEM file in the trust store that is not a certificate
+        print(f"gatehouse: the trust store {trust_dir} is unreadable: {exc}", file=sys.stderr)
+        return 2
+    except GatehouseError as exc:
+        if as_json:
+            print(json.dumps({"valid": False, "error": exc.to_json()}, indent=2))
+        print(f"gatehouse: {path}: {exc.code.value}: {exc.message}", file=sys.stderr)
+        return 1
+    if as_json:
+        print(json.dumps({"valid": True, **archive.to_json()}, indent=2))
+    else:
+        print(_text(archive))
+    return 0
+
+
+def _text(a: Archive) -> str:
+    m = a.manifest
+    lines = [
+        f"archive     {a.name}  ({a.size} bytes, sha256 {a.sha256})",
+        "valid       yes",
+        f"manifest    OPA-Version {m.opa_version}, Execution-Mode {m.execution_mode},"
+        f" Prompt-File {m.prompt_file}",
+    ]
+    lines += [f"            {k}: {v}" for k, v in m.attributes.items()]
+    s = a.signature
+    if s.signed and s.signer is not None:
+        lines.append(f"signature   valid ({s.digest_algorithm}, {s.block})")
+        lines.append(f"signer      {s.signer.subject}  (issuer {s.signer.issuer})")
+        signer = s.signer
+        lines.append(f"            sha256 {signer.fingerprint_sha256}, until {signer.not_after}")
+        lines.append(f"            trusted by {s.signer.trusted_by}")
+    else:
+        lines.append("signature   none (unsigned: refused in autonomous mode unless allowed)")
+    history = len(a.history.messages) if a.history else 0
+    lines.append(f"prompt      {len(a.prompt.encode())} bytes; history {history} message(s)")
+    total = sum(e.size for e in a.entries)
+    lines.append(f"entries     {len(a.entries)}, {total} bytes uncompressed")
+    lines += [f"  {e.size:>10}  {e.compressed_size:>10}  {e.name}" for e in a.entries]
+    return "\n".join(lines)

@@ -1,0 +1,123 @@
+"""Cancelling a run while an OpenCode turn is in flight, on SQLite and on PostgreSQL.
+
+A real OpenCode (the pinned build) driven by the scripted model: the turn
+writes a file, then the model takes its time over the next reply. The cancel
+lands meanwhile; the turn's watch sees it, aborts the session through the
+OpenCode API, reverts the turn and restores the workspace snapshot, and the
+run ends ``cancelled`` without its next step. The run replays at teardown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dbos import DBOS
+
+from contracts import Plan, digest_of
+from tests.conftest import require_backend
+from tests.support.opencode import opencode_stack, require_opencode, write_call
+from tests.support.stack import BACKENDS, Stack
+
+SCRIPT: dict[str, Any] = {
+    "turns": [
+        {
+            "match": "CANCEL-ME",
+            "replies": [
+                write_call("half.txt", "half done\n"),
+                {"content": "all done", "delay_s": 25},
+            ],
+        }
+    ]
+}
+PLAN: dict[str, Any] = {
+    "objective": "an edit cut off by a cancel",
+    "steps": [
+        {
+            "step_id": "edit",
+            "verb": "edit",
+            "connector_id": "workspace-opencode",
+            "driver_kind": "opencode",
+            "input": {"prompt": "CANCEL-ME: write half.txt, then think for a long time"},
+        },
+        {
+            "step_id": "after",
+            "verb": "note",
+            "connector_id": "note",
+            "driver_kind": "noop",
+            "input": {"message": "must not run"},
+        },
+    ],
+}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def oc_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    require_backend(request.param)
+    require_opencode()
+    with opencode_stack(request.param, tmp_path_factory.mktemp("oc-cancel"), SCRIPT) as stack:
+        yield stack
+
+
+def test_cancel_mid_turn_aborts_reverts_and_restores(oc_stack: Stack) -> None:
+    stack = oc_stack
+    r = stack.submit(
+        {
+            "recipe": "echo",
+            "objective": "an edit cut off by a cancel",
+            "mode": "run-plan",
+            "plan": PLAN,
+            "policy_profile": "opencode",
+        }
+    )
+    assert r.status_code == 202, r.text
+    run_id = r.json()["run_id"]
+    digest = digest_of(Plan.model_validate(PLAN).model_dump(mode="json"))
+    assert stack.wait(run_id, {"waiting_approval", "failed"})["status"] == "waiting_approval"
+    assert stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+
+    written = stack.workspace_root / run_id / "half.txt"
+    deadline = time.monotonic() + 90
+    while not written.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert written.exists(), "the turn never wrote its file"
+
+    c = stack.client.post(f"/runs/{run_id}/cancel", json={"reason": "changed my mind"})
+    assert c.status_code == 200, c.text
+    asked = time.monotonic()
+    done = stack.wait(run_id, {"cancelled", "succeeded", "failed"}, timeout=60)
+    took = time.monotonic() - asked
+    assert done["status"] == "cancelled", done
+    assert took < 15, f"the turn took {took:.1f} s to stop; the model's reply was 25 s away"
+
+    # the half-done edit is undone: the workspace is as before the turn
+    assert not written.exists()
+    (edit,) = done["steps"]
+    assert (edit["step_id"], edit["status"], edit["error_code"]) == (
+        "edit",
+        "failed",
+        "run_cancelled",
+    )
+    assert edit["output"]["workspace_after"] == edit["output"]["workspace_before"]
+    assert edit["output"]["diagnostics"]["reason"].startswith("the run was cancelled by alice")
+    calls = stack.sql("SELECT step_id FROM calls WHERE run_id = :r AND kind = 'tool'", r=run_id)
+    assert calls == [("edit",)]  # nothing for "after"
+    stop = next(
+        e
+        for e in stack.client.get(f"/runs/{run_id}/episodes").json()["episodes"]
+        if e["episode_type"] == "execution/cancel"
+    )
+    assert stop["body"]["result_details"]["at"] == "edit#cut"
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = DBOS.get_workflow_status(run_id)
+        if status is not None and status.status == "CANCELLED":
+            break
+        time.sleep(0.1)
+    final = DBOS.get_workflow_status(run_id)
+    assert final is not None and final.status == "CANCELLED"

@@ -1,0 +1,212 @@
+"""Cancelling a run, worker side: the boundary check, the DBOS end, the DBOS-side sweep.
+
+* ``check`` — at each step boundary (``@compile`` before the planner call,
+  ``@approval`` after the wait, then before every plan step) the flow asks
+  whether a cancel is on record. A datasource transaction: the answer and the
+  workflow's checkpoint commit together, and the boundary it stopped at is
+  written into the ``run_cancels`` row (with an ``execution/cancel`` episode
+  naming who and why), which is what a replay reads instead.
+* ``end_workflow`` — after ``gatehouse.finish`` made the run ``cancelled``,
+  the workflow cancels itself in DBOS, so ``dbos workflow list`` agrees. Only
+  then: a DBOS-cancelled workflow can run no further step.
+* ``sweep`` — a workflow cancelled through DBOS (``dbos workflow cancel``,
+  ``DBOSClient.cancel_workflow``) never runs another step, so it cannot end
+  its run. The reaper's leader calls this every tick: each unfinished run
+  whose workflow DBOS holds CANCELLED is ended ``cancelled`` like Gatehouse's
+  own cancel (``cancelled_by: "dbos"``), at the boundary it had reached, with
+  the trace digest the flow reaches over its recorded rows.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from dbos import DBOS
+
+from contracts import (
+    APPROVAL_TOPIC,
+    INTENT_WORKFLOW,
+    Decision,
+    ErrorCode,
+    JsonObject,
+    JsonValue,
+    RunStatus,
+)
+from ledger import Conn, cancels, evidence, now_iso, runs
+from ledger.cancels import Cancel
+from policies.episodes import episode
+from worker._runtime import Runtime, runtime
+from worker.replay import trace_so_far
+
+__all__ = ["APPROVAL", "COMPILE", "check", "end_workflow", "sweep"]
+
+_log = logging.getLogger("gatehouse.cancel")
+
+COMPILE = "@compile"
+APPROVAL = "@approval"
+
+
+def _cancel_episode(conn: Conn, found: Cancel, at: str, executor_id: str) -> None:
+    evidence.put_episode(
+        conn,
+        found.run_id,
+        None,
+        episode(
+            run_id=found.run_id,
+            kind="cancel",
+            subject=found.run_id,
+            episode_type="execution/cancel",
+            status="cancelled",
+            summary=f"run cancelled by {found.requested_by} at {at}"
+            + (f": {found.reason}" if found.reason else ""),
+            executor_id=executor_id,
+            recorded_at=now_iso(),
+            details={
+                "cancelled_by": found.requested_by,
+                "reason": found.reason,
+                "source": found.source,
+                "requested_at": found.requested_at,
+                "at": at,
+            },
+        ),
+    )
+
+
+def _check(arg: JsonObject) -> JsonObject:
+    run_id, at = str(arg["run_id"]), str(arg["at"])
+    s = runtime().ds.sql_session()
+    found = cancels.observe(s, run_id, at)
+    if found is None:
+        return {"cancelled": None}
+    _cancel_episode(s, found, at, runtime().settings.executor_id)
+    return {"cancelled": found.answer()}
+
+
+def check(run_id: str, at: str) -> JsonObject | None:
+    """{cancelled_by, reason, source} when the run stops at boundary ``at``; else None."""
+    rt = runtime()
+    out = rt.ds.run_tx_step(
+        {
+            "name": "gatehouse.cancel_check",
+            "isolation_level": "SERIALIZABLE" if rt.db.is_sqlite else "READ COMMITTED",
+        },
+        _check,
+        {"run_id": run_id, "at": at},
+    )
+    found = out.get("cancelled")
+    return found if isinstance(found, dict) else None
+
+
+def end_workflow() -> None:
+    """The run is recorded ``cancelled``: end this workflow CANCELLED in DBOS too.
+
+    DBOS then refuses this execution's outcome write and parks it, so the
+    workflow never reports SUCCESS. A crash before this line re-runs it on
+    recovery (``gatehouse.finish`` is served from its checkpoint).
+    """
+    workflow_id = DBOS.workflow_id
+    if workflow_id is not None:
+        DBOS.cancel_workflow(workflow_id)
+
+
+# ---------------------------------------------------------------- DBOS-side cancels
+def _boundary(conn: Conn, run_id: str) -> str:
+    """The boundary the flow of a stranded run had reached: where its replay stops."""
+    card = runs.get_plan_card(conn, run_id)
+    if card is None:
+        return COMPILE
+    decided = runs.decision_for(conn, run_id, card.plan_digest)
+    if decided is None or decided.decision is not Decision.APPROVED:
+        return APPROVAL
+    view = runs.get_run(conn, run_id, {})
+    done = {s.step_id for s in view.steps} if view is not None else set()
+    for step in card.plan.steps:
+        if step.step_id not in done:
+            return step.step_id
+    return APPROVAL  # every step recorded: it was cancelled on its way to finish
+
+
+def sweep(rt: Runtime) -> list[str]:
+    """End every unfinished run whose workflow DBOS holds CANCELLED; returns their ids."""
+    with rt.db.engine.connect() as conn:
+        open_ids = cancels.open_runs(conn)
+    if not open_ids:
+        return []
+    stranded = DBOS.list_workflows(
+        workflow_ids=open_ids,
+        status="CANCELLED",
+        name=INTENT_WORKFLOW,
+        load_input=False,
+        load_output=False,
+    )
+    ended: list[str] = []
+    for wf in stranded:
+        if _reconcile(rt, wf.workflow_id):
+            ended.append(wf.workflow_id)
+    return ended
+
+
+def _reconcile(rt: Runtime, run_id: str) -> bool:
+    with rt.db.engine.begin() as conn:
+        run = cancels.lock_run(conn, run_id)
+        if run is None or run.status.terminal:
+            return False
+        at = _boundary(conn, run_id)
+        cancels.request(
+            conn,
+            run_id,
+            requested_by="dbos",
+            reason="the DBOS workflow was cancelled",
+            source="dbos",
+        )
+        cancels.observe(conn, run_id, at)
+    # Committed first: the replay that computes the trace digest reads the row.
+    trace = trace_so_far(rt.db, rt.settings, run_id)
+    with rt.db.engine.begin() as conn:
+        run = cancels.lock_run(conn, run_id)
+        found = cancels.get(conn, run_id)
+        if run is None or run.status.terminal or found is None:
+            return False
+        where = found.observed_at or at
+        message = f"cancelled by {found.requested_by} at {where}" + (
+            f": {found.reason}" if found.reason else ""
+        )
+        if trace is not None:
+            runs.set_trace_digest(conn, run_id, trace)
+        runs.set_status(
+            conn,
+            run_id,
+            RunStatus.CANCELLED,
+            "done",
+            error_code=ErrorCode.RUN_CANCELLED.value,
+            error_message=message,
+        )
+        me = rt.settings.executor_id
+        _cancel_episode(conn, found, where, me)
+        steps: list[JsonValue] = []
+        evidence.put_episode(
+            conn,
+            run_id,
+            None,
+            episode(
+                run_id=run_id,
+                kind="summary",
+                subject="run",
+                episode_type="execution/run_summary",
+                status="cancelled",
+                summary="run cancelled",
+                executor_id=me,
+                recorded_at=now_iso(),
+                details={
+                    "status": RunStatus.CANCELLED.value,
+                    "steps": steps,
+                    "error_code": ErrorCode.RUN_CANCELLED.value,
+                    "trace_digest": trace,
+                },
+            ),
+        )
+    # A workflow parked in its approval wait would sit there until its next
+    # re-check; this wakes it, it finds itself cancelled and stops.
+    DBOS.send(run_id, {"wake": True}, APPROVAL_TOPIC, idempotency_key=f"{run_id}:dbos-cancel")
+    _log.warning("run %s: its DBOS workflow was cancelled; recorded as cancelled", run_id)
+    return True

@@ -1,0 +1,41 @@
+"""Database steps of the intent workflow: DBOS datasource transactions.
+
+Each writes its rows and the workflow's checkpoint in one commit, so a
+crash either keeps both or neither: nothing here can happen twice. One
+module per moment of a run: ``begin``, ``gate`` (and the plan card and its
+tamper check), ``approval`` (people's decisions, in-doubt resolutions),
+``steps``, ``finish``.
+"""
+
+from worker.records.approval import (
+    expire_plan_card,
+    needs_operator,
+    read_decision,
+    read_resolution,
+    record_decision,
+    resume_after_resolution,
+)
+from worker.records.begin import BeginResult, begin_run
+from worker.records.finish import RunEnd, finish_run
+from worker.records.gate import GateResult, gate_and_card, plan_problem, verify_plan
+from worker.records.steps import StepRecord, record_step_result, step_verdict
+
+__all__ = [
+    "BeginResult",
+    "GateResult",
+    "RunEnd",
+    "StepRecord",
+    "begin_run",
+    "expire_plan_card",
+    "finish_run",
+    "gate_and_card",
+    "needs_operator",
+    "plan_problem",
+    "read_decision",
+    "read_resolution",
+    "record_decision",
+    "record_step_result",
+    "resume_after_resolution",
+    "step_verdict",
+    "verify_plan",
+]

@@ -1,0 +1,65 @@
+"""Beginning a run: the seed, the profile and tool pool it runs under."""
+
+from __future__ import annotations
+
+from contracts import (
+    GatehouseError,
+    JsonObject,
+    PolicyProfile,
+    RunStatus,
+    ToolPool,
+)
+from contracts._base import Closed
+from ledger import runs
+from policies import catalog
+from worker._runtime import runtime
+from worker._seed import fresh_seed
+from worker.records._tx import session, tx
+
+__all__ = ["BeginResult", "begin_run"]
+
+
+class BeginResult(Closed):
+    ok: bool
+    profile: PolicyProfile | None = None
+    profile_digest: str | None = None
+    tool_pool: ToolPool | None = None
+    tool_pool_digest: str | None = None
+    seed: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+def _begin(arg: JsonObject) -> JsonObject:
+    run_id = str(arg["run_id"])
+    s = session()
+    # The run's seed is chosen once, here, and recorded with this step: a
+    # re-executed or replayed run draws the same choices from it.
+    seed = runtime().settings.random_seed or fresh_seed()
+    runs.set_seed(s, run_id, seed)
+    try:
+        prof = catalog.profile(str(arg["policy_profile"]))
+        pool = catalog.tool_pool(str(arg["tool_pool"]))
+    except GatehouseError as exc:
+        return BeginResult(
+            ok=False, seed=seed, error_code=exc.code.value, error_message=exc.message
+        ).model_dump(mode="json")
+    runs.set_status(s, run_id, RunStatus.RUNNING, "compile")
+    runs.set_policy_digests(s, run_id, prof.digest, pool.digest)
+    return BeginResult(
+        ok=True,
+        profile=prof.model,
+        profile_digest=prof.digest,
+        tool_pool=pool.model,
+        tool_pool_digest=pool.digest,
+        seed=seed,
+    ).model_dump(mode="json")
+
+
+def begin_run(run_id: str, policy_profile: str, tool_pool: str) -> BeginResult:
+    out = tx(
+        "gatehouse.begin",
+        _begin,
+        {"run_id": run_id, "policy_profile": policy_profile, "tool_pool": tool_pool},
+    )
+    return BeginResult.model_validate(out)

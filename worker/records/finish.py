@@ -1,0 +1,114 @@
+"""How a run ends: terminal status, trace digest and summary episode, one commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts import (
+    ErrorCode,
+    JsonObject,
+    JsonValue,
+    RunStatus,
+)
+from contracts.episode import ResultStatus
+from ledger import evidence, now_iso, runs
+from policies.episodes import budget_episode, episode
+from worker.records._tx import exec_id, session, tx
+
+__all__ = ["RunEnd", "finish_run"]
+
+
+# How a run's end reads as a MOVA result_status.
+_SUMMARY_STATUS: dict[RunStatus, ResultStatus] = {
+    RunStatus.SUCCEEDED: "completed",
+    RunStatus.PLANNED: "completed",
+    RunStatus.REJECTED: "cancelled",
+    RunStatus.FAILED: "failed",
+    RunStatus.CANCELLED: "cancelled",
+}
+
+
+def _finish(arg: JsonObject) -> JsonObject:
+    run_id = str(arg["run_id"])
+    status = RunStatus(str(arg["status"]))
+    code = arg.get("error_code")
+    message = arg.get("error_message")
+    s = session()
+    trace = arg.get("trace_digest")
+    if isinstance(trace, str):
+        runs.set_trace_digest(s, run_id, trace)
+    budgets = arg.get("budgets")
+    if isinstance(budgets, dict):
+        runs.set_budgets(s, run_id, budgets)
+        if code == ErrorCode.BUDGET_EXCEEDED.value:
+            evidence.put_episode(
+                s,
+                run_id,
+                None,
+                budget_episode(
+                    run_id=run_id,
+                    budgets=budgets,
+                    message=str(message or ""),
+                    executor_id=exec_id(),
+                    recorded_at=now_iso(),
+                ),
+            )
+    runs.set_status(
+        s,
+        run_id,
+        status,
+        "done",
+        error_code=code if isinstance(code, str) else None,
+        error_message=message if isinstance(message, str) else None,
+    )
+    evidence.put_episode(
+        s,
+        run_id,
+        None,
+        episode(
+            run_id=run_id,
+            kind="summary",
+            subject="run",
+            episode_type="execution/run_summary",
+            status=_SUMMARY_STATUS[status],
+            summary=f"run {status.value}",
+            executor_id=exec_id(),
+            recorded_at=now_iso(),
+            details={
+                "status": status.value,
+                "steps": arg["steps"],
+                "error_code": code,
+                "trace_digest": trace,
+            },
+        ),
+    )
+    return {}
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ends, as the flow hands it to be recorded."""
+
+    run_id: str
+    status: RunStatus
+    steps: list[JsonValue]
+    error_code: str | None
+    error_message: str | None
+    trace_digest: str
+    budgets: JsonObject | None = None  # used / limit at the end (BudgetsView)
+
+
+def finish_run(end: RunEnd) -> None:
+    tx(
+        "gatehouse.finish",
+        _finish,
+        {
+            "run_id": end.run_id,
+            "status": end.status.value,
+            "steps": list(end.steps),
+            "error_code": end.error_code,
+            "error_message": end.error_message,
+            "trace_digest": end.trace_digest,
+            "budgets": end.budgets,
+        },
+    )

@@ -1,0 +1,209 @@
+"""The gate step and the plan card: a plan checked, carded and digested; the
+tamper check of the approved plan before anything runs."""
+
+from __future__ import annotations
+
+from contracts import (
+    DataRef,
+    Decision,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    JsonValue,
+    Mode,
+    Plan,
+    PolicyProfile,
+    RunStatus,
+    ToolPool,
+    digest_of,
+)
+from contracts._base import Closed
+from ledger import Conn, evidence, now_iso, plan_cards, runs
+from policies.episodes import episode, security_episode
+from policies.gate import read_only
+from policies.repair import check_revision, gated_plan
+from worker.records._tx import exec_id, session, tx
+
+__all__ = ["GateResult", "gate_and_card", "plan_problem", "verify_plan"]
+
+
+class GateResult(Closed):
+    ok: bool
+    plan: Plan | None = None
+    plan_digest: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+def _refuse(run_id: str, phase: str, exc: GatehouseError, subject: str) -> JsonObject:
+    """Record a refusal as a security episode; the workflow then ends the run."""
+    s = session()
+    evidence.put_episode(
+        s,
+        run_id,
+        None,
+        security_episode(
+            run_id=run_id,
+            subject=subject,
+            code=exc.code,
+            message=exc.message,
+            executor_id=exec_id(),
+            recorded_at=now_iso(),
+            details={"phase": phase, "refusal": exc.details},
+        ),
+    )
+    return GateResult(ok=False, error_code=exc.code.value, error_message=exc.message).model_dump(
+        mode="json"
+    )
+
+
+def _gate(arg: JsonObject) -> JsonObject:
+    run_id = str(arg["run_id"])
+    profile = PolicyProfile.model_validate(arg["profile"])
+    pool = ToolPool.model_validate(arg["tool_pool"])
+    mode = Mode(str(arg["mode"]))
+    revise = arg.get("revise")
+    repaired = arg.get("repaired") is True
+    changes: list[JsonValue] | None = None
+    try:
+        plan = gated_plan(arg["plan"], profile, pool)
+        digest = digest_of(plan.model_dump(mode="json"))
+        if isinstance(revise, dict):
+            changes = check_revision(plan, digest, revise)
+    except GatehouseError as exc:
+        # A plan that still fails after its repair is refused for good.
+        return _refuse(run_id, "repair" if repaired else "gate", exc, "plan")
+    s = session()
+    planned = mode is Mode.PLAN_ONLY
+    # The run's row first: a decision or a cancel locks it before writing, so
+    # taking it first here keeps the two from waiting on each other.
+    runs.set_status(
+        s,
+        run_id,
+        RunStatus.PLANNED if planned else RunStatus.WAITING_APPROVAL,
+        "done" if planned else "approval",
+        plan_digest=digest,
+    )
+    budgets = arg.get("budgets")
+    if isinstance(budgets, dict):
+        runs.set_budgets(s, run_id, budgets)
+    if isinstance(revise, dict):
+        previous = str(revise.get("previous_digest"))
+        revision = plan_cards.add_revision(
+            s, run_id, plan, digest, previous_digest=previous, changes=changes
+        )
+    else:
+        runs.write_plan_card(s, run_id, plan, digest, "planned" if planned else "waiting_input")
+        revision = plan_cards.add_revision(s, run_id, plan, digest)
+    if not planned and profile.approval.mode == "auto_read_only" and read_only(plan):
+        # The profile approves plans that cannot change anything; the decision
+        # is recorded like a person's, under the policy's name.
+        runs.insert_decision(
+            s,
+            approval_id="apr_" + digest[:32],
+            run_id=run_id,
+            plan_digest=digest,
+            decision=Decision.APPROVED,
+            decided_by=f"policy:{profile.profile_id}",
+            comment="every step is read-only",
+        )
+    evidence.put_episode(
+        s,
+        run_id,
+        None,
+        episode(
+            run_id=run_id,
+            kind="plan",
+            subject=digest,
+            episode_type="plan/agent_plan",
+            status="completed",
+            summary=f"plan of {len(plan.steps)} step(s) passed the gate"
+            + (f" (revision {revision}, repaired)" if repaired else ""),
+            executor_id=exec_id(),
+            recorded_at=now_iso(),
+            details={
+                "plan_digest": digest,
+                "steps": [st.step_id for st in plan.steps],
+                "profile_id": profile.profile_id,
+                "tool_pool_id": pool.tool_pool_id,
+                "revision": revision,
+                "repaired": repaired,
+                "previous_digest": revise.get("previous_digest")
+                if isinstance(revise, dict)
+                else None,
+                "changes": changes,
+            },
+            outputs=[DataRef(data_type="env.mova_agent_plan_v1", data_id=run_id, sha256=digest)],
+        ),
+    )
+    return GateResult(ok=True, plan=plan, plan_digest=digest).model_dump(mode="json")
+
+
+def gate_and_card(
+    run_id: str,
+    raw_plan: JsonObject,
+    profile: PolicyProfile,
+    pool: ToolPool,
+    mode: Mode,
+    *,
+    revise: JsonObject | None = None,
+    repaired: bool = False,
+    budgets: JsonObject | None = None,
+) -> GateResult:
+    out = tx(
+        "gatehouse.gate",
+        _gate,
+        {
+            "run_id": run_id,
+            "plan": raw_plan,
+            "mode": mode.value,
+            "budgets": budgets,
+            "profile": profile.model_dump(mode="json"),
+            "tool_pool": pool.model_dump(mode="json"),
+            "revise": revise,
+            "repaired": repaired,
+        },
+    )
+    return GateResult.model_validate(out)
+
+
+def plan_problem(conn: Conn, run_id: str, digest: str, *, history: bool = False) -> str | None:
+    """Why the stored plan card is not the approved plan, or None if it is.
+
+    ``history`` (a replay): the approved plan may be an earlier revision of the
+    card, one a repair replaced since; it is checked as stored then."""
+    try:
+        card = runs.get_plan_card(conn, run_id)
+    except GatehouseError as corrupt:
+        return corrupt.message
+    if card is None:
+        return "the plan card is missing"
+    if card.plan_digest != digest and history:
+        stored = plan_cards.revision_plan(conn, run_id, digest)
+        if stored is None:
+            return "no revision of the plan card has the approved digest"
+        if digest_of(Plan.model_validate_json(stored).model_dump(mode="json")) != digest:
+            return "the stored revision no longer hashes to the approved digest"
+        return None
+    if card.plan_digest != digest:
+        return "the plan card names another digest than the one approved"
+    if digest_of(card.plan.model_dump(mode="json")) != digest:
+        return "the stored plan no longer hashes to the approved digest"
+    return None
+
+
+def _verify_plan(arg: JsonObject) -> JsonObject:
+    run_id, digest = str(arg["run_id"]), str(arg["plan_digest"])
+    problem = plan_problem(session(), run_id, digest)
+    if problem is None:
+        return {"ok": True}
+    tampered = GatehouseError(
+        ErrorCode.PLAN_TAMPERED, problem, {"approved_digest": digest, "run_id": run_id}
+    )
+    return _refuse(run_id, "execute", tampered, "plan_tampered")
+
+
+def verify_plan(run_id: str, plan_digest: str) -> GateResult:
+    """Right before the first step: the stored plan must still be the approved one."""
+    out = tx("gatehouse.verify_plan", _verify_plan, {"run_id": run_id, "plan_digest": plan_digest})
+    return GateResult.model_validate(out)
