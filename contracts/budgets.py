@@ -57,6 +57,12 @@ class Price(Closed):
     prompt_per_mtok: float = Field(ge=0, le=10_000)
     completion_per_mtok: float = Field(ge=0, le=10_000)
 
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """What these tokens cost, in US dollars."""
+        return (
+            prompt_tokens * self.prompt_per_mtok + completion_tokens * self.completion_per_mtok
+        ) / 1_000_000
+
 
 class Budgets(Closed):
     """Limits; ``None`` is no limit of that kind."""

@@ -27,6 +27,7 @@ from pydantic import Field, PrivateAttr
 
 from contracts._base import Closed
 from contracts._json import JsonObject
+from contracts.budgets import Price
 from contracts.plan import DriverKind
 from contracts.tool_pool import Connector, OpencodePolicy
 
@@ -40,6 +41,7 @@ __all__ = [
     "ResultError",
     "ResultMetrics",
     "ResultStatus",
+    "TurnAllowance",
 ]
 
 ResultStatus = Literal["success", "failure", "error"]
@@ -52,6 +54,21 @@ class EnvelopeContext(Closed):
     permissions: list[str] = Field(default_factory=list, max_length=512)
 
 
+class TurnAllowance(Closed):
+    """What is left of the run's budgets when an OpenCode turn starts.
+
+    The run's account is counted from recorded calls only, so the allowance is
+    the same on a recovered run and a replay. The turn is cut short (aborted,
+    reverted, its workspace restored) once it spends past any of these; None
+    is no limit.
+    """
+
+    tokens: int | None = Field(default=None, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0)
+    wall_s: float | None = Field(default=None, ge=0)
+    prices: dict[str, Price] = Field(default_factory=dict, max_length=256)  # the profile's
+
+
 class GatehouseEnvelopeExt(Closed):
     op_key: str = Field(pattern=r"^[0-9a-f]{64}$")  # sent to callees as the idempotency key
     attempt: int = Field(ge=1)
@@ -61,6 +78,7 @@ class GatehouseEnvelopeExt(Closed):
     # the timeout ladder's narrowed re-prompt.
     executor_policy: OpencodePolicy | None = None
     narrowed: bool = False
+    allowance: TurnAllowance | None = None  # opencode steps only
 
 
 class EnvelopeExtensions(Closed):

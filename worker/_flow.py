@@ -397,7 +397,10 @@ class _Run:
             exceeded = None if spent is None else spent.before(tool=True, model_turn=turn)
             if exceeded is not None:  # the call is not made: it would cross a budget
                 return ladder.attach(_over(exceeded.message)), attempt
-            outcome = self.ports.tool_call({**call, "attempt": attempt})
+            sent: JsonObject = {**call, "attempt": attempt}
+            if turn and spent is not None:  # the turn stops itself at what is left
+                sent["allowance"] = spent.allowance().model_dump(mode="json")
+            outcome = self.ports.tool_call(sent)
             self.trace.add(outcome)
             if spent is not None:
                 spent.add_call(outcome, tool=True)

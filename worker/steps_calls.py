@@ -22,7 +22,7 @@ from contracts import (
     digest_of,
 )
 from contracts._base import Closed
-from contracts.execution import ExecutionEnvelope
+from contracts.execution import ExecutionEnvelope, TurnAllowance
 from contracts.recipe import Recipe
 from ledger import calls
 from policies import catalog
@@ -89,6 +89,7 @@ class ToolCall(Closed):
     # timeout ladder's narrowed re-prompt.
     executor_policy: OpencodePolicy | None = None
     narrowed: bool = False
+    allowance: TurnAllowance | None = None  # what is left of the run's budgets
 
 
 def _performed(result: HandlerResult) -> Performed:
@@ -261,6 +262,7 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
         arguments=spec.input,
         executor_policy=spec.executor_policy,
         narrowed=spec.narrowed,
+        allowance=spec.allowance,
     )
 
     def delivered() -> ExecutionEnvelope:

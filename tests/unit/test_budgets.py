@@ -97,3 +97,16 @@ def test_usage_is_read_defensively() -> None:
         "prompt_tokens": 0,
         "completion_tokens": 0,
     }
+
+
+def test_a_turn_is_allowed_what_the_run_has_left() -> None:
+    prices = {"m": Price(prompt_per_mtok=2.0, completion_per_mtok=10.0)}
+    spent = Spent(Budgets(max_tokens=1000, max_cost_usd=0.01, max_wall_s=5), prices)
+    usage = {"model": "m", "prompt_tokens": 600, "completion_tokens": 300}
+    spent.add_call(_call("openai_compat", usage=usage, ms=1500), tool=False)
+    left = spent.allowance()
+    assert (left.tokens, left.cost_usd, left.wall_s) == (100, 0.0058, 3.5)
+    assert left.prices == prices
+    # no limit, no allowance of that kind
+    open_ended = Spent(Budgets(max_steps=3), {}).allowance()
+    assert (open_ended.tokens, open_ended.cost_usd, open_ended.wall_s) == (None, None, None)

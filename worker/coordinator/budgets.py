@@ -31,6 +31,7 @@ from contracts import (
     JsonValue,
     Price,
 )
+from contracts.execution import TurnAllowance
 
 __all__ = ["MODEL_TARGETS", "Exceeded", "Ledgered", "Spent", "usage_of"]
 
@@ -93,12 +94,7 @@ def usage_of(result: JsonObject) -> Ledgered:
 
 def _cost(used: Ledgered, prices: dict[str, Price]) -> float:
     price = prices.get(used.model) if used.model is not None else None
-    if price is None:
-        return 0.0
-    return (
-        used.prompt_tokens * price.prompt_per_mtok
-        + used.completion_tokens * price.completion_per_mtok
-    ) / 1_000_000
+    return 0.0 if price is None else price.cost(used.prompt_tokens, used.completion_tokens)
 
 
 class Spent:
@@ -169,6 +165,23 @@ class Spent:
                 self.exceeded = Exceeded(kind, amounts[kind], limit, before_call=False)
                 return self.exceeded
         return None
+
+    def allowance(self) -> TurnAllowance:
+        """What is left of each spend limit, for an OpenCode turn to stop at."""
+        amounts = self._amounts()
+
+        def left(kind: BudgetKind) -> float | None:
+            limit = getattr(self.limits, kind)
+            return None if limit is None else max(0.0, limit - amounts[kind])
+
+        tokens = left("max_tokens")
+        cost, wall = left("max_cost_usd"), left("max_wall_s")
+        return TurnAllowance(
+            tokens=None if tokens is None else int(tokens),
+            cost_usd=None if cost is None else round(cost, 6),
+            wall_s=None if wall is None else round(wall, 3),
+            prices=dict(self.prices),
+        )
 
     def view(self) -> BudgetsView:
         exceeded = None if self.exceeded is None else self.exceeded.budget

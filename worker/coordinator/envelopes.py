@@ -8,6 +8,7 @@ from contracts.execution import (
     EnvelopeExtensions,
     ExecutionEnvelope,
     GatehouseEnvelopeExt,
+    TurnAllowance,
 )
 
 __all__ = ["build_envelope", "envelope_id", "permissions_of"]
@@ -38,6 +39,7 @@ def build_envelope(
     arguments: JsonObject,
     executor_policy: OpencodePolicy | None = None,
     narrowed: bool = False,
+    allowance: TurnAllowance | None = None,
 ) -> ExecutionEnvelope:
     """The envelope of one attempt of one step. The gate has checked the step, so
     the connector's limits are present; the policy's timeout is the envelope's."""
@@ -60,6 +62,7 @@ def build_envelope(
                 connector=connector,
                 executor_policy=executor_policy,
                 narrowed=narrowed,
+                allowance=allowance,
             )
         ),
     )

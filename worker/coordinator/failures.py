@@ -3,9 +3,10 @@
 A *soft* failure is the tool's own (a non-zero exit, an HTTP error, a
 timeout): the planner could recover, so the step's ``on_error`` decides
 whether the run goes on. A *hard* failure ends the run whatever the step
-says: the executor broke the protocol, or the policy refused the call at
+says: the executor broke the protocol, the policy refused the call at
 execution time (a destination that resolved somewhere private, a command or
-permission refused, a child session).
+permission refused, a child session), or an OpenCode turn spent past what
+was left of the run's budgets and was cut short.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ HARD_FAILURES: Final = frozenset(
         ErrorCode.LIMITS_MISSING,
         ErrorCode.PERMISSION_DENIED,
         ErrorCode.CHILD_SESSION_REFUSED,
+        ErrorCode.BUDGET_EXCEEDED,
     }
 )
 

@@ -4,7 +4,9 @@ The step's input is ``{"prompt": str, "subgoals": [str, ...]?}``. The turn
 runs in the run's workspace under the profile's executor policy (permission
 answers, stall and turn limits); ``worker.opencode.turn`` does the watching.
 On the timeout ladder's second rung (``narrowed`` in the envelope) the prompt is cut down
-to its first sub-goal and the turn gets the policy's narrowed timeout.
+to its first sub-goal and the turn gets the policy's narrowed timeout. The envelope's
+``allowance`` is what is left of the run's budgets: a turn that spends past it is cut
+short (aborted, reverted, its workspace restored) with ``budget_exceeded``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def _spec(envelope: ExecutionEnvelope) -> TurnSpec:
         policy=policy,
         timeout_s=timeout_s,
         max_output_bytes=limits.max_output_bytes,
+        allowance=ext.allowance,
     )
 
 

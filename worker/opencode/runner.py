@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
+from contracts.execution import TurnAllowance
 from worker.opencode.supervisor import OpencodeServer, ServerSpec, running_server
 from worker.opencode.turn import TurnSpec
 from worker.settings import WorkerSettings
@@ -63,6 +64,7 @@ def turn_spec(
     policy: OpencodePolicy,
     timeout_s: float,
     max_output_bytes: int,
+    allowance: TurnAllowance | None = None,
 ) -> TurnSpec:
     workspace: Path = settings.workspace_root / run_id
     workspace.mkdir(parents=True, exist_ok=True)
@@ -80,4 +82,5 @@ def turn_spec(
         model=settings.opencode_model,
         max_output_bytes=max_output_bytes,
         crash_point=settings.crash_point,
+        allowance=allowance,
     )

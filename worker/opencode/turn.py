@@ -9,7 +9,8 @@ While the turn runs, every event for its session is read (``worker.opencode.watc
   ``stall_s`` (or a session stuck ``busy`` with none), or a turn past its
   deadline, aborts the session, records diagnostics and reverts the turn;
 * a ``session.created`` with a parent (a child session) aborts the turn and
-  reverts it;
+  reverts it, and so does a build turn that spends past what the run has left
+  of its budgets (tokens, cost, wall time: the envelope's allowance);
 * tool parts, ``file.edited`` and permission events become the turn's
   activity, with file digests before and after.
 
@@ -29,7 +30,15 @@ from worker.opencode.client import OpencodeClient
 from worker.opencode.config import PROVIDER_ID
 from worker.opencode.events import EventFeed
 from worker.opencode.supervisor import OpencodeServer
-from worker.opencode.watch import LAST_EVENTS, TurnSpec, Watch, cap, marker_of, watch_turn
+from worker.opencode.watch import (
+    LAST_EVENTS,
+    TurnSpec,
+    Watch,
+    cap,
+    child_attempt,
+    marker_of,
+    watch_turn,
+)
 
 __all__ = ["TurnSpec", "marker_of", "reconcile", "run_turn", "session_for"]
 
@@ -127,28 +136,6 @@ def _log_artifact(spec: TurnSpec, events: list[JsonObject]) -> Artifact:
         media_type="application/x-ndjson",
         content=data,
     )
-
-
-def _count(value: JsonValue) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def usage_of(spec: TurnSpec, watch: Watch) -> JsonObject:
-    """The turn's usage as OpenCode reported it per assistant message (``tokens``:
-    input, output, reasoning, cache read/write), summed: what the run's budgets
-    count. Prompt tokens include the cache's; completion tokens the reasoning."""
-    prompt = completion = 0
-    for info in watch.replies.values():
-        tokens = info.get("tokens")
-        if not isinstance(tokens, dict):
-            continue
-        cache = tokens.get("cache")
-        cached = (
-            _count(cache.get("read")) + _count(cache.get("write")) if isinstance(cache, dict) else 0
-        )
-        prompt += _count(tokens.get("input")) + cached
-        completion += _count(tokens.get("output")) + _count(tokens.get("reasoning"))
-    return {"model": spec.model, "prompt_tokens": prompt, "completion_tokens": completion}
 
 
 def _base(spec: TurnSpec, server: OpencodeServer, session_id: str) -> JsonObject:
@@ -257,6 +244,7 @@ def _run(server: OpencodeServer, client: OpencodeClient, spec: TurnSpec) -> Hand
         ended = watch_turn(client, feed, watch)
         if ended is None:
             watch.settle(feed)
+            ended = child_attempt(watch)  # its event may trail the idle status
     finally:
         feed.close()
     out = _base(spec, server, session_id)
@@ -269,7 +257,7 @@ def _run(server: OpencodeServer, client: OpencodeClient, spec: TurnSpec) -> Hand
         client.abort(session_id)
         _reject_leftovers(client, session_id, watch)
         out.update(_put_back(spec, client, session_id, watch.user_id, before))
-        out.update(activity=watch.activity, diagnostics=diagnostics, usage=usage_of(spec, watch))
+        out.update(activity=watch.activity, diagnostics=diagnostics, usage=watch.usage())
         return HandlerResult(
             ok=False,
             output=out,
@@ -297,7 +285,7 @@ def _finish(
         files=list[JsonValue](workspace.changes(before, after)),
         workspace_before=before.digest,
         workspace_after=after.digest,
-        usage=usage_of(spec, watch),
+        usage=watch.usage(),
     )
     if error is not None or watch.error is not None:
         out["error"] = cap(error if error is not None else watch.error)

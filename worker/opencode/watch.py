@@ -4,7 +4,8 @@
 answers, tool calls, file edits with their digests, a child-session attempt,
 and the turn's own prompt and replies. ``watch_turn`` reads the stream until
 the session goes idle or the turn must be stopped (stall, deadline, child
-session, an ask left pending, the run cancelled), and says which.
+session, an ask left pending, the run cancelled, the run's budgets spent),
+and says which.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Literal
 from sqlalchemy.exc import SQLAlchemyError
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, OpencodePolicy
+from contracts.execution import TurnAllowance
 from ledger import cancels
 from worker._crash import maybe_crash
 from worker._runtime import runtime
@@ -27,8 +29,9 @@ from worker.opencode import workspace
 from worker.opencode.ban import parent_of
 from worker.opencode.client import OpencodeClient
 from worker.opencode.events import EventFeed
+from worker.opencode.spend import overspent, usage_of
 
-__all__ = ["LAST_EVENTS", "TurnSpec", "Watch", "cap", "marker_of", "watch_turn"]
+__all__ = ["LAST_EVENTS", "TurnSpec", "Watch", "cap", "child_attempt", "marker_of", "watch_turn"]
 
 _POLL_S = 0.2
 _STATUS_EVERY_S = 2.0
@@ -54,6 +57,7 @@ class TurnSpec:
     model: str
     max_output_bytes: int
     crash_point: str | None = None
+    allowance: TurnAllowance | None = None  # a build turn stops at what the run has left
 
 
 def marker_of(op_key: str) -> str:
@@ -233,6 +237,10 @@ class Watch:
                 error = info.get("error")
         return "\n".join(texts), structured, error
 
+    def usage(self) -> JsonObject:
+        """What the turn has spent so far, as its replies report it."""
+        return usage_of(self.replies, self.spec.model)
+
     def _tool(self, props: JsonObject) -> None:
         part = props.get("part")
         if not isinstance(part, dict) or part.get("type") != "tool":
@@ -298,6 +306,14 @@ def _cancelled_by(run_id: str) -> str | None:
     return None if found is None else found.requested_by
 
 
+def child_attempt(watch: Watch) -> tuple[ErrorCode, str, float] | None:
+    """The turn's end when the model tried to start a child session (None: it did not)."""
+    if watch.child is None:
+        return None
+    reason = f"the model tried to start a child session ({watch.child}); refused"
+    return ErrorCode.CHILD_SESSION_REFUSED, reason, 0.0
+
+
 def watch_turn(
     client: OpencodeClient, feed: EventFeed, watch: Watch
 ) -> tuple[ErrorCode, str, float] | None:
@@ -323,14 +339,13 @@ def watch_turn(
                 last = now  # the turn's heartbeat
                 watch.note(event)
                 watch.handle(event)
-                if watch.child is not None:
-                    return (
-                        ErrorCode.CHILD_SESSION_REFUSED,
-                        f"the model tried to start a child session ({watch.child}); refused",
-                        0.0,
-                    )
+                if (attempt := child_attempt(watch)) is not None:
+                    return attempt
                 if event.get("type") == "session.idle" and watch.busy_seen:
                     return None
+        spent = overspent(spec.allowance, watch.usage(), now - started)
+        if spent is not None:
+            return ErrorCode.BUDGET_EXCEEDED, f"{spent}; the turn was cut short", now - last
         for request, seen in list(watch.asked.items()):
             if now - seen > policy.ask_limit_s:
                 pending = {p.get("id") for p in client.permissions()}

@@ -1,0 +1,118 @@
+"""An OpenCode turn that spends past the run's budgets is cut short, on SQLite and PostgreSQL.
+
+A real OpenCode (the pinned build) driven by the scripted model: the turn's
+first reply writes a file and reports more tokens than the run has left;
+the next reply is far away. The watch sees the usage as it arrives, aborts
+the session, reverts the turn and restores the workspace, and the run ends
+``budget_exceeded`` without its next step. The run replays at teardown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from contracts import Plan, digest_of
+from tests.conftest import require_backend
+from tests.support.opencode import opencode_stack, require_opencode, write_call
+from tests.support.stack import BACKENDS, Stack
+
+SCRIPT: dict[str, Any] = {
+    "turns": [
+        {
+            "match": "SPEND-ME",
+            "replies": [
+                {
+                    **write_call("spent.txt", "paid for\n"),
+                    "usage": {"prompt_tokens": 4000, "completion_tokens": 1000},
+                },
+                {"content": "all done", "delay_s": 25},
+            ],
+        }
+    ]
+}
+PLAN: dict[str, Any] = {
+    "objective": "an edit that costs more than the run has left",
+    "steps": [
+        {
+            "step_id": "edit",
+            "verb": "edit",
+            "connector_id": "workspace-opencode",
+            "driver_kind": "opencode",
+            "input": {"prompt": "SPEND-ME: write spent.txt, then think for a long time"},
+            "on_error": "continue",  # a budget is hard: the run ends all the same
+        },
+        {
+            "step_id": "after",
+            "verb": "note",
+            "connector_id": "note",
+            "driver_kind": "noop",
+            "input": {"message": "must not run"},
+        },
+    ],
+}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def oc_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    require_backend(request.param)
+    require_opencode()
+    with opencode_stack(request.param, tmp_path_factory.mktemp("oc-budget"), SCRIPT) as stack:
+        yield stack
+
+
+def test_a_turn_past_the_token_budget_is_cut_short_and_undone(oc_stack: Stack) -> None:
+    stack = oc_stack
+    r = stack.submit(
+        {
+            "recipe": "echo",
+            "objective": PLAN["objective"],
+            "mode": "run-plan",
+            "plan": PLAN,
+            "policy_profile": "opencode",
+            "budgets": {"max_tokens": 3000},
+        }
+    )
+    assert r.status_code == 202, r.text
+    run_id = r.json()["run_id"]
+    digest = digest_of(Plan.model_validate(PLAN).model_dump(mode="json"))
+    assert stack.wait(run_id, {"waiting_approval", "failed"})["status"] == "waiting_approval"
+    approved = time.monotonic()
+    assert stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+
+    done = stack.wait(run_id, {"cancelled", "succeeded", "failed"}, timeout=90)
+    took = time.monotonic() - approved
+    assert (done["status"], done["error_code"]) == ("failed", "budget_exceeded"), done
+    assert took < 20, f"the run took {took:.1f} s to stop; the model's next reply was 25 s away"
+    assert done["error_message"] == "max_tokens: 5,000 used of 3,000"
+    assert done["budgets"]["exceeded"] == "max_tokens"
+    assert done["budgets"]["used"]["prompt_tokens"] == 4000
+
+    (edit,) = done["steps"]  # "after" never ran, whatever the step's on_error
+    assert (edit["step_id"], edit["status"], edit["error_code"]) == (
+        "edit",
+        "failed",
+        "budget_exceeded",
+    )
+    assert edit["error_message"] == (
+        "max_tokens: the turn used 5,000 tokens; the run had 3,000 left; the turn was cut short"
+    )
+    # the paid-for edit is undone: the workspace is as before the turn
+    assert not (stack.workspace_root / run_id / "spent.txt").exists()
+    assert edit["output"]["workspace_after"] == edit["output"]["workspace_before"]
+    assert edit["output"]["usage"]["prompt_tokens"] == 4000
+    # the envelope told the turn what was left
+    (request,) = [
+        row[0]
+        for row in stack.sql(
+            "SELECT request_json FROM calls WHERE run_id = :r AND kind = 'tool'", r=run_id
+        )
+    ]
+    assert '"allowance"' in request and '"tokens":3000' in request.replace(" ", "")
+    episodes = stack.client.get(f"/runs/{run_id}/episodes").json()["episodes"]
+    assert "execution/budget_exceeded" in {e["episode_type"] for e in episodes}
