@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from contracts import Plan, digest_of
-from tests.conftest import require_backend
-from tests.support.opencode import opencode_stack, require_opencode, write_call
+from tests.support.opencode import approved_plan_run, opencode_stack_for, write_call
 from tests.support.stack import BACKENDS, Stack
 
 SCRIPT: dict[str, Any] = {
@@ -60,30 +58,13 @@ PLAN: dict[str, Any] = {
 def oc_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    require_backend(request.param)
-    require_opencode()
-    with opencode_stack(request.param, tmp_path_factory.mktemp("oc-budget"), SCRIPT) as stack:
-        yield stack
+    yield from opencode_stack_for(request, tmp_path_factory, SCRIPT)
 
 
 def test_a_turn_past_the_token_budget_is_cut_short_and_undone(oc_stack: Stack) -> None:
     stack = oc_stack
-    r = stack.submit(
-        {
-            "recipe": "echo",
-            "objective": PLAN["objective"],
-            "mode": "run-plan",
-            "plan": PLAN,
-            "policy_profile": "opencode",
-            "budgets": {"max_tokens": 3000},
-        }
-    )
-    assert r.status_code == 202, r.text
-    run_id = r.json()["run_id"]
-    digest = digest_of(Plan.model_validate(PLAN).model_dump(mode="json"))
-    assert stack.wait(run_id, {"waiting_approval", "failed"})["status"] == "waiting_approval"
     approved = time.monotonic()
-    assert stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+    run_id = approved_plan_run(stack, PLAN, "opencode", budgets={"max_tokens": 3000})
 
     done = stack.wait(run_id, {"cancelled", "succeeded", "failed"}, timeout=90)
     took = time.monotonic() - approved

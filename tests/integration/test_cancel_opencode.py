@@ -16,9 +16,7 @@ from typing import Any
 import pytest
 from dbos import DBOS
 
-from contracts import Plan, digest_of
-from tests.conftest import require_backend
-from tests.support.opencode import opencode_stack, require_opencode, write_call
+from tests.support.opencode import approved_plan_run, opencode_stack_for, write_call
 from tests.support.stack import BACKENDS, Stack
 
 SCRIPT: dict[str, Any] = {
@@ -57,28 +55,12 @@ PLAN: dict[str, Any] = {
 def oc_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    require_backend(request.param)
-    require_opencode()
-    with opencode_stack(request.param, tmp_path_factory.mktemp("oc-cancel"), SCRIPT) as stack:
-        yield stack
+    yield from opencode_stack_for(request, tmp_path_factory, SCRIPT)
 
 
 def test_cancel_mid_turn_aborts_reverts_and_restores(oc_stack: Stack) -> None:
     stack = oc_stack
-    r = stack.submit(
-        {
-            "recipe": "echo",
-            "objective": "an edit cut off by a cancel",
-            "mode": "run-plan",
-            "plan": PLAN,
-            "policy_profile": "opencode",
-        }
-    )
-    assert r.status_code == 202, r.text
-    run_id = r.json()["run_id"]
-    digest = digest_of(Plan.model_validate(PLAN).model_dump(mode="json"))
-    assert stack.wait(run_id, {"waiting_approval", "failed"})["status"] == "waiting_approval"
-    assert stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+    run_id = approved_plan_run(stack, PLAN, "opencode")
 
     written = stack.workspace_root / run_id / "half.txt"
     deadline = time.monotonic() + 90

@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 
-from contracts import Plan, digest_of
-from tests.conftest import require_backend
-from tests.support.opencode import opencode_stack, require_opencode
+from tests.support.opencode import approved_plan_run, opencode_stack_for
 from tests.support.stack import BACKENDS, Stack
 
 NOTE = b"written by opencode\n"
@@ -62,28 +60,12 @@ PLAN: dict[str, Any] = {
 def oc_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    require_backend(request.param)
-    require_opencode()
-    with opencode_stack(request.param, tmp_path_factory.mktemp("oc"), SCRIPT) as stack:
-        yield stack
+    yield from opencode_stack_for(request, tmp_path_factory, SCRIPT)
 
 
 def test_an_opencode_step_edits_through_the_ledger(oc_stack: Stack) -> None:
     stack = oc_stack
-    r = stack.submit(
-        {
-            "recipe": "echo",
-            "objective": "write a note",
-            "mode": "run-plan",
-            "plan": PLAN,
-            "policy_profile": "opencode-quick",
-        }
-    )
-    assert r.status_code == 202, r.text
-    run_id = r.json()["run_id"]
-    digest = digest_of(Plan.model_validate(PLAN).model_dump(mode="json"))
-    assert stack.wait(run_id, {"waiting_approval", "failed"})["status"] == "waiting_approval"
-    assert stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+    run_id = approved_plan_run(stack, PLAN, "opencode-quick")
     done = stack.wait(run_id, {"succeeded", "failed"}, timeout=120)
     assert done["status"] == "succeeded", done
     assert (stack.workspace_root / run_id / "note.txt").read_bytes() == NOTE

@@ -9,13 +9,20 @@ from typing import Any
 
 import pytest
 
-from contracts import GatehouseError, JsonObject
+from contracts import GatehouseError, JsonObject, Plan, digest_of
 from tests.support.stack import Stack, running_stack
 from worker.opencode.pin import OpencodePin, read_pin
 from worker.scripted_model import ScriptedModel
 from worker.settings import WorkerSettings
 
-__all__ = ["first_prompts", "require_opencode", "write_call"]
+__all__ = [
+    "approved_plan_run",
+    "first_prompts",
+    "opencode_stack",
+    "opencode_stack_for",
+    "require_opencode",
+    "write_call",
+]
 
 
 def require_opencode() -> OpencodePin:
@@ -67,3 +74,38 @@ def opencode_stack(backend: str, tmp: Path, script: JsonObject) -> Iterator[Stac
             yield stack
         finally:
             stop_running_server()
+
+
+def opencode_stack_for(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, script: JsonObject
+) -> Iterator[Stack]:
+    """The body of a module fixture parametrized over the backends: skipped, with the
+    reason, where the backend or OpenCode is missing."""
+    from tests.conftest import require_backend
+
+    backend: str = request.param
+    require_backend(backend)
+    require_opencode()
+    with opencode_stack(backend, tmp_path_factory.mktemp(f"oc-{backend}"), script) as stack:
+        yield stack
+
+
+def approved_plan_run(stack: Stack, plan: JsonObject, profile: str, **extra: Any) -> str:
+    """Submit ``plan`` as a run-plan intent, wait for its plan card, approve it: the run id."""
+    r = stack.submit(
+        {
+            "recipe": "echo",
+            "objective": plan["objective"],
+            "mode": "run-plan",
+            "plan": plan,
+            "policy_profile": profile,
+            **extra,
+        }
+    )
+    assert r.status_code == 202, r.text
+    run_id: str = r.json()["run_id"]
+    digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+    assert stack.wait(run_id, {"waiting_approval", "failed"})["status"] == "waiting_approval"
+    approved = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest})
+    assert approved.status_code == 200, approved.text
+    return run_id

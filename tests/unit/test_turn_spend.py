@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts import Price
+from contracts import JsonObject, Price
 from contracts.execution import TurnAllowance
 from worker.opencode.spend import overspent, usage_of
 
@@ -24,7 +24,7 @@ def test_usage_sums_every_reply_with_cache_and_reasoning() -> None:
 
 
 def test_each_budget_cuts_a_turn_only_once_spent_past() -> None:
-    usage = {"model": "m", "prompt_tokens": 600, "completion_tokens": 300}
+    usage: JsonObject = {"model": "m", "prompt_tokens": 600, "completion_tokens": 300}
     assert overspent(None, usage, 1e9) is None  # no allowance: no cut (compile turns)
     assert overspent(TurnAllowance(tokens=900), usage, 0) is None  # exactly what was left
     assert overspent(TurnAllowance(tokens=899), usage, 0) == (
