@@ -10,13 +10,14 @@ from typing import Literal
 
 from contracts._base import Closed
 from contracts.intent import IntentRequest
+from contracts.opa_run import OpaJob
 
 __all__ = ["IntentJob"]
 
 # Recovery resumes a workflow only under the version it started with, and the
 # shim enqueues under this one; bump it when a change to the workflow code
 # would replay old runs differently.
-APP_VERSION = "gatehouse-3"
+APP_VERSION = "gatehouse-4"
 INTENT_WORKFLOW = "gatehouse.intent"
 INTENT_QUEUE = "intentQ"
 APPROVAL_TOPIC = "gatehouse.approval"
@@ -30,3 +31,4 @@ class IntentJob(Closed):
     run_id: str
     intent_id: str
     request: IntentRequest
+    opa: OpaJob | None = None  # the run was submitted as an OPA archive

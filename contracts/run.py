@@ -12,6 +12,7 @@ from contracts._json import JsonObject, JsonValue
 from contracts.budgets import BudgetsView
 from contracts.channels import RUN_VIEW_CHANNELS, TextChannel
 from contracts.intent import Mode
+from contracts.opa_run import OpaRunView
 from contracts.plan import Plan
 
 __all__ = [
@@ -134,6 +135,8 @@ class RunView(Closed):
     fork_from_step: int | None = None
     # The run's effective budgets and what it has spent of them (used / limit).
     budgets: BudgetsView | None = None
+    # Set when the run came from an OPA archive: its objective is the archive's.
+    opa: OpaRunView | None = None
     error_code: str | None
     error_message: str | None
     created_at: str

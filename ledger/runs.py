@@ -27,6 +27,7 @@ from contracts import (
     StepView,
     canonical_json,
 )
+from ledger import opa_runs
 from ledger._db import Conn, now_iso
 
 __all__ = [
@@ -182,6 +183,7 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
             parent_run_id=row[19],
             fork_from_step=row[20],
             budgets=None if row[21] is None else BudgetsView.model_validate_json(row[21]),
+            opa=opa_runs.get(conn, run_id),
             plan_card=get_plan_card(conn, run_id),
             approvals=_approvals(conn, run_id),
             steps=_steps(conn, run_id),

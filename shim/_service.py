@@ -51,7 +51,18 @@ from contracts import (
     digest_of,
     validate_instance,
 )
-from ledger import Database, calls, chain, evidence, intents, migrate, now_iso, open_database, runs
+from ledger import (
+    Database,
+    calls,
+    chain,
+    evidence,
+    intents,
+    migrate,
+    now_iso,
+    opa_runs,
+    open_database,
+    runs,
+)
 from policies import catalog
 from policies.episodes import episode, security_episode
 from policies.gate import gate_plan
@@ -174,9 +185,14 @@ class Service:
 
     # ------------------------------------------------------------ intents
     def submit(
-        self, request: IntentRequest, idempotency_key: str | None, who: Identity
+        self,
+        request: IntentRequest,
+        idempotency_key: str | None,
+        who: Identity,
+        opa: opa_runs.Intake | None = None,
     ) -> tuple[bool, IntentAccepted]:
-        """Store and enqueue an intent; (created, answer). A repeated key returns its run."""
+        """Store and enqueue an intent; (created, answer). A repeated key returns its run.
+        ``opa``: the validated archive the intent was made from, stored with the run."""
         request = _as(request, "submitted_by", who)
         if idempotency_key is not None:
             existing = self._existing(request, idempotency_key)
@@ -185,7 +201,8 @@ class Service:
         _check_intent(request)
         run_id = "run_" + uuid.uuid4().hex
         intent_id = "int_" + uuid.uuid4().hex
-        job = IntentJob(run_id=run_id, intent_id=intent_id, request=request)
+        opa_job = None if opa is None else opa.job
+        job = IntentJob(run_id=run_id, intent_id=intent_id, request=request, opa=opa_job)
         try:
             with self.db.engine.begin() as conn:
                 intents.insert_intent_and_run(
@@ -195,6 +212,8 @@ class Service:
                     request=request,
                     idempotency_key=idempotency_key,
                 )
+                if opa is not None:
+                    opa_runs.put_input(conn, run_id, opa)
                 self.client.enqueue_in_transaction(
                     conn,
                     {

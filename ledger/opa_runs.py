@@ -1,0 +1,136 @@
+"""Runs from OPA archives: the ``opa_runs`` row and the archive artifacts.
+
+The input archive is written with the run, in the shim's submit transaction,
+only after it passed validation; the output archive when the worker packs it.
+Both are content-addressed artifacts of the run (step ``@opa``), so they are in
+the run's evidence like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from pydantic import ValidationError
+
+from contracts import ErrorCode, GatehouseError
+from contracts.opa_run import OPA_STEP, OpaJob, OpaRunView, OpaSigner
+from ledger._db import Conn, now_iso
+from ledger.evidence import get_artifact, put_artifact
+
+__all__ = [
+    "INPUT_NAME",
+    "MEDIA_TYPE",
+    "OUTPUT_NAME",
+    "Intake",
+    "archive_bytes",
+    "get",
+    "output_bytes",
+    "put_input",
+    "put_output",
+]
+
+MEDIA_TYPE = "application/vnd.opa+zip"
+INPUT_NAME = "input.opa"
+OUTPUT_NAME = "output.opa"
+
+
+@dataclass(frozen=True)
+class Intake:
+    """A validated archive on its way into a new run."""
+
+    job: OpaJob
+    signer: OpaSigner | None
+    content: bytes
+
+
+def put_input(conn: Conn, run_id: str, intake: Intake) -> None:
+    """The accepted archive of a new run (its ``runs`` row is already written)."""
+    job, signer, content = intake.job, intake.signer, intake.content
+    digest = put_artifact(
+        conn,
+        run_id=run_id,
+        step_id=OPA_STEP,
+        name=INPUT_NAME,
+        media_type=MEDIA_TYPE,
+        content=content,
+    )
+    if digest != job.archive_sha256:
+        raise GatehouseError(ErrorCode.INTERNAL_ERROR, "the stored archive is not the one checked")
+    conn.execute(
+        sa.text(
+            "INSERT INTO opa_runs (run_id, archive_name, archive_sha256, opa_version,"
+            " execution_mode, signer_json, created_at) VALUES (:r, :n, :d, :v, :m, :s, :t)"
+        ),
+        {
+            "r": run_id,
+            "n": job.archive_name,
+            "d": digest,
+            "v": job.opa_version,
+            "m": job.execution_mode,
+            "s": None if signer is None else signer.model_dump_json(),
+            "t": now_iso(),
+        },
+    )
+
+
+def put_output(conn: Conn, run_id: str, content: bytes) -> str:
+    """The run's output archive; its digest. Packing again writes the same row."""
+    digest = put_artifact(
+        conn,
+        run_id=run_id,
+        step_id=OPA_STEP,
+        name=OUTPUT_NAME,
+        media_type=MEDIA_TYPE,
+        content=content,
+    )
+    conn.execute(
+        sa.text("UPDATE opa_runs SET output_sha256 = :d WHERE run_id = :r"),
+        {"d": digest, "r": run_id},
+    )
+    return digest
+
+
+def get(conn: Conn, run_id: str) -> OpaRunView | None:
+    row = conn.execute(
+        sa.text(
+            "SELECT archive_name, archive_sha256, opa_version, execution_mode, signer_json,"
+            " output_sha256 FROM opa_runs WHERE run_id = :r"
+        ),
+        {"r": run_id},
+    ).first()
+    if row is None:
+        return None
+    try:
+        signer = None if row[4] is None else OpaSigner.model_validate(json.loads(row[4]))
+        return OpaRunView(
+            archive_name=row[0],
+            archive_sha256=row[1],
+            opa_version=row[2],
+            execution_mode=row[3],
+            signer=signer,
+            output_sha256=row[5],
+        )
+    except (ValidationError, ValueError) as exc:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD,
+            "an opa_runs row failed validation when read back",
+            {"table": "opa_runs", "key": run_id, "problem": str(exc)[:500]},
+        ) from exc
+
+
+def archive_bytes(conn: Conn, run_id: str) -> bytes | None:
+    """The run's input archive, as accepted."""
+    found = get(conn, run_id)
+    stored = None if found is None else get_artifact(conn, found.archive_sha256)
+    return None if stored is None else stored[1]
+
+
+def output_bytes(conn: Conn, run_id: str) -> bytes | None:
+    """The run's output archive, once packed."""
+    found = get(conn, run_id)
+    if found is None or found.output_sha256 is None:
+        return None
+    stored = get_artifact(conn, found.output_sha256)
+    return None if stored is None else stored[1]
