@@ -28,6 +28,7 @@ from pydantic import Field, PrivateAttr
 from contracts._base import Closed
 from contracts._json import JsonObject
 from contracts.budgets import Price
+from contracts.opa_run import OpaJob
 from contracts.plan import DriverKind
 from contracts.tool_pool import Connector, OpencodePolicy
 
@@ -79,6 +80,7 @@ class GatehouseEnvelopeExt(Closed):
     executor_policy: OpencodePolicy | None = None
     narrowed: bool = False
     allowance: TurnAllowance | None = None  # opencode steps only
+    opa: OpaJob | None = None  # the run came from an OPA archive (see contracts.opa_run)
 
 
 class EnvelopeExtensions(Closed):

@@ -9,15 +9,29 @@ approvers: that the objective came from an archive, which one, and who signed it
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
 from contracts._base import Closed, Digest
 
-__all__ = ["OPA_STEP", "OpaExecutionMode", "OpaJob", "OpaRunView", "OpaSigner"]
+__all__ = [
+    "OPA_DIR",
+    "OPA_STEP",
+    "OUTPUT_DIR",
+    "OpaExecutionMode",
+    "OpaJob",
+    "OpaRunView",
+    "OpaSigner",
+    "opa_env",
+]
 
 OPA_STEP = "@opa"  # the run_artifacts step id of the input and output archives
+# In the run's workspace: the archive extracted (read-only), and where the run
+# writes what goes into its output archive.
+OPA_DIR = ".opa"
+OUTPUT_DIR = "output"
 OpaExecutionMode = Literal["interactive", "batch", "autonomous"]
 
 
@@ -40,6 +54,21 @@ class OpaJob(Closed):
     archive_sha256: Digest
     opa_version: str = Field(min_length=1, max_length=32)
     execution_mode: OpaExecutionMode
+    data_root: str = Field(default="data/", max_length=255)  # the manifest's Data-Root
+    accepted_at: str | None = None  # ISO-8601: when the shim checked it (signatures hold then)
+
+
+def opa_env(job: OpaJob, workspace: Path) -> dict[str, str]:
+    """The variables every process a handler starts for an OPA run is given."""
+    extracted = workspace / OPA_DIR
+    return {
+        "OPA_VERSION": job.opa_version,
+        "OPA_ARCHIVE_NAME": job.archive_name,
+        "OPA_EXTRACTED_ROOT": str(extracted),
+        "OPA_DATA_ROOT": str(extracted / job.data_root.strip("/")),
+        "OPA_OUTPUT_ROOT": str(workspace / OUTPUT_DIR),
+        "OPA_EXECUTION_MODE": job.execution_mode,
+    }
 
 
 class OpaRunView(Closed):

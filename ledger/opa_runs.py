@@ -26,6 +26,7 @@ __all__ = [
     "Intake",
     "archive_bytes",
     "get",
+    "job",
     "output_bytes",
     "put_input",
     "put_output",
@@ -61,7 +62,8 @@ def put_input(conn: Conn, run_id: str, intake: Intake) -> None:
     conn.execute(
         sa.text(
             "INSERT INTO opa_runs (run_id, archive_name, archive_sha256, opa_version,"
-            " execution_mode, signer_json, created_at) VALUES (:r, :n, :d, :v, :m, :s, :t)"
+            " execution_mode, signer_json, job_json, created_at)"
+            " VALUES (:r, :n, :d, :v, :m, :s, :j, :t)"
         ),
         {
             "r": run_id,
@@ -70,6 +72,7 @@ def put_input(conn: Conn, run_id: str, intake: Intake) -> None:
             "v": job.opa_version,
             "m": job.execution_mode,
             "s": None if signer is None else signer.model_dump_json(),
+            "j": job.model_dump_json(),
             "t": now_iso(),
         },
     )
@@ -113,6 +116,23 @@ def get(conn: Conn, run_id: str) -> OpaRunView | None:
             output_sha256=row[5],
         )
     except (ValidationError, ValueError) as exc:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD,
+            "an opa_runs row failed validation when read back",
+            {"table": "opa_runs", "key": run_id, "problem": str(exc)[:500]},
+        ) from exc
+
+
+def job(conn: Conn, run_id: str) -> OpaJob | None:
+    """The OpaJob the run's workflow was given (None: not an OPA run)."""
+    row = conn.execute(
+        sa.text("SELECT job_json FROM opa_runs WHERE run_id = :r"), {"r": run_id}
+    ).first()
+    if row is None:
+        return None
+    try:
+        return OpaJob.model_validate_json(row[0])
+    except ValidationError as exc:
         raise GatehouseError(
             ErrorCode.CORRUPT_RECORD,
             "an opa_runs row failed validation when read back",

@@ -32,6 +32,7 @@ from contracts import (
     ToolPool,
     digest_of,
 )
+from contracts.opa_run import OpaJob
 from policies.gate import check_step
 from worker._inputs import resolve_input
 from worker._seed import draw, planner_seed
@@ -162,6 +163,7 @@ class _Run:
         self.trace = Trace()
         # What the run spent of its budgets: counted from recorded call results only.
         self.spent: Spent | None = None
+        self.opa: OpaJob | None = None  # the run came from an OPA archive
 
     def end(
         self,
@@ -172,7 +174,9 @@ class _Run:
     ) -> JsonObject:
         """Every way a run ends: status, trace digest and summary episode, one commit."""
         budgets = None if self.spent is None else self.spent.view_json()
-        end = RunEnd(self.run_id, status, summary, code, message, self.trace.digest(), budgets)
+        end = RunEnd(
+            self.run_id, status, summary, code, message, self.trace.digest(), budgets, self.opa
+        )
         self.ports.finish(end)
         return {"run_id": self.run_id, "status": status.value, "error_code": code, "steps": summary}
 
@@ -197,6 +201,7 @@ class _Run:
 
     def go(self, job: IntentJob) -> JsonObject:
         req, run_id, ports = job.request, self.run_id, self.ports
+        self.opa = job.opa
         begun = ports.begin(run_id, req.policy_profile, req.tool_pool)
         if not begun.ok or begun.profile is None or begun.tool_pool is None:
             return self.end(RunStatus.FAILED, [], begun.error_code, begun.error_message)
@@ -291,6 +296,8 @@ class _Run:
             }
             if step.driver_kind is DriverKind.OPENCODE:
                 call["executor_policy"] = profile.opencode.model_dump(mode="json")
+            if self.opa is not None:
+                call["opa"] = self.opa.model_dump(mode="json")
             outcome, attempts = self.settle(call, profile, seed)
             final = ports.record_step_result(_record(run_id, position, step, outcome, spent))
             ok = bool(final.get("ok"))

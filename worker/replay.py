@@ -37,7 +37,7 @@ from contracts import (
     ToolPool,
     digest_of,
 )
-from ledger import Database, calls, cancels, intents, runs
+from ledger import Database, calls, cancels, intents, opa_runs, runs
 from ledger.runs import Lineage
 from policies import catalog
 from policies.repair import check_revision, gated_plan
@@ -265,9 +265,13 @@ def _run_flow(
     run = chain[0]
     with db.engine.connect() as conn:
         request = intents.request_for_run(conn, run.run_id)
+        # a fork runs its parent's job: the archive is the first one up the lineage
+        opa = next(
+            (found for r in chain if (found := opa_runs.job(conn, r.run_id)) is not None), None
+        )
     if request is None:
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {run.run_id!r} has no intent")
-    job = IntentJob(run_id=run.run_id, intent_id=run.intent_id, request=request)
+    job = IntentJob(run_id=run.run_id, intent_id=run.intent_id, request=request, opa=opa)
     ports = ReplayPorts(db, settings, chain)
     divergences: list[ReplayDivergence] = []
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
 from ledger import DEFAULT_DATABASE_URL
+from opa_format import DEFAULT_TRUST_DIR, SigningKey
 from worker.opencode.pin import DEFAULT_DIR as DEFAULT_OPENCODE_DIR
 
 __all__ = ["WorkerSettings"]
@@ -33,6 +34,9 @@ class WorkerSettings:
     opencode_state: Path  # each worker's OpenCode HOME is <opencode_state>/<executor_id>
     opencode_model_url: str | None  # the OpenAI-compatible model OpenCode talks to
     opencode_model: str
+    # The trust store a run's archive is checked against again (as the shim's).
+    opa_trust_dir: Path = Path(DEFAULT_TRUST_DIR)
+    opa_signing_key: SigningKey | None = None  # signs output archives when set
 
     @property
     def snapshot_root(self) -> Path:
@@ -78,6 +82,8 @@ class WorkerSettings:
             or None,
             opencode_model=e.get("GATEHOUSE_OPENCODE_MODEL")
             or e.get("GATEHOUSE_MODEL_NAME", "planner"),
+            opa_trust_dir=Path(e.get("GATEHOUSE_OPA_TRUST_DIR") or DEFAULT_TRUST_DIR),
+            opa_signing_key=_signing_key(e),
         )
 
 
@@ -91,3 +97,21 @@ def _seconds(env: dict[str, str], name: str, default: str) -> float:
     if value <= 0:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{name} must be more than 0")
     return value
+
+
+def _signing_key(env: dict[str, str]) -> SigningKey | None:
+    """GATEHOUSE_OPA_SIGNING_KEY and _CERT: PEM files; both or neither."""
+    key, cert = env.get("GATEHOUSE_OPA_SIGNING_KEY"), env.get("GATEHOUSE_OPA_SIGNING_CERT")
+    if not key and not cert:
+        return None
+    if not key or not cert:
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST,
+            "set both GATEHOUSE_OPA_SIGNING_KEY and GATEHOUSE_OPA_SIGNING_CERT, or neither",
+        )
+    try:
+        return SigningKey.from_pem(Path(key).read_bytes(), Path(cert).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST, f"the OPA signing key or certificate is unusable: {exc}"
+        ) from exc

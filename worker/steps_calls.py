@@ -23,6 +23,7 @@ from contracts import (
 )
 from contracts._base import Closed
 from contracts.execution import ExecutionEnvelope, TurnAllowance
+from contracts.opa_run import OpaJob
 from contracts.recipe import Recipe
 from ledger import calls
 from policies import catalog
@@ -34,6 +35,7 @@ from worker.coordinator.executor import check, deliver, performed_of
 from worker.handlers import opencode as opencode_handler
 from worker.handlers._base import HandlerResult
 from worker.handlers.registry import HANDLERS
+from worker.opa.unpack import unpack
 from worker.providers.openai_compat import (
     ModelSettings,
     PlannerInput,
@@ -90,6 +92,7 @@ class ToolCall(Closed):
     executor_policy: OpencodePolicy | None = None
     narrowed: bool = False
     allowance: TurnAllowance | None = None  # what is left of the run's budgets
+    opa: OpaJob | None = None  # the run came from an OPA archive
 
 
 def _performed(result: HandlerResult) -> Performed:
@@ -263,11 +266,14 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
         executor_policy=spec.executor_policy,
         narrowed=spec.narrowed,
         allowance=spec.allowance,
+        opa=spec.opa,
     )
 
     def delivered() -> ExecutionEnvelope:
         workspace = settings.workspace_root / spec.run_id
         workspace.mkdir(parents=True, exist_ok=True)
+        if spec.opa is not None:  # the archive, in the workspace before the step runs
+            unpack(settings, workspace, spec.opa)
         return envelope.bound(workspace)
 
     def reconcile(_key: str) -> Performed | None:

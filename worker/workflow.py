@@ -30,6 +30,7 @@ from worker import replay as _replay  # registers the replay workflow with DBOS
 from worker._crash import RUN, maybe_crash
 from worker._flow import run_intent
 from worker._runtime import runtime
+from worker.opa import pack_output
 from worker.records import BeginResult, GateResult, RunEnd, StepRecord
 from worker.steps_calls import planner_call, tool_call
 
@@ -113,6 +114,16 @@ class LivePorts:
         return rec.record_step_result(record)
 
     def finish(self, end: RunEnd) -> None:
+        if end.opa is not None:  # before the run is terminal: a client then finds it packed
+            pack_output(
+                {
+                    "run_id": end.run_id,
+                    "status": end.status.value,
+                    "error_code": end.error_code,
+                    "steps": list(end.steps),
+                    "opa": end.opa.model_dump(mode="json"),
+                }
+            )
         rec.finish_run(end)
         if end.status is RunStatus.CANCELLED:
             _cancel.end_workflow()  # after the run's row is terminal: DBOS agrees

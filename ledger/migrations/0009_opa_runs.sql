@@ -3,7 +3,8 @@
 -- the run (run_artifacts step '@opa', name 'input.opa'), stored only after the
 -- archive passed validation; output_sha256 is the output archive the worker
 -- packed when the run ended (name 'output.opa'). signer_json is the verified
--- signer (contracts OpaSigner), NULL for an unsigned archive.
+-- signer (contracts OpaSigner), NULL for an unsigned archive; job_json the
+-- contracts OpaJob the run's workflow was given (a replay is given it again).
 
 CREATE TABLE opa_runs (
     run_id           TEXT PRIMARY KEY REFERENCES runs (run_id),
@@ -12,6 +13,7 @@ CREATE TABLE opa_runs (
     opa_version      TEXT NOT NULL,
     execution_mode   TEXT NOT NULL,
     signer_json      TEXT,
+    job_json         TEXT NOT NULL,
     output_sha256    TEXT REFERENCES artifacts (sha256),
     created_at       TEXT NOT NULL
 );

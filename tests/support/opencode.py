@@ -52,9 +52,12 @@ def first_prompts(model: ScriptedModel, marker: str) -> int:
 
 
 @contextmanager
-def opencode_stack(backend: str, tmp: Path, script: JsonObject) -> Iterator[Stack]:
-    """A running stack whose OpenCode talks to a scripted model playing ``script``;
-    the OpenCode server is stopped when the stack goes."""
+def opencode_stack(
+    backend: str, tmp: Path, script: JsonObject, *, planner: bool = False
+) -> Iterator[Stack]:
+    """A running stack whose OpenCode talks to a scripted model playing ``script``
+    (and the model planner too, with ``planner``); the OpenCode server is stopped
+    when the stack goes."""
     from worker.opencode.supervisor import stop_running_server
     from worker.scripted_model import load_script
 
@@ -67,6 +70,11 @@ def opencode_stack(backend: str, tmp: Path, script: JsonObject) -> Iterator[Stac
                 "GATEHOUSE_OPENCODE_MODEL_URL": model.base_url,
                 "GATEHOUSE_OPENCODE_MODEL": "scripted",
                 "GATEHOUSE_OPENCODE_STATE": str(tmp / "opencode"),
+                **(
+                    {"GATEHOUSE_MODEL_BASE_URL": model.base_url, "GATEHOUSE_MODEL_NAME": "scripted"}
+                    if planner
+                    else {}
+                ),
             },
         ) as stack,
     ):
@@ -77,7 +85,11 @@ def opencode_stack(backend: str, tmp: Path, script: JsonObject) -> Iterator[Stac
 
 
 def opencode_stack_for(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, script: JsonObject
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    script: JsonObject,
+    *,
+    planner: bool = False,
 ) -> Iterator[Stack]:
     """The body of a module fixture parametrized over the backends: skipped, with the
     reason, where the backend or OpenCode is missing."""
@@ -86,7 +98,8 @@ def opencode_stack_for(
     backend: str = request.param
     require_backend(backend)
     require_opencode()
-    with opencode_stack(backend, tmp_path_factory.mktemp(f"oc-{backend}"), script) as stack:
+    tmp = tmp_path_factory.mktemp(f"oc-{backend}")
+    with opencode_stack(backend, tmp, script, planner=planner) as stack:
         yield stack
 
 

@@ -28,6 +28,7 @@ from contracts import (
     GatehouseError,
     Limits,
 )
+from contracts.opa_run import OpaJob
 from worker.coordinator.envelopes import build_envelope
 from worker.coordinator.executor import Delivered, check
 from worker.handlers import http as http_handler
@@ -386,6 +387,39 @@ def test_shell_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.Monke
     ws = str(tmp_path.resolve())
     assert env == {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": ws, "TMPDIR": f"{ws}/.tmp"}
     assert (tmp_path / ".tmp").is_dir()
+
+
+def test_shell_in_an_opa_run_gets_the_opa_variables(tmp_path: Path) -> None:
+    job = OpaJob(
+        archive_name="report",
+        archive_sha256="c" * 64,
+        opa_version="0.1",
+        execution_mode="batch",
+        data_root="inputs/",
+    )
+    ctx = _ctx(tmp_path, (), RULES)
+    envelope = build_envelope(
+        run_id="run-1",
+        step_id="step-1",
+        op_key=OP_KEY,
+        attempt=1,
+        connector=ctx.connector,
+        arguments={"argv": ["env"]},
+        opa=job,
+    ).bound(tmp_path)
+    result = check(envelope, shell_handler.run(envelope))
+    assert result.ok is True
+    env = dict(line.split("=", 1) for line in str(result.output["stdout"]).splitlines())
+    ws = str(tmp_path.resolve())
+    assert {k: v for k, v in env.items() if k.startswith("OPA_")} == {
+        "OPA_VERSION": "0.1",
+        "OPA_ARCHIVE_NAME": "report",
+        "OPA_EXTRACTED_ROOT": f"{ws}/.opa",
+        "OPA_DATA_ROOT": f"{ws}/.opa/inputs",
+        "OPA_OUTPUT_ROOT": f"{ws}/output",
+        "OPA_EXECUTION_MODE": "batch",
+    }
+    assert env["PATH"] == "/usr/bin:/bin"  # the rest is as scrubbed as ever
 
 
 def test_shell_runs_in_the_workspace(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from contracts.execution import (
     GatehouseEnvelopeExt,
     TurnAllowance,
 )
+from contracts.opa_run import OpaJob
 
 __all__ = ["build_envelope", "envelope_id", "permissions_of"]
 
@@ -40,6 +41,7 @@ def build_envelope(
     executor_policy: OpencodePolicy | None = None,
     narrowed: bool = False,
     allowance: TurnAllowance | None = None,
+    opa: OpaJob | None = None,
 ) -> ExecutionEnvelope:
     """The envelope of one attempt of one step. The gate has checked the step, so
     the connector's limits are present; the policy's timeout is the envelope's."""
@@ -63,6 +65,7 @@ def build_envelope(
                 executor_policy=executor_policy,
                 narrowed=narrowed,
                 allowance=allowance,
+                opa=opa,
             )
         ),
     )

@@ -5,8 +5,9 @@ Why it is shaped this way:
 * ``check_argv`` picks the rule by name and vets every argument; the program
   runs by the rule's absolute path with ``shell=False``, so nothing is ever
   parsed by a shell or looked up on the caller's PATH.
-* The environment is rebuilt from nothing (four variables), so secrets in
-  the worker's environment never reach the child.
+* The environment is rebuilt from nothing (four variables, and the six
+  ``OPA_*`` ones in a run from an OPA archive), so secrets in the worker's
+  environment never reach the child.
 * The child gets its own session (``start_new_session``) so a timeout can kill
   it *and* everything it spawned with one ``killpg``. ``preexec_fn`` is never
   used: the worker is multi-threaded and ``preexec_fn`` is unsafe there.
@@ -33,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from contracts import ErrorCode, JsonObject, JsonValue, Limits, sha256_hex
 from contracts.execution import ExecutionEnvelope, ExecutionResult
+from contracts.opa_run import opa_env
 from policies.commands import check_argv
 from worker.handlers._base import (
     Artifact,
@@ -157,9 +159,10 @@ def _pump(proc: subprocess.Popen[bytes], stdin: bytes, cap: int, deadline: float
 
 
 def _execute(
-    command: list[str], cwd: Path, stdin: bytes, limits: Limits
+    command: list[str], cwd: Path, stdin: bytes, limits: Limits, extra: dict[str, str]
 ) -> _Outcome | HandlerResult:
     env = {
+        **extra,
         "PATH": _SAFE_PATH,
         "LANG": "C.UTF-8",
         "HOME": str(cwd),
@@ -232,7 +235,9 @@ def _run(envelope: ExecutionEnvelope) -> HandlerResult:
     if isinstance(workspace, str):
         return _failed(workspace)
 
-    outcome = _execute([rule.path, *spec.argv[1:]], workspace, stdin, limits)
+    opa = envelope.gatehouse.opa  # an OPA run: the OPA_* variables, nothing else
+    extra = {} if opa is None else opa_env(opa, workspace)
+    outcome = _execute([rule.path, *spec.argv[1:]], workspace, stdin, limits, extra)
     if isinstance(outcome, HandlerResult):
         return outcome
 

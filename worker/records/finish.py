@@ -11,6 +11,7 @@ from contracts import (
     RunStatus,
 )
 from contracts.episode import ResultStatus
+from contracts.opa_run import OpaJob
 from ledger import evidence, now_iso, runs
 from policies.episodes import budget_episode, episode
 from worker.records._tx import exec_id, session, tx
@@ -96,6 +97,7 @@ class RunEnd:
     error_message: str | None
     trace_digest: str
     budgets: JsonObject | None = None  # used / limit at the end (BudgetsView)
+    opa: OpaJob | None = None  # an OPA run: its output archive is packed first
 
 
 def finish_run(end: RunEnd) -> None:

@@ -1,0 +1,122 @@
+"""Runs from OPA archives, end to end, on SQLite and PostgreSQL.
+
+A batch archive (written by the opa-archive library) is submitted; the model
+planner (scripted) plans an OpenCode step that writes ``output/result.txt``
+and a shell step that reads the archive's data through ``.opa/``. The run
+ends with an output archive: the output file (also an artifact of the run),
+the data, and the session history with this run appended. Submitted again,
+that archive is the next run of the session: its objective carries the
+history (chaining). Both runs replay at teardown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from contracts import Plan, digest_of
+from opa_format import read_archive
+from tests.support.opa import batch_archive, submit_archive
+from tests.support.opencode import opencode_stack_for, write_call
+from tests.support.stack import BACKENDS, Stack
+
+PLAN: dict[str, Any] = {
+    "schema_id": "env.mova_agent_plan_v1",
+    "objective": "summarise the report into output/",
+    "steps": [
+        {
+            "step_id": "write",
+            "verb": "edit",
+            "connector_id": "workspace-opencode",
+            "driver_kind": "opencode",
+            "input": {"prompt": "OPA-WRITE: write output/result.txt"},
+        },
+        {
+            "step_id": "read",
+            "verb": "run",
+            "connector_id": "workspace-shell",
+            "driver_kind": "restricted_shell",
+            "input": {"argv": ["head", "-c", "64", ".opa/data/report.csv"]},
+        },
+    ],
+}
+SCRIPT: dict[str, Any] = {
+    "turns": [
+        {
+            "match": "OPA-WRITE",
+            "replies": [write_call("output/result.txt", "total: 3\n"), {"content": "written"}],
+        },
+        {"match": "OPA-E2E", "replies": [{"content": PLAN}]},
+    ]
+}
+REPORT = b"a,b\n1,2\n"
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def oc_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    yield from opencode_stack_for(request, tmp_path_factory, SCRIPT, planner=True)
+
+
+def _run(stack: Stack, archive: bytes, name: str) -> dict[str, Any]:
+    run_id = submit_archive(stack, archive, name, recipe="model-plan", profile="opencode")
+    card = stack.wait(run_id, {"waiting_approval", "failed"})
+    assert card["status"] == "waiting_approval", card
+    digest = digest_of(Plan.model_validate(PLAN).model_dump(mode="json"))
+    assert card["plan_digest"] == digest
+    r = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest})
+    assert r.status_code == 200, r.text
+    done = stack.wait(run_id, {"succeeded", "failed", "cancelled"}, timeout=120)
+    assert done["status"] == "succeeded", done
+    return done
+
+
+def _output(stack: Stack, run_id: str) -> bytes:
+    rows = stack.sql(
+        "SELECT a.content FROM opa_runs o JOIN artifacts a ON a.sha256 = o.output_sha256"
+        " WHERE o.run_id = :r",
+        r=run_id,
+    )
+    assert len(rows) == 1, "the run has no output archive"
+    return bytes(rows[0][0])
+
+
+def test_a_batch_archive_runs_packs_its_output_and_chains(oc_stack: Stack) -> None:
+    stack = oc_stack
+    first = batch_archive("OPA-E2E: summarise data/report.csv", {"data/report.csv": REPORT})
+    done = _run(stack, first, "report.opa")
+    run_id = done["run_id"]
+    assert done["opa"]["archive_name"] == "report"
+    assert done["opa"]["execution_mode"] == "batch"
+    assert done["objective"].startswith("### prompt\nOPA-E2E")
+    write, read = done["steps"]
+    assert write["status"] == "succeeded", write
+    # the archive's data, read-only in the run's workspace
+    assert read["output"]["stdout"] == REPORT.decode()
+
+    packed = _output(stack, run_id)
+    # packed before the run turned terminal: the run view names it
+    assert done["opa"]["output_sha256"] == hashlib.sha256(packed).hexdigest()
+    out = read_archive(packed, name="report-out")
+    names = {e.name for e in out.entries}
+    assert {"output/result.txt", "data/report.csv", "prompt.md"} <= names
+    assert out.manifest.execution_mode == "batch"
+    assert out.history is not None
+    user, assistant = out.history.messages[-2:]
+    assert (user.role, assistant.role) == ("user", "assistant")
+    assert f"Gatehouse run {run_id} ended succeeded" in str(assistant.content)
+    artifacts = stack.client.get(f"/runs/{run_id}/artifacts").json()["artifacts"]
+    by_name = {(a["step_id"], a["name"]): a for a in artifacts}
+    result = by_name[("@opa", "output/result.txt")]
+    assert result["sha256"] == hashlib.sha256(b"total: 3\n").hexdigest()
+    assert ("@opa", "input.opa") in by_name and ("@opa", "output.opa") in by_name
+
+    # chaining: the output archive is the next run of the session
+    second = _run(stack, packed, "report-out.opa")
+    assert "### assistant\nGatehouse run " + run_id in second["objective"]
+    chained = read_archive(_output(stack, second["run_id"]), name="again")
+    assert chained.history is not None and len(chained.history.messages) == 4
