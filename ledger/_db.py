@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "Conn",
     "Database",
+    "corrupt",
     "database_unreachable",
     "now_iso",
     "open_database",
@@ -144,3 +145,12 @@ def database_unreachable(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def corrupt(table: str, key: str, exc: Exception) -> GatehouseError:
+    """A row that failed validation when read back: ``corrupt_record``, never half-valid."""
+    return GatehouseError(
+        ErrorCode.CORRUPT_RECORD,
+        f"a {table} row failed validation when read back",
+        {"table": table, "key": key, "problem": str(exc)[:500]},
+    )

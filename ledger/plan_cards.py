@@ -1,18 +1,27 @@
-"""Plan revisions: the plans a run's card has held (repairs add revisions).
+"""Plan cards and their revisions: the plans a run's card has held (repairs add revisions).
 
-The plan card (``runs.write_plan_card``) shows the newest revision; every
+The plan card (``write_plan_card``) shows the newest revision; every
 revision stays in ``plan_revisions`` so an approval of an earlier digest can
 still be checked against the plan it approved (replay, audits).
 """
 
 from __future__ import annotations
 
+import json
+
 import sqlalchemy as sa
+from pydantic import ValidationError
 
-from contracts import JsonValue, Plan, canonical_json
-from ledger._db import Conn, now_iso
+from contracts import JsonValue, Plan, PlanCardView, canonical_json
+from ledger._db import Conn, corrupt, now_iso
 
-__all__ = ["add_revision", "revision_plan"]
+__all__ = [
+    "add_revision",
+    "get_plan_card",
+    "revision_plan",
+    "set_plan_card_status",
+    "write_plan_card",
+]
 
 
 def add_revision(
@@ -26,7 +35,7 @@ def add_revision(
 ) -> int:
     """Record ``plan`` as the run's next revision and put it on the card; its number.
 
-    The first revision is the one ``runs.write_plan_card`` created the card with."""
+    The first revision is the one ``write_plan_card`` created the card with."""
     now = now_iso()
     plan_json = canonical_json(plan.model_dump(mode="json"))
     changes_json = None if changes is None else canonical_json(changes)
@@ -82,3 +91,53 @@ def revision_plan(conn: Conn, run_id: str, digest: str) -> str | None:
         {"r": run_id, "d": digest},
     ).first()
     return None if row is None else str(row[0])
+
+
+def get_plan_card(conn: Conn, run_id: str) -> PlanCardView | None:
+    row = conn.execute(
+        sa.text(
+            "SELECT plan_json, plan_digest, status, created_at, revision, previous_digest,"
+            " changes_json FROM plan_cards WHERE run_id = :r"
+        ),
+        {"r": run_id},
+    ).first()
+    if row is None:
+        return None
+    try:
+        return PlanCardView(
+            plan=Plan.model_validate_json(row[0]),
+            plan_digest=row[1],
+            status=row[2],
+            created_at=row[3],
+            revision=int(row[4]),
+            previous_digest=row[5],
+            changes=None if row[6] is None else json.loads(row[6]),
+        )
+    except ValidationError as exc:
+        raise corrupt("plan_cards", run_id, exc) from exc
+
+
+def write_plan_card(conn: Conn, run_id: str, plan: Plan, digest: str, status: str) -> None:
+    now = now_iso()
+    conn.execute(
+        sa.text(
+            "INSERT INTO plan_cards (run_id, plan_json, plan_digest, status, created_at,"
+            " updated_at) VALUES (:r, :j, :d, :s, :t, :t)"
+            " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
+            " updated_at = excluded.updated_at"
+        ),
+        {
+            "r": run_id,
+            "j": canonical_json(plan.model_dump(mode="json")),
+            "d": digest,
+            "s": status,
+            "t": now,
+        },
+    )
+
+
+def set_plan_card_status(conn: Conn, run_id: str, status: str) -> None:
+    conn.execute(
+        sa.text("UPDATE plan_cards SET status = :s, updated_at = :t WHERE run_id = :r"),
+        {"s": status, "t": now_iso(), "r": run_id},
+    )

@@ -53,14 +53,17 @@ from contracts import (
 )
 from ledger import (
     Database,
+    approvals,
     calls,
     chain,
     evidence,
+    forks,
     intents,
     migrate,
     now_iso,
     opa_runs,
     open_database,
+    plan_cards,
     runs,
 )
 from policies import catalog
@@ -144,7 +147,7 @@ def _not_awaiting(run_id: str, status: RunStatus) -> GatehouseError:
 
 
 def _answer(
-    run_id: str, body: ApprovalRequest, decision: Decision, on_record: runs.Decided
+    run_id: str, body: ApprovalRequest, decision: Decision, on_record: approvals.Decided
 ) -> DecisionAccepted:
     """The decision on record: this one (``recorded``), a repeat of it, or a refusal."""
     if on_record.decision is not decision:
@@ -277,20 +280,15 @@ class Service:
                     f"{who.name} submitted run {run_id!r} and may not decide on its plan",
                     {"profile_id": profile.profile_id},
                 )
-            # A plan decided on keeps its answer after the run moved on: a repeat is
-            # a repeat and an opposite decision is already_decided, however late.
-            prior = runs.decision_for(conn, run_id, body.plan_digest)
-            if prior is not None:
-                return _answer(run_id, body, decision, prior)
-            if status.terminal:
-                raise _not_awaiting(run_id, status)
-            card = runs.get_plan_card(conn, run_id)
+            card = plan_cards.get_plan_card(conn, run_id)
             if card is not None:
                 expected = card.plan_digest
             elif request.plan is not None:
                 # run-plan: the plan is known before the worker gets to it, so a
                 # decision may arrive before the plan card does.
                 expected = digest_of(request.plan.model_dump(mode="json"))
+            elif status.terminal:
+                raise _not_awaiting(run_id, status)
             else:
                 raise GatehouseError(
                     ErrorCode.RUN_NOT_AWAITING_APPROVAL,
@@ -298,21 +296,31 @@ class Service:
                     {"status": status.value},
                 )
             if body.plan_digest != expected:
+                if status.terminal:
+                    raise _not_awaiting(run_id, status)
                 raise GatehouseError(
                     ErrorCode.STALE_PLAN_DIGEST,
                     "the decision names a plan digest that is not this run's plan",
                     {"given": body.plan_digest, "current": expected},
                 )
-            on_record = runs.insert_decision(
-                conn,
-                approval_id="apr_" + uuid.uuid4().hex,
-                run_id=run_id,
-                plan_digest=body.plan_digest,
-                decision=decision,
-                decided_by=body.decided_by,
-                comment=body.comment,
-            )
+            # The plan's decision keeps its answer after the run moved on: a repeat
+            # is a repeat and an opposite decision is already_decided, however late.
+            on_record = approvals.decision_for(conn, run_id, body.plan_digest)
+            if on_record is None:
+                if status.terminal:
+                    raise _not_awaiting(run_id, status)
+                on_record = approvals.insert_decision(
+                    conn,
+                    approval_id="apr_" + uuid.uuid4().hex,
+                    run_id=run_id,
+                    plan_digest=body.plan_digest,
+                    decision=decision,
+                    decided_by=body.decided_by,
+                    comment=body.comment,
+                )
         answer = _answer(run_id, body, decision, on_record)
+        if status.terminal:
+            return answer  # nothing waits for it any more
         # The row is the authority; this only wakes the waiting workflow now
         # rather than at its next re-check. Repeats are de-duplicated by key.
         self.client.send(
@@ -450,7 +458,7 @@ class Service:
         start = self._call_function_id(run_id, step_id)
         new_id = "run_" + uuid.uuid4().hex
         with self.db.engine.begin() as conn:
-            runs.insert_fork(
+            forks.insert_fork(
                 conn,
                 parent_run_id=run_id,
                 run_id=new_id,

@@ -32,7 +32,7 @@ from contracts import (
     JsonValue,
     RunStatus,
 )
-from ledger import Conn, cancels, evidence, now_iso, runs
+from ledger import Conn, approvals, cancels, evidence, now_iso, plan_cards, runs
 from ledger.cancels import Cancel
 from policies.episodes import episode
 from worker._runtime import Runtime, runtime
@@ -112,10 +112,10 @@ def end_workflow() -> None:
 # ---------------------------------------------------------------- DBOS-side cancels
 def _boundary(conn: Conn, run_id: str) -> str:
     """The boundary the flow of a stranded run had reached: where its replay stops."""
-    card = runs.get_plan_card(conn, run_id)
+    card = plan_cards.get_plan_card(conn, run_id)
     if card is None:
         return COMPILE
-    decided = runs.decision_for(conn, run_id, card.plan_digest)
+    decided = approvals.decision_for(conn, run_id, card.plan_digest)
     if decided is None or decided.decision is not Decision.APPROVED:
         return APPROVAL
     view = runs.get_run(conn, run_id, {})

@@ -37,8 +37,8 @@ from contracts import (
     ToolPool,
     digest_of,
 )
-from ledger import Database, calls, cancels, intents, opa_runs, runs
-from ledger.runs import Lineage
+from ledger import Database, approvals, calls, cancels, forks, intents, opa_runs
+from ledger.forks import Lineage
 from policies import catalog
 from policies.repair import check_revision, gated_plan
 from worker._calls import Call, Performed
@@ -191,7 +191,7 @@ class ReplayPorts:
     ) -> tuple[bool, str] | None:
         _ = profile
         with self.db.engine.connect() as conn:
-            found = runs.decision_for(conn, run_id, plan_digest)
+            found = approvals.decision_for(conn, run_id, plan_digest)
         if found is None:
             return None
         return found.decision is Decision.APPROVED, found.decided_by
@@ -251,7 +251,7 @@ def _lineage(db: Database, run_id: str) -> list[Lineage]:
     next_id: str | None = run_id
     with db.engine.connect() as conn:
         while next_id is not None and len(chain) < 64:
-            found = runs.lineage(conn, next_id)
+            found = forks.lineage(conn, next_id)
             if found is None:
                 break
             chain.append(found)

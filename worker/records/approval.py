@@ -8,7 +8,7 @@ from contracts import (
     JsonObject,
     RunStatus,
 )
-from ledger import calls, evidence, now_iso, runs
+from ledger import approvals, calls, evidence, now_iso, plan_cards, runs
 from policies.episodes import episode
 from worker.records._tx import exec_id, session, tx
 
@@ -23,7 +23,7 @@ __all__ = [
 
 
 def _read_decision(arg: JsonObject) -> JsonObject:
-    found = runs.decision_for(session(), str(arg["run_id"]), str(arg["plan_digest"]))
+    found = approvals.decision_for(session(), str(arg["run_id"]), str(arg["plan_digest"]))
     if found is None:
         return {"decision": None, "decided_by": None}
     return {"decision": found.decision.value, "decided_by": found.decided_by}
@@ -44,7 +44,7 @@ def _record_decision(arg: JsonObject) -> JsonObject:
     decision, decided_by = Decision(str(arg["decision"])), str(arg["decided_by"])
     s = session()
     approved = decision is Decision.APPROVED
-    runs.set_plan_card_status(s, run_id, decision.value)
+    plan_cards.set_plan_card_status(s, run_id, decision.value)
     if approved:
         runs.set_status(s, run_id, RunStatus.RUNNING, "execute")
     evidence.put_episode(
@@ -83,7 +83,7 @@ def expire_plan_card(run_id: str) -> None:
     """No decision came in time: the card can no longer be decided (the run ends next)."""
 
     def _fn(arg: JsonObject) -> JsonObject:
-        runs.set_plan_card_status(session(), run_id, "expired")
+        plan_cards.set_plan_card_status(session(), run_id, "expired")
         return {}
 
     tx("gatehouse.expire_plan_card", _fn, {"run_id": run_id})

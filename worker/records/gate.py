@@ -18,7 +18,7 @@ from contracts import (
     digest_of,
 )
 from contracts._base import Closed
-from ledger import Conn, evidence, now_iso, plan_cards, runs
+from ledger import Conn, approvals, evidence, now_iso, plan_cards, runs
 from policies.episodes import episode, security_episode
 from policies.gate import read_only
 from policies.repair import check_revision, gated_plan
@@ -93,12 +93,14 @@ def _gate(arg: JsonObject) -> JsonObject:
             s, run_id, plan, digest, previous_digest=previous, changes=changes
         )
     else:
-        runs.write_plan_card(s, run_id, plan, digest, "planned" if planned else "waiting_input")
+        plan_cards.write_plan_card(
+            s, run_id, plan, digest, "planned" if planned else "waiting_input"
+        )
         revision = plan_cards.add_revision(s, run_id, plan, digest)
     if not planned and profile.approval.mode == "auto_read_only" and read_only(plan):
         # The profile approves plans that cannot change anything; the decision
         # is recorded like a person's, under the policy's name.
-        runs.insert_decision(
+        approvals.insert_decision(
             s,
             approval_id="apr_" + digest[:32],
             run_id=run_id,
@@ -173,7 +175,7 @@ def plan_problem(conn: Conn, run_id: str, digest: str, *, history: bool = False)
     ``history`` (a replay): the approved plan may be an earlier revision of the
     card, one a repair replaced since; it is checked as stored then."""
     try:
-        card = runs.get_plan_card(conn, run_id)
+        card = plan_cards.get_plan_card(conn, run_id)
     except GatehouseError as corrupt:
         return corrupt.message
     if card is None:

@@ -1,0 +1,91 @@
+"""Decisions on a run's plans: first decision per (run, plan digest) wins."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from pydantic import ValidationError
+
+from contracts import ApprovalView, Decision, ErrorCode, GatehouseError
+from ledger._db import Conn, corrupt, now_iso
+
+__all__ = ["Decided", "approvals_of", "decision_for", "insert_decision"]
+
+
+def approvals_of(conn: Conn, run_id: str) -> list[ApprovalView]:
+    rows = conn.execute(
+        sa.text(
+            "SELECT plan_digest, decision, decided_by, comment, decided_at"
+            " FROM plan_approvals WHERE run_id = :r ORDER BY decided_at, approval_id"
+        ),
+        {"r": run_id},
+    ).all()
+    try:
+        return [
+            ApprovalView(
+                plan_digest=r[0],
+                decision=Decision(r[1]),
+                decided_by=r[2],
+                comment=r[3],
+                decided_at=r[4],
+            )
+            for r in rows
+        ]
+    except (ValidationError, ValueError) as exc:
+        raise corrupt("plan_approvals", run_id, exc) from exc
+
+
+class Decided:
+    """A decision on record for one (run, plan digest)."""
+
+    def __init__(self, decision: Decision, decided_by: str, inserted: bool) -> None:
+        self.decision = decision
+        self.decided_by = decided_by
+        self.inserted = inserted
+
+
+def insert_decision(
+    conn: Conn,
+    *,
+    approval_id: str,
+    run_id: str,
+    plan_digest: str,
+    decision: Decision,
+    decided_by: str,
+    comment: str | None,
+) -> Decided:
+    """First decision per (run, digest) wins; the one on record is returned."""
+    inserted = conn.execute(
+        sa.text(
+            "INSERT INTO plan_approvals (approval_id, run_id, plan_digest, decision, decided_by,"
+            " comment, decided_at) VALUES (:a, :r, :d, :dec, :by, :c, :t)"
+            " ON CONFLICT (run_id, plan_digest) DO NOTHING RETURNING approval_id"
+        ),
+        {
+            "a": approval_id,
+            "r": run_id,
+            "d": plan_digest,
+            "dec": decision.value,
+            "by": decided_by,
+            "c": comment,
+            "t": now_iso(),
+        },
+    ).first()
+    on_record = decision_for(conn, run_id, plan_digest)
+    if on_record is None:  # pragma: no cover - the row was just written or already there
+        raise GatehouseError(ErrorCode.INTERNAL_ERROR, "decision vanished after insert")
+    return Decided(on_record.decision, on_record.decided_by, inserted is not None)
+
+
+def decision_for(conn: Conn, run_id: str, plan_digest: str) -> Decided | None:
+    row = conn.execute(
+        sa.text(
+            "SELECT decision, decided_by FROM plan_approvals WHERE run_id = :r AND plan_digest = :d"
+        ),
+        {"r": run_id, "d": plan_digest},
+    ).first()
+    if row is None:
+        return None
+    try:
+        return Decided(Decision(row[0]), row[1], inserted=False)
+    except ValueError as exc:
+        raise corrupt("plan_approvals", run_id, exc) from exc
