@@ -110,6 +110,10 @@ class ErrorCode(Enum):
     OPA_SIGNER_UNTRUSTED = "opa_signer_untrusted"
     OPA_UNSIGNED_FILE = "opa_unsigned_file"
     OPA_UNSIGNED_REFUSED = "opa_unsigned_refused"
+    OPA_CONTEXT_TOO_LONG = "opa_context_too_long"
+    OPA_MODE_UNSUPPORTED = "opa_mode_unsupported"
+    OPA_RECIPE_NOT_ALLOWED = "opa_recipe_not_allowed"
+    OPA_OUTPUT_UNAVAILABLE = "opa_output_unavailable"
     # infrastructure
     DATABASE_UNAVAILABLE = "database_unavailable"
     CORRUPT_RECORD = "corrupt_record"
@@ -135,7 +139,10 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         1002, 422, False, "The body or a parameter does not match its schema."
     ),
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: ErrorSpec(
-        1003, 415, False, "The body must be application/json."
+        1003,
+        415,
+        False,
+        "The body must be application/json (POST /intent also takes an OPA archive).",
     ),
     ErrorCode.PAYLOAD_TOO_LARGE: ErrorSpec(1004, 413, False, "The body exceeds the size limit."),
     ErrorCode.UNKNOWN_RECIPE: ErrorSpec(1005, 422, False, "No recipe has that id."),
@@ -422,6 +429,34 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         403,
         False,
         "An unsigned archive may not run in autonomous mode unless the policy profile allows it.",
+    ),
+    ErrorCode.OPA_CONTEXT_TOO_LONG: ErrorSpec(
+        1117,
+        422,
+        False,
+        "The archive's context (system messages, history, prompt) makes an objective longer"
+        " than an intent's limit of 2000 characters.",
+    ),
+    ErrorCode.OPA_MODE_UNSUPPORTED: ErrorSpec(
+        1118,
+        422,
+        False,
+        "The archive asks for interactive mode, which needs follow-up messages; they are not"
+        " built yet. Submit it with mode batch or autonomous.",
+    ),
+    ErrorCode.OPA_RECIPE_NOT_ALLOWED: ErrorSpec(
+        1119,
+        403,
+        False,
+        "The policy profile does not let archives run under the recipe asked for, or names"
+        " no recipe for archives at all (its opa section).",
+    ),
+    ErrorCode.OPA_OUTPUT_UNAVAILABLE: ErrorSpec(
+        1120,
+        409,
+        False,
+        "The run has no output archive: it was not submitted as an OPA archive, or its"
+        " output has not been packed yet (the details say which).",
     ),
     ErrorCode.DATABASE_UNAVAILABLE: ErrorSpec(
         5001, 503, True, "The database cannot be reached; retry later."

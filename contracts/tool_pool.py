@@ -21,6 +21,7 @@ __all__ = [
     "Connector",
     "Destination",
     "Limits",
+    "OpaPolicy",
     "OpencodePolicy",
     "PolicyProfile",
     "ToolPool",
@@ -165,6 +166,27 @@ class OpencodePolicy(Closed):
         return self
 
 
+class OpaPolicy(Closed):
+    """How runs submitted as OPA archives may run under a profile.
+
+    The default refuses archives: no recipe is allowed until a profile names
+    some. An archive's ``Agent-Hint`` picks a recipe only if it is in
+    ``recipes``; a recipe asked for by the submitter must be too.
+    """
+
+    recipes: list[Identifier] = Field(default_factory=list, max_length=50)
+    # The recipe when neither the archive's hint nor the submitter names one.
+    default_recipe: Identifier | None = None
+    # Unsigned archives do not run in autonomous mode unless this says so.
+    allow_unsigned_autonomous: bool = False
+
+    @model_validator(mode="after")
+    def _default_is_allowed(self) -> OpaPolicy:
+        if self.default_recipe is not None and self.default_recipe not in self.recipes:
+            raise ValueError(f"default_recipe {self.default_recipe!r} is not in recipes")
+        return self
+
+
 class PolicyProfile(Closed):
     schema_id: Literal["ds.gatehouse_policy_profile_v1"] = "ds.gatehouse_policy_profile_v1"
     profile_id: Identifier
@@ -190,3 +212,5 @@ class PolicyProfile(Closed):
     # US dollars per million tokens, by the model name the provider reports;
     # max_cost_usd prices tokens with it.
     prices: dict[str, Price] = Field(default_factory=dict)
+    # Runs from OPA archives: which recipes, and whether unsigned ones run autonomously.
+    opa: OpaPolicy = Field(default_factory=OpaPolicy)

@@ -60,6 +60,9 @@ _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.OPA_SIGNER_UNTRUSTED: ("auth", "high"),
     ErrorCode.OPA_UNSIGNED_FILE: ("data_access", "critical"),
     ErrorCode.OPA_UNSIGNED_REFUSED: ("authorization", "medium"),
+    ErrorCode.OPA_RECIPE_NOT_ALLOWED: ("authorization", "medium"),
+    ErrorCode.OPA_CONTEXT_TOO_LONG: ("policy_violation", "low"),
+    ErrorCode.OPA_MODE_UNSUPPORTED: ("config", "low"),
 }
 
 

@@ -76,11 +76,16 @@ class Client:
         body: JsonObject | None = None,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
+        *,
+        content: bytes | None = None,
+        params: dict[str, str] | None = None,
     ) -> bytes:
         r = self._http.request(
             method,
             path,
             json=body,
+            content=content,
+            params=params,
             headers=headers,
             timeout=timeout if timeout is not None else self._http.timeout,
         )
@@ -95,6 +100,24 @@ class Client:
     def submit(self, intent: JsonObject, idempotency_key: str | None = None) -> IntentAccepted:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return IntentAccepted.model_validate_json(self._call("POST", "/intent", intent, headers))
+
+    def submit_archive(
+        self,
+        content: bytes,
+        media_type: str,
+        params: dict[str, str],
+        idempotency_key: str | None = None,
+    ) -> IntentAccepted:
+        """Post an OPA archive as an intent; ``params``: name, mode, recipe, … (query)."""
+        headers = {"Content-Type": media_type}
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        raw = self._call("POST", "/intent", None, headers, content=content, params=params)
+        return IntentAccepted.model_validate_json(raw)
+
+    def output_archive(self, run_id: str) -> bytes:
+        """The output archive of a run submitted as an OPA archive."""
+        return self._call("GET", f"/runs/{run_id}/output.opa")
 
     def run(self, run_id: str) -> RunView:
         return RunView.model_validate_json(self._call("GET", f"/runs/{run_id}"))

@@ -1,10 +1,15 @@
-"""``gatehouse opa``: validate an archive without running it, and manage the trust store.
+"""``gatehouse opa``: validate, run and fetch OPA archives, and manage the trust store.
 
 ``opa inspect FILE`` runs the full validation (``opa_format.read_archive``)
 against the trust store and prints the manifest, the signature status and
 signer, and the entries with their sizes. Exit codes: 0 valid, 1 any defect
 (the error code and message are printed), 2 a usage error (unreadable file,
 bad certificate file, unknown name).
+
+``opa run FILE`` posts the archive to a running shim (``POST /intent``), which
+validates it again and answers with the run; ``opa output RUN_ID`` downloads
+the run's output archive. Exit codes: 0 done, 1 refused by the shim or the
+shim unreachable (the code and message are printed), 2 a usage error.
 """
 
 from __future__ import annotations
@@ -13,7 +18,11 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+import httpx
 
 from contracts import GatehouseError
 from opa_format import (
@@ -25,13 +34,14 @@ from opa_format import (
     trust_list,
     trust_remove,
 )
+from shim._client import ApiError, Client, dump
+from shim.cli import DEFAULT_URL
 
 __all__ = ["add_opa_parser", "run_opa"]
 
-DESCRIPTION = (
-    "validate an OPA archive without running it (opa inspect FILE), and manage the"
-    " signers' trust store (opa trust add|list|remove)"
-)
+T = TypeVar("T")
+
+_MEDIA_TYPES = {".opa.jar": "application/java-archive", ".opa": "application/vnd.opa+zip"}
 
 
 def add_opa_parser(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +60,33 @@ def add_opa_parser(parser: argparse.ArgumentParser) -> None:
     actions.add_parser("list", help="subject, issuer, SHA-256 fingerprint, not-after")
     remove = actions.add_parser("remove", help="stop trusting a certificate")
     remove.add_argument("name", metavar="NAME|FINGERPRINT")
+    run = sub.add_parser("run", help="submit FILE.opa as an intent; prints the run id and links")
+    run.add_argument("file", type=Path)
+    run.add_argument(
+        "--mode",
+        choices=["batch", "autonomous", "interactive"],
+        help="instead of the manifest's Execution-Mode",
+    )
+    run.add_argument("--recipe", help="a recipe the profile allows for archives")
+    run.add_argument("--profile", help="the policy profile (default: default)")
+    run.add_argument("--pool", help="the tool pool (default: default)")
+    run.add_argument("--idempotency-key")
+    output = sub.add_parser("output", help="download a run's output archive")
+    output.add_argument("run_id")
+    output.add_argument(
+        "-o", "--output", type=Path, help="file to write (default RUN_ID.output.opa)"
+    )
+    for p in (run, output):
+        p.add_argument(
+            "--url",
+            default=os.environ.get("GATEHOUSE_URL", DEFAULT_URL),
+            help="the shim's base URL",
+        )
+        p.add_argument(
+            "--token",
+            default=os.environ.get("GATEHOUSE_TOKEN"),
+            help="bearer token (default: GATEHOUSE_TOKEN)",
+        )
     for p in (inspect, add, actions.choices["list"], remove):
         p.add_argument(
             "--trust-dir",
@@ -62,6 +99,10 @@ def add_opa_parser(parser: argparse.ArgumentParser) -> None:
 def run_opa(args: argparse.Namespace) -> int:
     if args.opa_command == "inspect":
         return _inspect(args.file, args.trust_dir, as_json=args.json)
+    if args.opa_command == "run":
+        return _run(args)
+    if args.opa_command == "output":
+        return _output(args)
     try:
         if args.trust_command == "add":
             entry = trust_add(args.trust_dir, args.cert.read_bytes(), args.name)
@@ -79,6 +120,63 @@ def run_opa(args: argparse.Namespace) -> int:
         print(f"gatehouse: {message}", file=sys.stderr)
         return 2
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``opa run FILE``: post the archive; print the run as ``gatehouse submit`` does."""
+    path: Path = args.file
+    media = next((m for end, m in _MEDIA_TYPES.items() if path.name.endswith(end)), None)
+    if media is None:
+        print(f"gatehouse: {path} must end .opa or .opa.jar", file=sys.stderr)
+        return 2
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        print(f"gatehouse: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        return 2
+    asked = {
+        "mode": args.mode,
+        "recipe": args.recipe,
+        "policy_profile": args.profile,
+        "tool_pool": args.pool,
+    }
+    params = {"name": path.name} | {k: v for k, v in asked.items() if v}
+    accepted = _call(
+        args, lambda api: api.submit_archive(content, media, params, args.idempotency_key)
+    )
+    if accepted is None:
+        return 1
+    print(json.dumps(dump(accepted), indent=2))
+    return 0
+
+
+def _output(args: argparse.Namespace) -> int:
+    """``opa output RUN_ID``: write the run's output archive to a file."""
+    archive = _call(args, lambda api: api.output_archive(args.run_id))
+    if archive is None:
+        return 1
+    target: Path = args.output or Path(f"{args.run_id}.output.opa")
+    try:
+        target.write_bytes(archive)
+    except OSError as exc:
+        print(f"gatehouse: cannot write {target}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(f"wrote {target} ({len(archive)} bytes)")
+    return 0
+
+
+def _call(args: argparse.Namespace, call: Callable[[Client], T]) -> T | None:
+    """One call to the shim; a refusal or an unreachable shim is printed (None)."""
+    api = Client(args.url, args.token)
+    try:
+        return call(api)
+    except ApiError as exc:
+        print(f"gatehouse: {exc}", file=sys.stderr)
+    except httpx.HTTPError as exc:
+        print(f"gatehouse: cannot reach the shim at {args.url}: {exc}", file=sys.stderr)
+    finally:
+        api.close()
+    return None
 
 
 def _inspect(path: Path, trust_dir: Path, *, as_json: bool) -> int:

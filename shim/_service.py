@@ -113,6 +113,7 @@ _NOT_REFUSALS = frozenset(
         ErrorCode.RUN_NOT_FOUND,
         ErrorCode.ARTIFACT_NOT_FOUND,
         ErrorCode.CALL_NOT_FOUND,
+        ErrorCode.OPA_OUTPUT_UNAVAILABLE,  # a run's output archive not there (yet): refused nothing
         ErrorCode.METHOD_NOT_ALLOWED,
         ErrorCode.DATABASE_UNAVAILABLE,
         ErrorCode.INTERNAL_ERROR,

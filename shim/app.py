@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -38,10 +38,17 @@ from contracts import (
     RunStatus,
     validate_instance,
 )
-from ledger import database_unreachable
+from ledger import database_unreachable, opa_runs
 from policies import catalog
 from shim._auth import Identity, TokenStore, bearer
 from shim._explain import explain
+from shim._opa_runs import (
+    ARCHIVE_MEDIA_TYPES,
+    ArchiveUpload,
+    output_archive,
+    read_capped,
+    submit_archive,
+)
 from shim._service import Service
 from shim.settings import ShimSettings
 
@@ -57,6 +64,12 @@ PolicyId = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._:-]{0,63}$")]
 IdempotencyKey = Annotated[
     str | None, Header(alias="Idempotency-Key", pattern=r"^[A-Za-z0-9._:-]{1,128}$")
 ]
+# Query parameters of an archive upload to POST /intent.
+ArchiveName = Annotated[
+    str | None, Query(max_length=255, pattern=r"^[^/\\\x00-\x1f\x7f]+\.opa(\.jar)?$")
+]
+ArchiveMode = Annotated[Literal["batch", "autonomous", "interactive"] | None, Query()]
+QueryId = Annotated[str | None, Query(pattern=r"^[a-z0-9][a-z0-9._:-]{0,63}$")]
 
 
 def _policy(model: BaseModel, digest: str) -> JsonValue:
@@ -80,8 +93,12 @@ def _model(model: BaseModel | list[BaseModel], status: int = 200) -> JSONRespons
     return JSONResponse(model.model_dump(mode="json"), status_code=status)
 
 
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
 async def _body(request: Request, limit: int, schema: str, model: type[M]) -> M:
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    media = _media_type(request)
     if media != "application/json":
         raise GatehouseError(
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
@@ -207,8 +224,37 @@ def create_app(
         return JSONResponse({"status": "ok", "database": "ok"})
 
     @app.post("/intent")
-    async def post_intent(request: Request, idempotency_key: IdempotencyKey = None) -> JSONResponse:
+    async def post_intent(
+        request: Request,
+        *,
+        idempotency_key: IdempotencyKey = None,
+        name: ArchiveName = None,
+        mode: ArchiveMode = None,
+        recipe: QueryId = None,
+        policy_profile: QueryId = None,
+        tool_pool: QueryId = None,
+    ) -> JSONResponse:
         who = auth(request, Role.SUBMITTER)
+        if _media_type(request) in ARCHIVE_MEDIA_TYPES:
+            upload = ArchiveUpload(
+                name=name or "archive.opa",
+                content=await read_capped(request, settings.max_archive_bytes),
+                mode=mode,
+                recipe=recipe,
+                policy_profile=policy_profile or "default",
+                tool_pool=tool_pool or "default",
+            )
+            # Validating an archive is CPU work: off the event loop.
+            created, accepted = await run_in_threadpool(
+                submit_archive, svc(), settings.opa_trust_dir, upload, idempotency_key, who
+            )
+            return _model(accepted, 202 if created else 200)
+        if any(q is not None for q in (name, mode, recipe, policy_profile, tool_pool)):
+            raise GatehouseError(
+                ErrorCode.INVALID_REQUEST,
+                "query parameters name, mode, recipe, policy_profile and tool_pool go with an"
+                " archive upload; a JSON intent says these in its body",
+            )
         body = await _body(request, settings.max_body_bytes, "env.intent_request_v1", IntentRequest)
         created, accepted = svc().submit(body, idempotency_key, who)
         return _model(accepted, 202 if created else 200)
@@ -249,6 +295,19 @@ def create_app(
     def get_run(request: Request, run_id: RunId) -> JSONResponse:
         who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
         return _model(svc().run(run_id, who))
+
+    @app.get("/runs/{run_id}/output.opa")
+    def get_output_archive(request: Request, run_id: RunId) -> Response:
+        who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
+        content = output_archive(svc(), run_id, who)
+        return Response(
+            content,
+            media_type=opa_runs.MEDIA_TYPE,
+            headers={
+                "Content-Disposition": f'attachment; filename="{run_id}.output.opa"',
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
 
     @app.get("/runs/{run_id}/ledger")
     def get_ledger(request: Request, run_id: RunId) -> JSONResponse:

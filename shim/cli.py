@@ -40,7 +40,8 @@ COMMANDS = {
     "replay": "replay a finished run from its ledger (no outbound calls); compare trace digests",
     "calls": "resolve an in-doubt call: calls resolve OP_KEY --applied or --not-applied",
     "explain": "a model's report on a finished run, written from its evidence only",
-    "opa": "validate an OPA archive without running it (opa inspect FILE), and manage the"
+    "opa": "OPA archives: validate one without running it (opa inspect FILE), run one"
+    " (opa run FILE), download a run's output archive (opa output RUN_ID), and manage the"
     " signers' trust store (opa trust add|list|remove)",
 }
 _API_COMMANDS = (

@@ -18,24 +18,32 @@ class ShimSettings:
     database_url: str
     app_version: str
     max_body_bytes: int
+    max_archive_bytes: int  # an OPA archive posted to /intent, enforced while reading
     tokens_file: Path | None
     opa_trust_dir: Path  # PEM certificates signed OPA archives are verified against
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
         e = dict(os.environ) if env is None else env
-        try:
-            max_body = int(e.get("GATEHOUSE_MAX_BODY_BYTES", str(1024 * 1024)))
-        except ValueError as exc:
-            raise GatehouseError(
-                ErrorCode.INVALID_REQUEST, "GATEHOUSE_MAX_BODY_BYTES must be an integer"
-            ) from exc
+        max_body = _bytes(e, "GATEHOUSE_MAX_BODY_BYTES", 1024 * 1024)
+        max_archive = _bytes(e, "GATEHOUSE_MAX_ARCHIVE_BYTES", 32 * 1024 * 1024)
         return cls(
             database_url=e.get("GATEHOUSE_DATABASE_URL", DEFAULT_DATABASE_URL),
             app_version=e.get("GATEHOUSE_APP_VERSION", APP_VERSION),
             max_body_bytes=max_body,
+            max_archive_bytes=max_archive,
             opa_trust_dir=Path(e.get("GATEHOUSE_OPA_TRUST_DIR") or DEFAULT_TRUST_DIR),
             tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])
             if e.get("GATEHOUSE_TOKENS_FILE")
             else None,
         )
+
+
+def _bytes(env: dict[str, str], key: str, default: int) -> int:
+    try:
+        value = int(env.get(key, str(default)))
+    except ValueError as exc:
+        raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{key} must be an integer") from exc
+    if value <= 0:
+        raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{key} must be positive")
+    return value

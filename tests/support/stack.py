@@ -219,12 +219,19 @@ class ActingClient(TestClient):
 
 
 @contextmanager
-def shim_client(database_url: str, people: People | None = None) -> Iterator[ActingClient]:
+def shim_client(
+    database_url: str, people: People | None = None, env: Mapping[str, str] | None = None
+) -> Iterator[ActingClient]:
+    """The shim's app behind a TestClient; ``env``: more shim settings."""
     folder = Path(tempfile.mkdtemp(prefix="gh-tokens-"))
     who = people or People(folder)
     app = create_app(
         ShimSettings.from_env(
-            {"GATEHOUSE_DATABASE_URL": database_url, "GATEHOUSE_TOKENS_FILE": str(who.file)}
+            {
+                "GATEHOUSE_DATABASE_URL": database_url,
+                "GATEHOUSE_TOKENS_FILE": str(who.file),
+                **(env or {}),
+            }
         )
     )
     with ActingClient(app) as client:
@@ -238,10 +245,12 @@ def running_stack(
     tmp: Path,
     worker_env: dict[str, str] | None = None,
     handlers: Mapping[DriverKind, Handler] | None = None,
+    shim_env: Mapping[str, str] | None = None,
 ) -> Iterator[Stack]:
     """A worker in this process plus the shim behind a TestClient, on a fresh database.
 
-    ``handlers`` replaces the static registry for this worker (test handlers)."""
+    ``handlers`` replaces the static registry for this worker (test handlers);
+    ``shim_env`` adds shim settings."""
     from dbos import DBOS
 
     from contracts import APPROVAL_TOPIC
@@ -260,7 +269,7 @@ def running_stack(
     )
     launch(settings, handlers=handlers)
     try:
-        with shim_client(url) as client:
+        with shim_client(url, env=shim_env) as client:
             stack = Stack(
                 backend=backend, database_url=url, client=client, workspace_root=workspace
             )
