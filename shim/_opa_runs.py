@@ -148,7 +148,7 @@ def submit_archive(
         archive, mode, allow_unsigned_autonomous=profile.opa.allow_unsigned_autonomous
     )
     # A repeated Idempotency-Key keeps the objective it was first rendered with ({{timestamp}}).
-    objective = _prior_objective(service, key, upload.name, archive.sha256) if key else None
+    objective = _prior_objective(service, key, archive.name, archive.sha256) if key else None
     if objective is None:
         variables = TemplateVariables(
             archive_name=archive.name,
@@ -222,10 +222,12 @@ def _intent(
             budgets=budgets,
         )
         job = OpaJob(
-            archive_name=upload.name,
+            archive_name=archive.name,  # OPA_ARCHIVE_NAME: the file name without .opa
             archive_sha256=archive.sha256,
             opa_version=archive.manifest.opa_version,
             execution_mode=mode,
+            data_root=archive.manifest.data_root,
+            accepted_at=now_iso(),  # its signature was verified now
         )
         opa_signer = None if signer is None else OpaSigner.model_validate(signer.model_dump())
     except ValidationError as exc:

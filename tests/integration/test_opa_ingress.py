@@ -33,9 +33,9 @@ from shim.cli import main
 from shim.settings import ShimSettings
 from tests.conftest import require_backend
 from tests.security.opa._build import Pki, make_pki
+from tests.support.opa import OPA_MEDIA
 from tests.support.stack import BACKENDS, Stack, running_stack
 
-OPA_MEDIA = "application/vnd.opa+zip"
 PROMPT = "Summarise {{archive_name}}/data/notes.txt for {{agent}}."
 LIMIT = 64 * 1024  # GATEHOUSE_MAX_ARCHIVE_BYTES in these tests
 TABLES = ("intents", "runs", "opa_runs", "artifacts", "run_artifacts")
@@ -115,7 +115,7 @@ def test_unsigned_batch_archive_is_accepted(stack: Stack) -> None:
     view = stack.run(run_id)
     assert view["opa"] == {
         "source": "opa_archive",
-        "archive_name": "report.opa",
+        "archive_name": "report",
         "archive_sha256": hashlib.sha256(body).hexdigest(),
         "opa_version": "0.1",
         "execution_mode": "batch",
@@ -353,7 +353,7 @@ def test_cli_opa_run_and_output(
         run_id = accepted["run_id"]
         assert accepted["links"]["self"] == f"/runs/{run_id}"
         view = stack.run(run_id)
-        assert view["opa"]["archive_name"] == "notes.opa"
+        assert view["opa"]["archive_name"] == "notes"
         assert "Summarise notes/data/notes.txt for echo." in view["objective"]
 
         assert cli(["opa", "output", run_id, *api]) == 1
