@@ -179,6 +179,10 @@ class OpaPolicy(Closed):
     default_recipe: Identifier | None = None
     # Unsigned archives do not run in autonomous mode unless this says so.
     allow_unsigned_autonomous: bool = False
+    # What an autonomous run may spend at most (the OPA spec recommends 50 turns and
+    # 200,000 tokens); the profile's own budgets still apply where they are narrower.
+    autonomous_max_turns: int = Field(default=50, ge=1, le=100_000)
+    autonomous_max_tokens: int = Field(default=200_000, ge=1, le=10_000_000_000)
 
     @model_validator(mode="after")
     def _default_is_allowed(self) -> OpaPolicy:

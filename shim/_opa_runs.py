@@ -44,8 +44,6 @@ from shim._service import Service
 
 __all__ = [
     "ARCHIVE_MEDIA_TYPES",
-    "AUTONOMOUS_MAX_TOKENS",
-    "AUTONOMOUS_MAX_TURNS",
     "ArchiveUpload",
     "autonomous_budgets",
     "choose_recipe",
@@ -57,9 +55,6 @@ __all__ = [
 ARCHIVE_MEDIA_TYPES = frozenset({opa_runs.MEDIA_TYPE, "application/java-archive"})
 # What {{extracted_path}} becomes: the worker extracts the archive and sets this variable.
 EXTRACTED_ROOT = "$OPA_EXTRACTED_ROOT"
-# The limits the OPA spec recommends for autonomous mode; a profile's narrower ones stand.
-AUTONOMOUS_MAX_TURNS = 50
-AUTONOMOUS_MAX_TOKENS = 200_000
 # An intent's objective is ShortText; the archive's context must fit it.
 _OBJECTIVE_MAX: int = IntentRequest.model_json_schema()["properties"]["objective"]["maxLength"]
 
@@ -120,12 +115,15 @@ def choose_recipe(policy: OpaPolicy, hint: str | None, asked: str | None) -> str
     return policy.default_recipe
 
 
-def autonomous_budgets(profile: Budgets) -> Budgets:
-    """At most the spec's recommended turns and tokens, never wider than the profile's."""
+def autonomous_budgets(profile: Budgets, policy: OpaPolicy | None = None) -> Budgets:
+    """At most the profile's autonomous turns and tokens (by default the spec's recommended
+    50 and 200,000), never wider than the profile's budgets."""
+    policy = policy or OpaPolicy()
+    most_turns, most_tokens = policy.autonomous_max_turns, policy.autonomous_max_tokens
     turns, tokens = profile.max_model_turns, profile.max_tokens
     return Budgets(
-        max_model_turns=min(AUTONOMOUS_MAX_TURNS, turns or AUTONOMOUS_MAX_TURNS),
-        max_tokens=min(AUTONOMOUS_MAX_TOKENS, tokens or AUTONOMOUS_MAX_TOKENS),
+        max_model_turns=min(most_turns, turns or most_turns),
+        max_tokens=min(most_tokens, tokens or most_tokens),
     )
 
 
@@ -164,7 +162,7 @@ def submit_archive(
             f" intent's objective holds at most {_OBJECTIVE_MAX}",
             {"length": len(objective), "limit": _OBJECTIVE_MAX},
         )
-    budgets = autonomous_budgets(profile.budgets) if mode == "autonomous" else None
+    budgets = autonomous_budgets(profile.budgets, profile.opa) if mode == "autonomous" else None
     request, intake = _intent(
         upload, archive, mode=mode, recipe=recipe, objective=objective, budgets=budgets
     )

@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 from contracts import Plan, digest_of
-from opa_format import read_archive
+from opa_format import Manifest, read_archive, trust_add, write_archive
+from tests.security.opa._build import Pki, make_pki
 from tests.support.opa import batch_archive, submit_archive
 from tests.support.opencode import opencode_stack_for, write_call
 from tests.support.stack import BACKENDS, Stack
@@ -43,36 +45,69 @@ PLAN: dict[str, Any] = {
         },
     ],
 }
+
+
+def _turn(i: int) -> dict[str, Any]:
+    return {
+        "step_id": f"turn{i}",
+        "verb": "edit",
+        "connector_id": "workspace-opencode",
+        "driver_kind": "opencode",
+        "input": {"prompt": f"OPA-TURN {i}: look around"},
+    }
+
+
+AUTONOMOUS_PLAN: dict[str, Any] = {
+    "schema_id": "env.mova_agent_plan_v1",
+    "objective": "keep going",
+    "steps": [_turn(i) for i in range(1, 5)],
+}
 SCRIPT: dict[str, Any] = {
     "turns": [
         {
             "match": "OPA-WRITE",
             "replies": [write_call("output/result.txt", "total: 3\n"), {"content": "written"}],
         },
+        {"match": "OPA-TURN", "replies": [{"content": "looked"}]},
         {"match": "OPA-E2E", "replies": [{"content": PLAN}]},
+        {"match": "OPA-AUTO", "replies": [{"content": AUTONOMOUS_PLAN}]},
     ]
 }
 REPORT = b"a,b\n1,2\n"
 
 
+@pytest.fixture(scope="module")
+def pki() -> Pki:
+    return make_pki()
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def oc_stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, pki: Pki
 ) -> Iterator[Stack]:
-    yield from opencode_stack_for(request, tmp_path_factory, SCRIPT, planner=True)
+    trust = tmp_path_factory.mktemp("opa-trust")
+    trust_add(trust, pki.ca.public_bytes(serialization.Encoding.PEM), "test-ca")
+    env = {"GATEHOUSE_OPA_TRUST_DIR": str(trust)}
+    yield from opencode_stack_for(request, tmp_path_factory, SCRIPT, planner=True, env=env)
 
 
-def _run(stack: Stack, archive: bytes, name: str) -> dict[str, Any]:
-    run_id = submit_archive(stack, archive, name, recipe="model-plan", profile="opencode")
+def _approved(
+    stack: Stack, run_id: str, plan: dict[str, Any] = PLAN, status: str = "succeeded"
+) -> dict[str, Any]:
     card = stack.wait(run_id, {"waiting_approval", "failed"})
     assert card["status"] == "waiting_approval", card
-    digest = digest_of(Plan.model_validate(PLAN).model_dump(mode="json"))
+    digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
     assert card["plan_digest"] == digest
     r = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest})
     assert r.status_code == 200, r.text
     done = stack.wait(run_id, {"succeeded", "failed", "cancelled"}, timeout=120)
-    assert done["status"] == "succeeded", done
+    assert done["status"] == status, done
     return done
+
+
+def _run(stack: Stack, archive: bytes, name: str) -> dict[str, Any]:
+    run_id = submit_archive(stack, archive, name, recipe="model-plan", profile="opencode")
+    return _approved(stack, run_id)
 
 
 def _output(stack: Stack, run_id: str) -> bytes:
@@ -120,3 +155,33 @@ def test_a_batch_archive_runs_packs_its_output_and_chains(oc_stack: Stack) -> No
     assert "### assistant\nGatehouse run " + run_id in second["objective"]
     chained = read_archive(_output(stack, second["run_id"]), name="again")
     assert chained.history is not None and len(chained.history.messages) == 4
+
+
+def test_an_autonomous_archive_stops_at_its_turn_budget(oc_stack: Stack, pki: Pki) -> None:
+    stack = oc_stack
+    signed = write_archive(
+        prompt="OPA-AUTO: keep looking until told to stop",
+        manifest=Manifest(title="autonomous", execution_mode="autonomous"),
+        files={"data/notes.txt": b"three notes\n"},
+        signing_key=pki.signer,
+    )
+    # opencode-quick holds autonomous archives to three model turns
+    run_id = submit_archive(
+        stack, signed, "auto.opa", recipe="model-plan", profile="opencode-quick"
+    )
+    done = _approved(stack, run_id, AUTONOMOUS_PLAN, status="failed")
+    assert done["opa"]["signer"]["subject"] == "CN=archive signer"
+    assert done["budgets"]["limits"]["max_model_turns"] == 3
+    assert (done["error_code"], done["budgets"]["exceeded"]) == (
+        "budget_exceeded",
+        "max_model_turns",
+    )
+    # the compile and two turns; the third turn was never sent
+    assert [s["step_id"] for s in done["steps"]] == ["turn1", "turn2", "turn3"]
+    assert done["steps"][2]["error_code"] == "budget_exceeded"
+    calls = stack.sql("SELECT step_id FROM calls WHERE run_id = :r AND kind = 'tool'", r=run_id)
+    assert sorted(c[0] for c in calls) == ["turn1", "turn2"]
+    # the output archive says how the run ended
+    out = read_archive(_output(stack, run_id), name="auto-out")
+    assert out.history is not None
+    assert "ended failed (budget_exceeded)" in str(out.history.messages[-1].content)

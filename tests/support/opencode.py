@@ -53,11 +53,16 @@ def first_prompts(model: ScriptedModel, marker: str) -> int:
 
 @contextmanager
 def opencode_stack(
-    backend: str, tmp: Path, script: JsonObject, *, planner: bool = False
+    backend: str,
+    tmp: Path,
+    script: JsonObject,
+    *,
+    planner: bool = False,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Stack]:
     """A running stack whose OpenCode talks to a scripted model playing ``script``
-    (and the model planner too, with ``planner``); the OpenCode server is stopped
-    when the stack goes."""
+    (and the model planner too, with ``planner``); ``env`` is given to the worker
+    and the shim alike. The OpenCode server is stopped when the stack goes."""
     from worker.opencode.supervisor import stop_running_server
     from worker.scripted_model import load_script
 
@@ -75,7 +80,9 @@ def opencode_stack(
                     if planner
                     else {}
                 ),
+                **(env or {}),
             },
+            shim_env=env,
         ) as stack,
     ):
         try:
@@ -90,6 +97,7 @@ def opencode_stack_for(
     script: JsonObject,
     *,
     planner: bool = False,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Stack]:
     """The body of a module fixture parametrized over the backends: skipped, with the
     reason, where the backend or OpenCode is missing."""
@@ -99,7 +107,7 @@ def opencode_stack_for(
     require_backend(backend)
     require_opencode()
     tmp = tmp_path_factory.mktemp(f"oc-{backend}")
-    with opencode_stack(backend, tmp, script, planner=planner) as stack:
+    with opencode_stack(backend, tmp, script, planner=planner, env=env) as stack:
         yield stack
 
 

@@ -46,3 +46,6 @@ def test_autonomous_budgets_are_never_wider_than_the_profile() -> None:
     assert autonomous_budgets(narrow) == Budgets(max_model_turns=10, max_tokens=200_000)
     # What the run gets passes the profile's own narrowing check.
     assert wide.narrowed(autonomous_budgets(wide)).max_steps == 9
+    # A profile may hold its autonomous runs to less than the spec recommends.
+    tight = OpaPolicy(autonomous_max_turns=3, autonomous_max_tokens=1000)
+    assert autonomous_budgets(wide, tight) == Budgets(max_model_turns=3, max_tokens=1000)
