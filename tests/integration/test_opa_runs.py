@@ -12,7 +12,9 @@ history (chaining). Both runs replay at teardown.
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from cryptography.hazmat.primitives import serialization
 
 from contracts import Plan, digest_of
 from opa_format import Manifest, read_archive, trust_add, write_archive
+from shim.cli import main
 from tests.security.opa._build import Pki, make_pki
 from tests.support.opa import batch_archive, submit_archive
 from tests.support.opencode import opencode_stack_for, write_call
@@ -120,7 +123,7 @@ def _output(stack: Stack, run_id: str) -> bytes:
     return bytes(rows[0][0])
 
 
-def test_a_batch_archive_runs_packs_its_output_and_chains(oc_stack: Stack) -> None:
+def test_a_batch_archive_runs_packs_its_output_and_chains(oc_stack: Stack, tmp_path: Path) -> None:
     stack = oc_stack
     first = batch_archive("OPA-E2E: summarise data/report.csv", {"data/report.csv": REPORT})
     done = _run(stack, first, "report.opa")
@@ -149,6 +152,17 @@ def test_a_batch_archive_runs_packs_its_output_and_chains(oc_stack: Stack) -> No
     result = by_name[("@opa", "output/result.txt")]
     assert result["sha256"] == hashlib.sha256(b"total: 3\n").hexdigest()
     assert ("@opa", "input.opa") in by_name and ("@opa", "output.opa") in by_name
+
+    # served as it was stored, a plain ZIP that `gatehouse opa inspect` passes
+    served = stack.client.get(f"/runs/{run_id}/output.opa")
+    assert served.status_code == 200 and served.content == packed
+    path = tmp_path / "report-out.opa"
+    path.write_bytes(served.content)
+    with zipfile.ZipFile(path) as z:
+        assert z.testzip() is None
+    with pytest.raises(SystemExit) as inspected:
+        main(["opa", "inspect", str(path)])
+    assert inspected.value.code == 0
 
     # chaining: the output archive is the next run of the session
     second = _run(stack, packed, "report-out.opa")
