@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.opencode import approved_plan_run, opencode_stack_for, write_call
+from tests.support.opencode import approved_plan_run, edit_then_note, opencode_stack_for, write_call
 from tests.support.stack import BACKENDS, Stack
 
 SCRIPT: dict[str, Any] = {
@@ -32,26 +32,11 @@ SCRIPT: dict[str, Any] = {
         }
     ]
 }
-PLAN: dict[str, Any] = {
-    "objective": "an edit that costs more than the run has left",
-    "steps": [
-        {
-            "step_id": "edit",
-            "verb": "edit",
-            "connector_id": "workspace-opencode",
-            "driver_kind": "opencode",
-            "input": {"prompt": "SPEND-ME: write spent.txt, then think for a long time"},
-            "on_error": "continue",  # a budget is hard: the run ends all the same
-        },
-        {
-            "step_id": "after",
-            "verb": "note",
-            "connector_id": "note",
-            "driver_kind": "noop",
-            "input": {"message": "must not run"},
-        },
-    ],
-}
+PLAN: dict[str, Any] = edit_then_note(
+    "an edit that costs more than the run has left",
+    "SPEND-ME: write spent.txt, then think for a long time",
+    on_error="continue",  # a budget is hard: the run ends all the same
+)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from dbos import DBOS
 
-from tests.support.opencode import approved_plan_run, opencode_stack_for, write_call
+from tests.support.opencode import approved_plan_run, edit_then_note, opencode_stack_for, write_call
 from tests.support.stack import BACKENDS, Stack
 
 SCRIPT: dict[str, Any] = {
@@ -30,25 +30,9 @@ SCRIPT: dict[str, Any] = {
         }
     ]
 }
-PLAN: dict[str, Any] = {
-    "objective": "an edit cut off by a cancel",
-    "steps": [
-        {
-            "step_id": "edit",
-            "verb": "edit",
-            "connector_id": "workspace-opencode",
-            "driver_kind": "opencode",
-            "input": {"prompt": "CANCEL-ME: write half.txt, then think for a long time"},
-        },
-        {
-            "step_id": "after",
-            "verb": "note",
-            "connector_id": "note",
-            "driver_kind": "noop",
-            "input": {"message": "must not run"},
-        },
-    ],
-}
+PLAN: dict[str, Any] = edit_then_note(
+    "an edit cut off by a cancel", "CANCEL-ME: write half.txt, then think for a long time"
+)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -17,6 +17,7 @@ from worker.settings import WorkerSettings
 
 __all__ = [
     "approved_plan_run",
+    "edit_then_note",
     "first_prompts",
     "opencode_stack",
     "opencode_stack_for",
@@ -130,3 +131,28 @@ def approved_plan_run(stack: Stack, plan: JsonObject, profile: str, **extra: Any
     approved = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest})
     assert approved.status_code == 200, approved.text
     return run_id
+
+
+def edit_then_note(objective: str, prompt: str, **edit: Any) -> JsonObject:
+    """A plan: one OpenCode ``edit`` step (``edit`` adds to it), then a noop ``after``
+    that a run cut short in the edit must never reach."""
+    return {
+        "objective": objective,
+        "steps": [
+            {
+                "step_id": "edit",
+                "verb": "edit",
+                "connector_id": "workspace-opencode",
+                "driver_kind": "opencode",
+                "input": {"prompt": prompt},
+                **edit,
+            },
+            {
+                "step_id": "after",
+                "verb": "note",
+                "connector_id": "note",
+                "driver_kind": "noop",
+                "input": {"message": "must not run"},
+            },
+        ],
+    }
