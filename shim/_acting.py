@@ -1,0 +1,36 @@
+"""What several routes share: the links of a run, and acting as the token's identity."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from contracts import ErrorCode, GatehouseError
+from shim._auth import Identity
+
+__all__ = ["acting_as", "run_links"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def run_links(run_id: str) -> dict[str, str]:
+    return {
+        "self": f"/runs/{run_id}",
+        "approve": f"/approve/{run_id}",
+        "reject": f"/reject/{run_id}",
+        "cancel": f"/runs/{run_id}/cancel",
+        "ledger": f"/runs/{run_id}/ledger",
+        "episodes": f"/runs/{run_id}/episodes",
+        "artifacts": f"/runs/{run_id}/artifacts",
+    }
+
+
+def acting_as(model: M, field: str, who: Identity) -> M:
+    """The acting identity is the token's: a body may repeat it, never name another."""
+    if field in model.model_fields_set and getattr(model, field) != who.name:
+        raise GatehouseError(
+            ErrorCode.FORBIDDEN,
+            f"{field} names {getattr(model, field)!r} but the token belongs to {who.name!r}",
+        )
+    return model.model_copy(update={field: who.name})
