@@ -35,6 +35,7 @@ from contracts.job import (
     RESOLUTION_TOPIC,
     IntentJob,
 )
+from contracts.messages import MessageAccepted, MessageRequest
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
 from contracts.recipe import Recipe
 from contracts.replay import (
@@ -126,6 +127,8 @@ __all__ = [
     "JsonObject",
     "JsonValue",
     "Limits",
+    "MessageAccepted",
+    "MessageRequest",
     "Mode",
     "OnError",
     "OpaPolicy",

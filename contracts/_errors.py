@@ -71,6 +71,7 @@ class ErrorCode(Enum):
     FORK_STEP_INVALID = "fork_step_invalid"
     RUN_CANCELLED = "run_cancelled"
     RUN_ALREADY_FINISHED = "run_already_finished"
+    RUN_NOT_AWAITING_INPUT = "run_not_awaiting_input"
     PERMISSION_DENIED = "permission_denied"
     CHILD_SESSION_REFUSED = "child_session_refused"
     # execution
@@ -111,7 +112,6 @@ class ErrorCode(Enum):
     OPA_UNSIGNED_FILE = "opa_unsigned_file"
     OPA_UNSIGNED_REFUSED = "opa_unsigned_refused"
     OPA_CONTEXT_TOO_LONG = "opa_context_too_long"
-    OPA_MODE_UNSUPPORTED = "opa_mode_unsupported"
     OPA_RECIPE_NOT_ALLOWED = "opa_recipe_not_allowed"
     OPA_OUTPUT_UNAVAILABLE = "opa_output_unavailable"
     # infrastructure
@@ -223,6 +223,12 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.RUN_CANCELLED: ErrorSpec(3012, 409, False, "The run was cancelled."),
     ErrorCode.RUN_ALREADY_FINISHED: ErrorSpec(
         3013, 409, False, "The run has already finished; there is nothing to cancel."
+    ),
+    ErrorCode.RUN_NOT_AWAITING_INPUT: ErrorSpec(
+        3014,
+        409,
+        False,
+        "The run takes no follow-up message: it is not an interactive OPA run, or it has ended.",
     ),
     ErrorCode.PERMISSION_DENIED: ErrorSpec(
         2010,
@@ -436,13 +442,6 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         False,
         "The archive's context (system messages, history, prompt) makes an objective longer"
         " than an intent's limit of 2000 characters.",
-    ),
-    ErrorCode.OPA_MODE_UNSUPPORTED: ErrorSpec(
-        1118,
-        422,
-        False,
-        "The archive asks for interactive mode, which needs follow-up messages; they are not"
-        " built yet. Submit it with mode batch or autonomous.",
     ),
     ErrorCode.OPA_RECIPE_NOT_ALLOWED: ErrorSpec(
         1119,

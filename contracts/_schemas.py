@@ -26,6 +26,7 @@ from contracts.execution import ExecutionEnvelope, ExecutionResult
 from contracts.explain import ExplainReport, ExplainView
 from contracts.intent import IntentRequest
 from contracts.job import IntentJob
+from contracts.messages import MessageRequest
 from contracts.plan import Plan
 from contracts.recipe import Recipe
 from contracts.replay import CallResolution, ForkRequest, ReplayReport
@@ -56,6 +57,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "ds.gatehouse_explain_report_v1": ExplainReport,
     "ds.gatehouse_explain_v1": ExplainView,
     "env.cancel_request_v1": CancelRequest,
+    "env.run_message_v1": MessageRequest,
 }
 
 

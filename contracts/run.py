@@ -44,6 +44,8 @@ class RunStatus(StrEnum):
     NEEDS_OPERATOR = "needs_operator"
     # POST /runs/{id}/cancel (or a cancel through DBOS): stopped at a step boundary.
     CANCELLED = "cancelled"
+    # An interactive OPA run between turns: it waits for POST /runs/{id}/messages.
+    WAITING_INPUT = "waiting_input"
 
     @property
     def terminal(self) -> bool:

@@ -62,7 +62,6 @@ _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.OPA_UNSIGNED_REFUSED: ("authorization", "medium"),
     ErrorCode.OPA_RECIPE_NOT_ALLOWED: ("authorization", "medium"),
     ErrorCode.OPA_CONTEXT_TOO_LONG: ("policy_violation", "low"),
-    ErrorCode.OPA_MODE_UNSUPPORTED: ("config", "low"),
 }
 
 

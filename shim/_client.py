@@ -24,6 +24,7 @@ from contracts import (
     IntentAccepted,
     JsonObject,
     JsonValue,
+    MessageAccepted,
     ReplayReport,
     RunList,
     RunView,
@@ -141,6 +142,13 @@ class Client:
         body: JsonObject = {"reason": reason} if reason else {}
         return CancelAccepted.model_validate_json(
             self._call("POST", f"/runs/{run_id}/cancel", body)
+        )
+
+    def message(self, run_id: str, text: str | None, end: bool = False) -> MessageAccepted:
+        """The next turn of an interactive OPA run (or, with ``end``, close its session)."""
+        body: JsonObject = {"end": True} if end else {"text": text}
+        return MessageAccepted.model_validate_json(
+            self._call("POST", f"/runs/{run_id}/messages", body)
         )
 
     def ledger(self, run_id: str) -> list[CallView]:

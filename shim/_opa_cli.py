@@ -7,8 +7,9 @@ signer, and the entries with their sizes. Exit codes: 0 valid, 1 any defect
 bad certificate file, unknown name).
 
 ``opa run FILE`` posts the archive to a running shim (``POST /intent``), which
-validates it again and answers with the run; ``opa output RUN_ID`` downloads
-the run's output archive. Exit codes: 0 done, 1 refused by the shim or the
+validates it again and answers with the run; ``opa reply RUN_ID TEXT`` sends
+an interactive run its next message (``--end`` closes the session); ``opa
+output RUN_ID`` downloads the run's output archive. Exit codes: 0 done, 1 refused by the shim or the
 shim unreachable (the code and message are printed), 2 a usage error.
 """
 
@@ -76,7 +77,13 @@ def add_opa_parser(parser: argparse.ArgumentParser) -> None:
     output.add_argument(
         "-o", "--output", type=Path, help="file to write (default RUN_ID.output.opa)"
     )
-    for p in (run, output):
+    reply = sub.add_parser(
+        "reply", help="send an interactive run its next message (a new turn to plan and approve)"
+    )
+    reply.add_argument("run_id")
+    reply.add_argument("text", nargs="?", help="the message (omit it with --end)")
+    reply.add_argument("--end", action="store_true", help="close the session: the run ends")
+    for p in (run, output, reply):
         p.add_argument(
             "--url",
             default=os.environ.get("GATEHOUSE_URL", DEFAULT_URL),
@@ -103,6 +110,8 @@ def run_opa(args: argparse.Namespace) -> int:
         return _run(args)
     if args.opa_command == "output":
         return _output(args)
+    if args.opa_command == "reply":
+        return _reply(args)
     try:
         if args.trust_command == "add":
             entry = trust_add(args.trust_dir, args.cert.read_bytes(), args.name)
@@ -162,6 +171,18 @@ def _output(args: argparse.Namespace) -> int:
         print(f"gatehouse: cannot write {target}: {exc.strerror}", file=sys.stderr)
         return 2
     print(f"wrote {target} ({len(archive)} bytes)")
+    return 0
+
+
+def _reply(args: argparse.Namespace) -> int:
+    """``opa reply RUN_ID TEXT`` (or ``--end``): the next turn of an interactive run."""
+    if (args.text is None) != args.end:
+        print("gatehouse: give the message text, or --end (not both)", file=sys.stderr)
+        return 2
+    accepted = _call(args, lambda api: api.message(args.run_id, args.text, end=args.end))
+    if accepted is None:
+        return 1
+    print(json.dumps(dump(accepted), indent=2))
     return 0
 
 

@@ -133,13 +133,6 @@ def submit_archive(
     """Validate the archive and what is asked of it, then submit it as an intent."""
     archive = read_archive(upload.content, trust=_trust(trust_dir), name=archive_name(upload.name))
     mode = upload.mode or archive.manifest.execution_mode
-    if mode == "interactive":
-        raise GatehouseError(
-            ErrorCode.OPA_MODE_UNSUPPORTED,
-            "interactive mode needs follow-up messages, which are not built yet; submit the"
-            " archive with mode batch or autonomous",
-            {"mode": mode},
-        )
     profile = catalog.profile(upload.policy_profile).model
     recipe = choose_recipe(profile.opa, archive.manifest.agent_hint, upload.recipe)
     check_unsigned_allowed(

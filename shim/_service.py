@@ -37,6 +37,8 @@ from contracts import (
     IntentJob,
     IntentRequest,
     JsonObject,
+    MessageAccepted,
+    MessageRequest,
     Plan,
     ReplayReport,
     Role,
@@ -65,6 +67,7 @@ from shim._acting import acting_as, run_links
 from shim._auth import Identity
 from shim._cancel import cancel_run
 from shim._decide import decide
+from shim._messages import send_message
 from shim._operators import fork, replay, resolve
 from shim.settings import ShimSettings
 
@@ -207,6 +210,10 @@ class Service:
     ) -> DecisionAccepted:
         """A decision on the run's current plan; see ``shim._decide``."""
         return decide(self.db, self.client, run_id, body=body, decision=decision, who=who)
+
+    def message(self, run_id: str, body: MessageRequest, who: Identity) -> MessageAccepted:
+        """The next turn of an interactive OPA run; see ``shim._messages``."""
+        return send_message(self.db, self.client, run_id, body, who)
 
     def cancel(self, run_id: str, body: CancelRequest, who: Identity) -> CancelAccepted:
         """Cancel a run (its submitter or an operator); see ``shim._cancel``."""

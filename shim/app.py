@@ -34,6 +34,7 @@ from contracts import (
     GatehouseError,
     IntentRequest,
     JsonValue,
+    MessageRequest,
     Role,
     RunStatus,
     validate_instance,
@@ -280,6 +281,14 @@ def create_app(
         who = auth(request, Role.SUBMITTER, Role.OPERATOR)
         body = await _body(request, settings.max_body_bytes, "env.cancel_request_v1", CancelRequest)
         return _model(await run_in_threadpool(svc().cancel, run_id, body, who))
+
+    @app.post("/runs/{run_id}/messages")
+    async def post_message(request: Request, run_id: RunId) -> JSONResponse:
+        # Its submitter or an operator: the next turn of an interactive OPA run.
+        who = auth(request, Role.SUBMITTER, Role.OPERATOR)
+        body = await _body(request, settings.max_body_bytes, "env.run_message_v1", MessageRequest)
+        accepted = await run_in_threadpool(svc().message, run_id, body, who)
+        return _model(accepted, status=202)
 
     @app.get("/runs")
     def list_runs(

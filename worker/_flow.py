@@ -34,7 +34,7 @@ from contracts import (
 )
 from contracts.opa_run import OpaJob
 from policies.gate import check_step
-from worker._inputs import resolve_input
+from worker._inputs import fresh_steps, resolve_input
 from worker._seed import draw, planner_seed
 from worker.coordinator.budgets import Spent
 from worker.coordinator.failures import is_hard
@@ -73,6 +73,11 @@ class Ports(Protocol):
         self, run_id: str, plan_digest: str, profile: PolicyProfile
     ) -> tuple[bool, str] | None:
         """(approved, decided_by); None when no decision came in time."""
+        ...
+
+    def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
+        """An interactive run's next message (``{turn, text, ends, sent_by, sent_at}``);
+        None when none came in the profile's approval timeout, or a cancel woke the wait."""
         ...
 
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult: ...
@@ -164,6 +169,8 @@ class _Run:
         # What the run spent of its budgets: counted from recorded call results only.
         self.spent: Spent | None = None
         self.opa: OpaJob | None = None  # the run came from an OPA archive
+        # An interactive OPA run's follow-up messages so far: {turn, text, after_step}.
+        self.follow_ups: list[JsonObject] = []
 
     def end(
         self,
@@ -175,7 +182,15 @@ class _Run:
         """Every way a run ends: status, trace digest and summary episode, one commit."""
         budgets = None if self.spent is None else self.spent.view_json()
         end = RunEnd(
-            self.run_id, status, summary, code, message, self.trace.digest(), budgets, self.opa
+            self.run_id,
+            status,
+            summary,
+            code,
+            message,
+            self.trace.digest(),
+            budgets,
+            self.opa,
+            list[JsonValue](self.follow_ups),
         )
         self.ports.finish(end)
         return {"run_id": self.run_id, "status": status.value, "error_code": code, "steps": summary}
@@ -266,7 +281,17 @@ class _Run:
         # 5 execute, in order, each step re-checked against the policy right before it runs
         outputs: dict[str, JsonObject] = {}
         position = 0
-        while position < len(plan.steps):
+        while True:
+            if position >= len(plan.steps):
+                # An interactive OPA run goes on with its session's next message:
+                # a new turn appended to the plan, gated and approved like the first.
+                turn = self.next_turn(compile_call, plan, digest, gate, summary)
+                if turn is None:
+                    break
+                if isinstance(turn, dict):
+                    return turn
+                plan, digest = turn
+                continue
             step = plan.steps[position]
             if (stop := self.stopped(step.step_id, summary)) is not None:
                 return stop
@@ -341,6 +366,67 @@ class _Run:
 
         # 6 evidence: the summary episode and the terminal status, in one commit
         return self.end(RunStatus.SUCCEEDED, summary)
+
+    def next_turn(
+        self,
+        compile_call: JsonObject,
+        plan: Plan,
+        digest: str,
+        gate: tuple[PolicyProfile, ToolPool, Mode],
+        summary: list[JsonValue],
+    ) -> tuple[Plan, str] | JsonObject | None:
+        """The next turn of an interactive OPA run: (the plan with the turn's steps
+        appended, its digest), approved; None when the session is over (``end``, or
+        no message within the approval timeout); how the run ended otherwise."""
+        if self.opa is None or self.opa.execution_mode != "interactive":
+            return None
+        profile, pool, mode = gate
+        turn = len(self.follow_ups) + 1
+        message = self.ports.await_message(self.run_id, turn, profile)
+        if (stop := self.stopped(f"@input-{turn}", summary)) is not None:
+            return stop
+        if message is None or message.get("ends") is True:
+            return None
+        self.follow_ups.append(
+            {"turn": turn, "text": message.get("text"), "after_step": len(plan.steps)}
+        )
+        objective = str(compile_call["objective"]) + "".join(
+            f"\n\n### follow-up {f['turn']}\n{f['text']}" for f in self.follow_ups
+        )
+        compiled = self.ports.planner_call(
+            {**compile_call, "objective": objective, "call_id": f"@compile-{turn + 1}"}
+        )
+        self.trace.add(compiled)
+        if self.spent is not None:
+            self.spent.add_call(compiled, tool=False)
+        output = compiled.get("output")
+        plan_value = output.get("plan") if isinstance(output, dict) else None
+        if not compiled.get("ok") or not isinstance(plan_value, dict):
+            code = str(compiled.get("error_code") or ErrorCode.PLANNER_FAILED.value)
+            return self.end(RunStatus.FAILED, summary, code, str(compiled.get("error_message")))
+        if (stopped := self.over_budget(summary)) is not None:
+            return stopped
+        ran = [st.step_id for st in plan.steps]
+        fresh = fresh_steps(plan_value.get("steps"), set(ran), f"t{turn + 1}-")
+        composed = {
+            **plan_value,
+            "steps": [st.model_dump(mode="json") for st in plan.steps] + fresh,
+        }
+        revise: JsonObject = {
+            "previous": plan.model_dump(mode="json"),
+            "previous_digest": digest,
+            "keep": len(plan.steps),
+            "ran": list[JsonValue](ran),
+        }
+        budgets = None if self.spent is None else self.spent.view_json()
+        gated = self.ports.gate_and_card(
+            self.run_id, composed, profile, pool, mode, revise=revise, budgets=budgets
+        )
+        if not gated.ok or gated.plan is None or gated.plan_digest is None:
+            return self.end(RunStatus.FAILED, summary, gated.error_code, gated.error_message)
+        self.trace.revision(gated.plan_digest)
+        refused = self.approval(gated.plan_digest, profile, summary, f"@approval-turn-{turn + 1}")
+        return refused if refused is not None else (gated.plan, gated.plan_digest)
 
     def approval(
         self, digest: str, profile: PolicyProfile, summary: list[JsonValue], at: str

@@ -37,7 +37,7 @@ from contracts import (
     ToolPool,
     digest_of,
 )
-from ledger import Database, approvals, calls, cancels, forks, intents, opa_runs
+from ledger import Database, approvals, calls, cancels, forks, intents, messages, opa_runs
 from ledger.forks import Lineage
 from policies import catalog
 from policies.repair import check_revision, gated_plan
@@ -195,6 +195,12 @@ class ReplayPorts:
         if found is None:
             return None
         return found.decision is Decision.APPROVED, found.decided_by
+
+    def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
+        _ = profile
+        with self.db.engine.connect() as conn:
+            found = messages.get(conn, run_id, turn)
+        return None if found is None else found.as_json()
 
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
         with self.db.engine.connect() as conn:

@@ -89,6 +89,23 @@ class LivePorts:
         maybe_crash(crash, "after_approval", RUN)
         return decision is Decision.APPROVED, decided_by
 
+    def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
+        found = rec.read_message(run_id, turn)
+        if found is None:
+            rec.wait_for_input(run_id)
+        waited = 0.0
+        while found is None:
+            if waited >= profile.approval.timeout_s:
+                return None  # nobody wrote: the session is over
+            chunk = min(profile.approval.recheck_s, profile.approval.timeout_s - waited)
+            if DBOS.recv(APPROVAL_TOPIC, timeout_seconds=chunk) is None:
+                waited += chunk
+            elif _cancel.check(run_id, f"@input-{turn}") is not None:
+                return None  # woken by a cancel: the flow ends the run next
+            found = rec.read_message(run_id, turn)
+        rec.took_message(run_id)
+        return found
+
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
         return rec.verify_plan(run_id, plan_digest)
 
@@ -122,6 +139,7 @@ class LivePorts:
                     "error_code": end.error_code,
                     "steps": list(end.steps),
                     "opa": end.opa.model_dump(mode="json"),
+                    "follow_ups": end.follow_ups or [],
                 }
             )
         rec.finish_run(end)

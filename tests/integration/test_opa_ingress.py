@@ -182,14 +182,14 @@ def test_signed_autonomous_archive_runs_with_narrowed_budgets(stack: Stack, pki:
     assert limits["max_steps"] == 200
 
 
-def test_interactive_mode_is_refused_for_now(stack: Stack) -> None:
-    before = counts(stack)
-    error = refused(
-        stack, post(stack, unsigned(opa.ExecutionMode.INTERACTIVE)), 422, "opa_mode_unsupported"
-    )
-    assert "not built yet" in error["message"]
-    refused(stack, post(stack, unsigned(), mode="interactive"), 422, "opa_mode_unsupported")
-    assert counts(stack) == before
+def test_interactive_mode_is_taken_from_the_manifest_or_the_query(stack: Stack) -> None:
+    for r in (
+        post(stack, unsigned(opa.ExecutionMode.INTERACTIVE)),
+        post(stack, unsigned(), mode="interactive"),
+    ):
+        assert r.status_code == 202, r.text
+        view = stack.wait(r.json()["run_id"], {"waiting_approval"})
+        assert view["opa"]["execution_mode"] == "interactive"
 
 
 def test_a_body_over_the_limit_is_refused_while_read(stack: Stack) -> None:

@@ -43,20 +43,50 @@ def _files(root: Path) -> dict[str, bytes]:
     return out
 
 
-def _account(run_id: str, status: str, code: str | None, steps: list[JsonValue]) -> str:
-    lines = [f"Gatehouse run {run_id} ended {status}" + (f" ({code})" if code else "") + "."]
+def _steps(steps: list[JsonValue]) -> list[str]:
+    lines = []
     for step in steps:
         if isinstance(step, dict):
             mark = "ok" if step.get("ok") else f"failed ({step.get('error_code')})"
             lines.append(f"- step {step.get('step_id')}: {mark}")
-    return "\n".join(lines)
+    return lines
 
 
-def _history(old: History | None, prompt: str, account: str, meta: JsonObject) -> History:
+def _turns(
+    prompt: str, steps: list[JsonValue], follow_ups: list[JsonValue]
+) -> list[tuple[str, str]]:
+    """(what the user asked, what the run did) per turn: the prompt, then each follow-up."""
+    asked = [prompt] + [str(f.get("text")) for f in follow_ups if isinstance(f, dict)]
+    cuts = [0]
+    for f in follow_ups:
+        after = f.get("after_step") if isinstance(f, dict) else None
+        if isinstance(after, int):
+            cuts.append(after)
+    return [
+        (text, "\n".join(_steps(steps[cuts[i] : cuts[i + 1] if i + 1 < len(cuts) else None])))
+        for i, text in enumerate(asked[: len(cuts)])
+    ]
+
+
+def _account(run_id: str, status: str, code: str | None) -> str:
+    return f"Gatehouse run {run_id} ended {status}" + (f" ({code})" if code else "") + "."
+
+
+def _history(
+    old: History | None, turns: list[tuple[str, str]], account: str, meta: JsonObject
+) -> History:
+    """The archive's history with this run's turns appended; the last answer says how it ended."""
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     messages = list(old.messages) if old is not None else []
-    messages.append(HistoryMessage(role="user", content=prompt, timestamp=now))
-    messages.append(HistoryMessage(role="assistant", content=account, timestamp=now, metadata=meta))
+    for i, (asked, did) in enumerate(turns):
+        last = i == len(turns) - 1
+        answer = "\n".join(p for p in (did, account if last else "") if p)
+        messages.append(HistoryMessage(role="user", content=asked, timestamp=now))
+        messages.append(
+            HistoryMessage(
+                role="assistant", content=answer, timestamp=now, metadata={**meta, "turn": i + 1}
+            )
+        )
     if old is None:
         return History(opa_version="0.1", created_at=now, updated_at=now, messages=messages)
     return old.model_copy(
@@ -83,17 +113,18 @@ def _pack(raw: JsonObject) -> JsonObject:
     outputs = _files(workspace / OUTPUT_DIR)
     files.update({f"{OUTPUT_DIR}/{k}": v for k, v in outputs.items()})
     meta: JsonObject = {"gatehouse_run_id": run_id, "status": status, "error_code": code}
-    account = _account(
-        run_id,
-        status,
-        code if isinstance(code, str) else None,
+    account = _account(run_id, status, code if isinstance(code, str) else None)
+    follow_ups = raw.get("follow_ups")
+    turns = _turns(
+        source.prompt,
         steps if isinstance(steps, list) else [],
+        follow_ups if isinstance(follow_ups, list) else [],
     )
     try:
         packed = write_archive(
             prompt=source.prompt,
             manifest=source.manifest,
-            history=_history(source.history, source.prompt, account, meta),
+            history=_history(source.history, turns, account, meta),
             files=files,
             keep_extensions_from=source,
             signing_key=rt.settings.opa_signing_key,

@@ -4,7 +4,7 @@ Each writes its rows and the workflow's checkpoint in one commit, so a
 crash either keeps both or neither: nothing here can happen twice. One
 module per moment of a run: ``begin``, ``gate`` (and the plan card and its
 tamper check), ``approval`` (people's decisions, in-doubt resolutions),
-``steps``, ``finish``.
+``steps``, ``messages`` (an interactive run between turns), ``finish``.
 """
 
 from worker.records.approval import (
@@ -18,6 +18,7 @@ from worker.records.approval import (
 from worker.records.begin import BeginResult, begin_run
 from worker.records.finish import RunEnd, finish_run
 from worker.records.gate import GateResult, gate_and_card, plan_problem, verify_plan
+from worker.records.messages import read_message, took_message, wait_for_input
 from worker.records.steps import StepRecord, record_step_result, step_verdict
 
 __all__ = [
@@ -32,10 +33,13 @@ __all__ = [
     "needs_operator",
     "plan_problem",
     "read_decision",
+    "read_message",
     "read_resolution",
     "record_decision",
     "record_step_result",
     "resume_after_resolution",
     "step_verdict",
+    "took_message",
     "verify_plan",
+    "wait_for_input",
 ]

@@ -98,6 +98,7 @@ class RunEnd:
     trace_digest: str
     budgets: JsonObject | None = None  # used / limit at the end (BudgetsView)
     opa: OpaJob | None = None  # an OPA run: its output archive is packed first
+    follow_ups: list[JsonValue] | None = None  # an interactive run's turns after the first
 
 
 def finish_run(end: RunEnd) -> None:
