@@ -92,6 +92,9 @@ class PlanCardView(Closed):
     revision: int = 1
     previous_digest: Digest | None = None
     changes: list[JsonValue] | None = None
+    # Where the objective came from when it is outside data: the OPA archive (with
+    # its verified signer), shown to approvers on the card they decide on.
+    source: OpaRunView | None = None
 
 
 class ApprovalView(Closed):

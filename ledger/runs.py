@@ -92,6 +92,7 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
     ).first()
     if row is None:
         return None
+    card, opa = plan_cards.get_plan_card(conn, run_id), opa_runs.get(conn, run_id)
     try:
         return RunView(
             run_id=row[0],
@@ -116,8 +117,8 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
             parent_run_id=row[19],
             fork_from_step=row[20],
             budgets=None if row[21] is None else BudgetsView.model_validate_json(row[21]),
-            opa=opa_runs.get(conn, run_id),
-            plan_card=plan_cards.get_plan_card(conn, run_id),
+            opa=opa,
+            plan_card=None if card is None else card.model_copy(update={"source": opa}),
             approvals=approvals.approvals_of(conn, run_id),
             steps=_steps(conn, run_id),
             links=links,

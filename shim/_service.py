@@ -28,6 +28,7 @@ from contracts import (
     CancelRequest,
     Decision,
     DecisionAccepted,
+    Episode,
     EpisodeView,
     ErrorCode,
     ForkAccepted,
@@ -60,7 +61,7 @@ from ledger import (
     runs,
 )
 from policies import catalog
-from policies.episodes import security_episode
+from policies.episodes import episode, security_episode
 from policies.gate import gate_plan
 from policies.templates import compile_template
 from shim._acting import acting_as, run_links
@@ -107,6 +108,29 @@ _NOT_REFUSALS = frozenset(
         ErrorCode.EXPLAIN_INVALID,
     }
 )
+
+
+def _archive_episode(run_id: str, opa: opa_runs.Intake, who: Identity) -> Episode:
+    """The run's evidence of where its objective came from: which archive, signed by whom."""
+    signer = opa.signer
+    by = "unsigned" if signer is None else f"signed by {signer.subject}"
+    return episode(
+        run_id=run_id,
+        kind="opa_archive",
+        subject=opa.job.archive_sha256,
+        episode_type="execution/opa_archive",
+        status="completed",
+        summary=f"submitted as OPA archive {opa.job.archive_name} ({by}) by {who.name}",
+        executor_id=who.name,
+        recorded_at=now_iso(),
+        details={
+            "archive_name": opa.job.archive_name,
+            "archive_sha256": opa.job.archive_sha256,
+            "opa_version": opa.job.opa_version,
+            "execution_mode": opa.job.execution_mode,
+            "signer": None if signer is None else signer.model_dump(mode="json"),
+        },
+    )
 
 
 class Service:
@@ -161,6 +185,7 @@ class Service:
                 )
                 if opa is not None:
                     opa_runs.put_input(conn, run_id, opa)
+                    evidence.put_episode(conn, run_id, None, _archive_episode(run_id, opa, who))
                 self.client.enqueue_in_transaction(
                     conn,
                     {

@@ -175,6 +175,11 @@ def test_signed_autonomous_archive_runs_with_narrowed_budgets(stack: Stack, pki:
     assert signer["issuer"] == "CN=Gatehouse Test CA"
     assert signer["trusted_by"] == fingerprint(pki.ca)
     assert view["opa"]["execution_mode"] == "autonomous"
+    # approvers see where the objective came from on the card; the evidence keeps it
+    assert view["plan_card"]["source"]["signer"] == signer
+    episodes = stack.client.get(f"/runs/{view['run_id']}/episodes").json()["episodes"]
+    [archive] = [e for e in episodes if e["episode_type"] == "execution/opa_archive"]
+    assert archive["body"]["result_details"]["signer"]["subject"] == "CN=archive signer"
     assert "$OPA_EXTRACTED_ROOT/data" in view["objective"]
     limits = view["budgets"]["limits"]
     # The default profile allows 100 turns and 2,000,000 tokens; autonomous runs get less.

@@ -12,6 +12,7 @@ teardown.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import opa
@@ -19,6 +20,7 @@ import pytest
 
 from opa_format import read_archive
 from tests.conftest import require_backend
+from tests.support.mova import load_upstream, vendor_errors
 from tests.support.opa import batch_archive, submit_archive
 from tests.support.stack import BACKENDS, Stack, running_stack
 
@@ -58,7 +60,9 @@ def _say(stack: Stack, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_an_interactive_run_takes_two_follow_ups_each_approved(stack: Stack) -> None:
+def test_an_interactive_run_takes_two_follow_ups_each_approved(
+    stack: Stack, shared_dir: Path | None
+) -> None:
     run_id = submit_archive(stack, _archive(), "notes.opa", recipe="echo", profile="default")
     first = _approve(stack, run_id, 1)
     view = stack.wait(run_id, {"waiting_input", "failed"})
@@ -101,6 +105,16 @@ def test_an_interactive_run_takes_two_follow_ups_each_approved(stack: Stack) -> 
     assert said_by_user[1:] == ["now count them", "and sort them"]
     assert "t3-echo: ok" in str(out.history.messages[-1].content)
     assert "ended succeeded" in str(out.history.messages[-1].content)
+    # the new episodes (the archive, each follow-up) are MOVA 4.1.1 like the rest
+    episodes = stack.client.get(f"/runs/{run_id}/episodes").json()["episodes"]
+    kinds = [e["episode_type"] for e in episodes]
+    assert kinds.count("execution/follow_up") == 3 and "execution/opa_archive" in kinds
+    assert {
+        e["episode_type"]: vendor_errors(e["body"]) for e in episodes if vendor_errors(e["body"])
+    } == {}
+    if shared_dir is not None and (shared_dir / "mova-4.1.1").is_dir():
+        upstream = load_upstream(shared_dir)
+        assert [upstream.errors(e["body"]) for e in episodes if upstream.errors(e["body"])] == []
 
 
 def test_messages_are_refused_where_no_session_waits(stack: Stack) -> None:
