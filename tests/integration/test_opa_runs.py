@@ -17,14 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import opa
 import pytest
 from cryptography.hazmat.primitives import serialization
 
 from contracts import Plan, digest_of
-from opa_format import Manifest, read_archive, trust_add, write_archive
+from opa_format import Archive, TrustStore, read_archive, trust_add
 from shim.cli import main
 from tests.security.opa._build import Pki, make_pki
-from tests.support.opa import batch_archive, submit_archive
+from tests.support.opa import batch_archive, opa_signed, submit_archive
 from tests.support.opencode import opencode_stack_for, write_call
 from tests.support.stack import BACKENDS, Stack
 
@@ -84,13 +85,43 @@ def pki() -> Pki:
     return make_pki()
 
 
+@pytest.fixture(scope="module")
+def trust(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("opa-trust")
+    trust_add(folder, pki.ca.public_bytes(serialization.Encoding.PEM), "test-ca")
+    return folder
+
+
+def _read(data: bytes, trust: Path, name: str) -> Archive:
+    """An output archive, verified: the worker signed it with the CA's signer."""
+    archive = read_archive(data, name=name, trust=TrustStore.load(trust))
+    assert archive.signature.signer is not None
+    assert archive.signature.signer.subject == "CN=archive signer"
+    return archive
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def oc_stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, pki: Pki
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    pki: Pki,
+    trust: Path,
 ) -> Iterator[Stack]:
-    trust = tmp_path_factory.mktemp("opa-trust")
-    trust_add(trust, pki.ca.public_bytes(serialization.Encoding.PEM), "test-ca")
-    env = {"GATEHOUSE_OPA_TRUST_DIR": str(trust)}
+    # The worker signs its output archives with a key the same CA issued.
+    keys = tmp_path_factory.mktemp("opa-key")
+    (keys / "key.pem").write_bytes(
+        pki.signer.private_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    (keys / "cert.pem").write_bytes(pki.signer.certificate.public_bytes(serialization.Encoding.PEM))
+    env = {
+        "GATEHOUSE_OPA_TRUST_DIR": str(trust),
+        "GATEHOUSE_OPA_SIGNING_KEY": str(keys / "key.pem"),
+        "GATEHOUSE_OPA_SIGNING_CERT": str(keys / "cert.pem"),
+    }
     yield from opencode_stack_for(request, tmp_path_factory, SCRIPT, planner=True, env=env)
 
 
@@ -123,7 +154,9 @@ def _output(stack: Stack, run_id: str) -> bytes:
     return bytes(rows[0][0])
 
 
-def test_a_batch_archive_runs_packs_its_output_and_chains(oc_stack: Stack, tmp_path: Path) -> None:
+def test_a_batch_archive_runs_packs_its_output_and_chains(
+    oc_stack: Stack, tmp_path: Path, trust: Path
+) -> None:
     stack = oc_stack
     first = batch_archive("OPA-E2E: summarise data/report.csv", {"data/report.csv": REPORT})
     done = _run(stack, first, "report.opa")
@@ -139,7 +172,7 @@ def test_a_batch_archive_runs_packs_its_output_and_chains(oc_stack: Stack, tmp_p
     packed = _output(stack, run_id)
     # packed before the run turned terminal: the run view names it
     assert done["opa"]["output_sha256"] == hashlib.sha256(packed).hexdigest()
-    out = read_archive(packed, name="report-out")
+    out = _read(packed, trust, "report-out")
     names = {e.name for e in out.entries}
     assert {"output/result.txt", "data/report.csv", "prompt.md"} <= names
     assert out.manifest.execution_mode == "batch"
@@ -161,23 +194,36 @@ def test_a_batch_archive_runs_packs_its_output_and_chains(oc_stack: Stack, tmp_p
     with zipfile.ZipFile(path) as z:
         assert z.testzip() is None
     with pytest.raises(SystemExit) as inspected:
-        main(["opa", "inspect", str(path)])
+        main(["opa", "inspect", str(path), "--trust-dir", str(trust)])
     assert inspected.value.code == 0
 
     # chaining: the output archive is the next run of the session
     second = _run(stack, packed, "report-out.opa")
     assert "### assistant\nGatehouse run " + run_id in second["objective"]
-    chained = read_archive(_output(stack, second["run_id"]), name="again")
+    chained = _read(_output(stack, second["run_id"]), trust, "again")
     assert chained.history is not None and len(chained.history.messages) == 4
 
 
-def test_an_autonomous_archive_stops_at_its_turn_budget(oc_stack: Stack, pki: Pki) -> None:
+def test_an_autonomous_archive_stops_at_its_turn_budget(
+    oc_stack: Stack, pki: Pki, trust: Path
+) -> None:
     stack = oc_stack
-    signed = write_archive(
-        prompt="OPA-AUTO: keep looking until told to stop",
-        manifest=Manifest(title="autonomous", execution_mode="autonomous"),
-        files={"data/notes.txt": b"three notes\n"},
-        signing_key=pki.signer,
+
+    # written and signed by the opa-archive library (interop), trusted through the test CA
+    def build(manifest: opa.Manifest | None) -> opa.OpaArchive:
+        archive = opa.OpaArchive(
+            manifest=manifest or opa.Manifest(execution_mode=opa.ExecutionMode.AUTONOMOUS),
+            prompt=opa.Prompt("OPA-AUTO: keep looking until told to stop"),
+        )
+        archive.add_data_bytes("data/notes.txt", b"three notes\n")
+        return archive
+
+    signed = opa_signed(
+        build,
+        pki.signer.private_key,
+        pki.signer.certificate,
+        title="autonomous",
+        execution_mode=opa.ExecutionMode.AUTONOMOUS,
     )
     # opencode-quick holds autonomous archives to three model turns
     run_id = submit_archive(
@@ -196,6 +242,6 @@ def test_an_autonomous_archive_stops_at_its_turn_budget(oc_stack: Stack, pki: Pk
     calls = stack.sql("SELECT step_id FROM calls WHERE run_id = :r AND kind = 'tool'", r=run_id)
     assert sorted(c[0] for c in calls) == ["turn1", "turn2"]
     # the output archive says how the run ended
-    out = read_archive(_output(stack, run_id), name="auto-out")
+    out = _read(_output(stack, run_id), trust, "auto-out")
     assert out.history is not None
     assert "ended failed (budget_exceeded)" in str(out.history.messages[-1].content)

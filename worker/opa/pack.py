@@ -80,7 +80,7 @@ def _history(
     messages = list(old.messages) if old is not None else []
     for i, (asked, did) in enumerate(turns):
         last = i == len(turns) - 1
-        answer = "\n".join(p for p in (did, account if last else "") if p)
+        answer = "\n".join(p for p in (account if last else "", did) if p)
         messages.append(HistoryMessage(role="user", content=asked, timestamp=now))
         messages.append(
             HistoryMessage(

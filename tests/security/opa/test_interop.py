@@ -6,14 +6,12 @@ name-less section digests; the PKCS#7 block is attached, with signed
 attributes). Gatehouse requires every file to be covered by a manifest digest,
 so a signed archive of opa-archive's default shape is refused
 (``opa_unsigned_file``); with the JAR per-entry sections added to its manifest
-(a ``Manifest`` subclass) the library's own signer produces archives that
+(``tests.support.opa.DigestManifest``) the library's own signer produces archives that
 verify.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import shutil
 import subprocess
@@ -37,6 +35,7 @@ from opa_format import (
 )
 from shim.cli import main
 from tests.security.opa._build import NOW, Pki
+from tests.support.opa import DigestManifest
 
 
 def _opa_archive(manifest: opa.Manifest | None = None) -> opa.OpaArchive:
@@ -52,23 +51,6 @@ def _opa_archive(manifest: opa.Manifest | None = None) -> opa.OpaArchive:
     archive.add_data_bytes("data/report.csv", b"a,b\n1,2\n")
     archive.add_extension_file("acme/config.json", b'{"unknown": true}')
     return archive
-
-
-class _DigestManifest(opa.Manifest):  # type: ignore[misc]  # opa-archive ships no types
-    """opa-archive's manifest plus JAR per-entry sections (Name + SHA-256-Digest)."""
-
-    def __init__(self, digests: dict[str, bytes], **kw: object) -> None:
-        super().__init__(**kw)
-        self._files = digests
-
-    def serialize(self) -> str:
-        main: str = super().serialize()
-        sections = "".join(
-            f"Name: {name}\r\nSHA-256-Digest: "
-            f"{base64.b64encode(hashlib.sha256(data).digest()).decode()}\r\n\r\n"
-            for name, data in sorted(self._files.items())
-        )
-        return main + "\r\n" + sections
 
 
 def _signer(pki: Pki) -> opa.Signer:
@@ -101,7 +83,7 @@ def test_unsigned_opa_archive_reads(tmp_path: Path) -> None:
 def test_signed_opa_archive_with_entry_digests_verifies(pki: Pki) -> None:
     plain = zipfile.ZipFile(io.BytesIO(_opa_archive().to_bytes()))
     files = {n: plain.read(n) for n in plain.namelist() if n != "META-INF/MANIFEST.MF"}
-    manifest = _DigestManifest(files, title="Interop", execution_mode=opa.ExecutionMode.BATCH)
+    manifest = DigestManifest(files, title="Interop", execution_mode=opa.ExecutionMode.BATCH)
     signed: bytes = _signer(pki).sign_bytes(_opa_archive(manifest).to_bytes())
     archive = read_archive(signed, trust=TrustStore([pki.ca]), now=NOW)
     assert archive.signature.signed is True
