@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import TypeVar
 
 from pydantic import BaseModel
+from sqlalchemy.engine import Connection
 
-from contracts import ErrorCode, GatehouseError
+from contracts import ErrorCode, GatehouseError, Role
+from ledger import cancels
+from ledger.cancels import LockedRun
 from shim._auth import Identity
 
-__all__ = ["acting_as", "run_links"]
+__all__ = ["acting_as", "lock_own_run", "run_links"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,3 +37,17 @@ def acting_as(model: M, field: str, who: Identity) -> M:
             f"{field} names {getattr(model, field)!r} but the token belongs to {who.name!r}",
         )
     return model.model_copy(update={field: who.name})
+
+
+def lock_own_run(conn: Connection, run_id: str, who: Identity, may: str) -> LockedRun:
+    """The run's row lock for the rest of the transaction, for its submitter or an
+    operator (``may``: what a submitter may do, for the refusal's message)."""
+    run = cancels.lock_run(conn, run_id)
+    if run is None:
+        raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+    if not who.has(Role.OPERATOR) and run.submitted_by != who.name:
+        raise GatehouseError(
+            ErrorCode.FORBIDDEN,
+            f"{who.name} may {may} only the runs it submitted (or be an operator)",
+        )
+    return run

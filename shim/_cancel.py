@@ -18,12 +18,12 @@ from contracts import (
     CancelRequest,
     ErrorCode,
     GatehouseError,
-    Role,
     RunStatus,
 )
 from ledger import Database, cancels, evidence, now_iso
 from ledger.cancels import Cancel
 from policies.episodes import episode
+from shim._acting import acting_as, lock_own_run
 from shim._auth import Identity
 
 __all__ = ["cancel_run", "refuse_if_cancelled"]
@@ -45,20 +45,9 @@ def cancel_run(
     db: Database, client: DBOSClient, run_id: str, body: CancelRequest, who: Identity
 ) -> CancelAccepted:
     """Cancel ``run_id`` as ``who`` (its submitter, or an operator); idempotent."""
-    if "cancelled_by" in body.model_fields_set and body.cancelled_by != who.name:
-        raise GatehouseError(
-            ErrorCode.FORBIDDEN,
-            f"cancelled_by names {body.cancelled_by!r} but the token belongs to {who.name!r}",
-        )
+    body = acting_as(body, "cancelled_by", who)
     with db.engine.begin() as conn:
-        run = cancels.lock_run(conn, run_id)
-        if run is None:
-            raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
-        if not who.has(Role.OPERATOR) and run.submitted_by != who.name:
-            raise GatehouseError(
-                ErrorCode.FORBIDDEN,
-                f"{who.name} may cancel only the runs it submitted (or be an operator)",
-            )
+        run = lock_own_run(conn, run_id, who, "cancel")
         existing = cancels.get(conn, run_id)
         if existing is not None:
             return _answer(existing, run.status, recorded=False)

@@ -18,11 +18,10 @@ from contracts import (
     JsonObject,
     MessageAccepted,
     MessageRequest,
-    Role,
 )
-from ledger import Database, cancels, evidence, messages, now_iso, opa_runs
+from ledger import Database, evidence, messages, now_iso, opa_runs
 from policies.episodes import episode
-from shim._acting import acting_as, run_links
+from shim._acting import acting_as, lock_own_run, run_links
 from shim._auth import Identity
 from shim._cancel import refuse_if_cancelled
 
@@ -41,14 +40,7 @@ def send_message(
     """Record ``body`` as the run's next turn (its submitter, or an operator)."""
     body = acting_as(body, "sent_by", who)
     with db.engine.begin() as conn:
-        run = cancels.lock_run(conn, run_id)
-        if run is None:
-            raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
-        if not who.has(Role.OPERATOR) and run.submitted_by != who.name:
-            raise GatehouseError(
-                ErrorCode.FORBIDDEN,
-                f"{who.name} may write only to the runs it submitted (or be an operator)",
-            )
+        run = lock_own_run(conn, run_id, who, "write to")
         refuse_if_cancelled(conn, client, run_id)
         job = opa_runs.job(conn, run_id)
         if job is None or job.execution_mode != "interactive":
