@@ -41,7 +41,8 @@ COMMANDS = {
     "calls": "resolve an in-doubt call: calls resolve OP_KEY --applied or --not-applied",
     "explain": "a model's report on a finished run, written from its evidence only",
     "opa": "OPA archives: validate one without running it (opa inspect FILE), run one"
-    " (opa run FILE), download a run's output archive (opa output RUN_ID), and manage the"
+    " (opa run FILE), send an interactive run its next message (opa reply RUN_ID TEXT, or"
+    " --end), download a run's output archive (opa output RUN_ID), and manage the"
     " signers' trust store (opa trust add|list|remove)",
 }
 _API_COMMANDS = (
