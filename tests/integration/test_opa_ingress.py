@@ -371,6 +371,19 @@ def test_cli_opa_run_and_output(
 
         assert cli(["opa", "run", str(file), "--recipe", "demo-inventory", *api]) == 1
         assert "opa_recipe_not_allowed" in capsys.readouterr().err
+
+        # opa reply: a batch run takes no message; an interactive one queues its turns
+        assert cli(["opa", "reply", run_id, "more please", *api]) == 1
+        assert "run_not_awaiting_input" in capsys.readouterr().err
+        chat = tmp_path / "chat.opa"
+        chat.write_bytes(unsigned(opa.ExecutionMode.INTERACTIVE))
+        assert cli(["opa", "run", str(chat), "--recipe", "echo", *api]) == 0
+        chat_id = json.loads(capsys.readouterr().out)["run_id"]
+        assert cli(["opa", "reply", chat_id, "more please", *api]) == 0
+        assert json.loads(capsys.readouterr().out)["turn"] == 1
+        assert cli(["opa", "reply", chat_id, "--end", *api]) == 0
+        assert json.loads(capsys.readouterr().out)["end"] is True
+        assert cli(["opa", "reply", chat_id, "text", "--end", *api]) == 2
     not_opa = tmp_path / "notes.zip"
     not_opa.write_bytes(b"")
     assert cli(["opa", "run", str(not_opa), "--url", "http://127.0.0.1:9"]) == 2
