@@ -1,0 +1,30 @@
+"""``python -m bench.hitl._gh_proc worker|shim PORT``: a Gatehouse process, counted.
+
+The real entry points (``worker.app.main``, ``uvicorn shim.asgi:app``) with the
+SQL counters of ``_counting`` installed first; BENCH_COUNT_FILE names the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from bench.hitl import _counting
+
+
+def main() -> None:
+    _counting.install(Path(os.environ["BENCH_COUNT_FILE"]))
+    if sys.argv[1] == "worker":
+        # one process is a worker or a shim, never both: import only what it is
+        from worker.app import main as worker_main  # noqa: PLC0415
+
+        worker_main()
+        return
+    import uvicorn  # noqa: PLC0415 - the worker process has no use for it
+
+    uvicorn.run("shim.asgi:app", host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Gatehouse under the benchmark: shim and worker as separate processes, over HTTP.
+
+One run: POST /intent (a ``run-plan`` of ``noop`` steps), poll GET /runs/{id}
+until the plan card appears, POST /approve/{id} with its digest, poll until
+``succeeded``. The client polls every ``POLL_S``; that wait is part of the figure.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from bench.hitl._counting import read_counts
+from contracts import Role
+from ledger import open_database
+from shim._auth import add_token
+from shim._procs import free_port, stop, wait_healthy
+
+__all__ = ["FLIGHT_POLL_S", "POLL_S", "GatehouseSystem"]
+
+POLL_S = 0.005
+# With n runs in flight each client polls less often, or the polls alone would
+# saturate the shim on a small machine; up to this much is added to each wait.
+FLIGHT_POLL_S = 0.05
+# As many runs in flight as the peers get: the worker's queue slots are not the bottleneck.
+WORKER_CONCURRENCY = 16
+
+
+def _plan(steps: int) -> dict[str, Any]:
+    return {
+        "objective": "bench",
+        "steps": [
+            {
+                "step_id": f"s{n}",
+                "verb": "note",
+                "connector_id": "note",
+                "driver_kind": "noop",
+                "input": {"n": n},
+            }
+            for n in range(1, steps + 1)
+        ],
+    }
+
+
+def _ms_of(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+
+
+class GatehouseSystem:
+    def __init__(self, backend: str, url: str, tmp: Path) -> None:
+        self.backend, self.url = backend, url
+        folder = tmp / f"gh-{backend}"
+        folder.mkdir(parents=True)
+        tokens = folder / "tokens.json"
+        self._sub = {"Authorization": f"Bearer {add_token(tokens, 'bench-sub', [Role.SUBMITTER])}"}
+        self._app = {"Authorization": f"Bearer {add_token(tokens, 'bench-ok', [Role.APPROVER])}"}
+        self.count_files = [folder / "shim.counts", folder / "worker.counts"]
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        env = {
+            "GATEHOUSE_DATABASE_URL": url,
+            "GATEHOUSE_TOKENS_FILE": str(tokens),
+            "GATEHOUSE_EXECUTOR_ID": f"bench-{backend}",
+            "GATEHOUSE_WORKSPACE_ROOT": str(folder / "ws"),
+            "GATEHOUSE_OPENCODE_STATE": str(folder / "oc"),
+            "GATEHOUSE_WORKER_CONCURRENCY": str(WORKER_CONCURRENCY),
+        }
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for role, counts in (("shim", self.count_files[0]), ("worker", self.count_files[1])):
+            with (folder / f"{role}.log").open("ab") as log:
+                self.procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "bench.hitl._gh_proc", role, str(port)],
+                        env={**os.environ, **env, "BENCH_COUNT_FILE": str(counts)},
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+            if role == "shim":
+                wait_healthy(self.base, self.procs[0])
+        self.client = httpx.Client(base_url=self.base, timeout=60)
+
+    def close(self) -> None:
+        self.client.close()
+        stop(self.procs)
+
+    def one_run(
+        self, steps: int = 3, client: httpx.Client | None = None, poll_s: float = POLL_S
+    ) -> dict[str, Any]:
+        """One run, submit → succeeded; its id, client-side ms and wall-clock end."""
+        c = client or self.client
+        started = time.perf_counter()
+        r = c.post(
+            "/intent",
+            headers=self._sub,
+            json={"recipe": "echo", "objective": "bench", "mode": "run-plan", "plan": _plan(steps)},
+        )
+        r.raise_for_status()
+        run_id = str(r.json()["run_id"])
+        run = self._until(c, run_id, lambda run: run.get("plan_card") is not None, poll_s)
+        digest = run["plan_card"]["plan_digest"]
+        c.post(f"/approve/{run_id}", headers=self._app, json={"plan_digest": digest})
+        self._until(c, run_id, lambda run: run["status"] == "succeeded", poll_s)
+        ms = (time.perf_counter() - started) * 1000
+        return {"run_id": run_id, "ms": ms, "seen_at_ms": time.time() * 1000}
+
+    def _until(self, c: httpx.Client, run_id: str, done: Any, poll_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            run: dict[str, Any] = c.get(f"/runs/{run_id}", headers=self._sub).json()
+            if done(run):
+                return run
+            if run["status"] in ("failed", "rejected", "cancelled"):
+                raise RuntimeError(f"gatehouse run {run_id} ended {run['status']}: {run}")
+            time.sleep(poll_s)
+        raise RuntimeError(f"gatehouse run {run_id} did not finish in 60 s")
+
+    def in_flight(self, n: int) -> float:
+        """n runs submitted at once, each approved when its card appears; runs/s."""
+
+        def one(_: int) -> None:
+            with httpx.Client(base_url=self.base, timeout=60) as c:
+                self.one_run(client=c, poll_s=FLIGHT_POLL_S)
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(n) as pool:
+            list(pool.map(one, range(n)))
+        return n / (time.perf_counter() - started)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        return {f.stem: read_counts(f) for f in self.count_files}
+
+    def phases(self, runs: list[dict[str, Any]]) -> dict[str, list[float]]:
+        """Where each run's time went, in ms, from the rows the run wrote."""
+        db = open_database(self.url)
+        wf = "dbos.workflow_status" if self.backend == "postgres" else "workflow_status"
+        out: dict[str, list[float]] = {}
+
+        def add(name: str, value: float) -> None:
+            out.setdefault(name, []).append(value)
+
+        try:
+            with db.engine.connect() as conn:
+                for run in runs:
+                    p = {"r": run["run_id"]}
+                    row = conn.execute(
+                        sa.text(
+                            "SELECT r.created_at, r.finished_at, c.created_at, a.decided_at"
+                            " FROM runs r JOIN plan_cards c USING (run_id)"
+                            " JOIN plan_approvals a USING (run_id) WHERE r.run_id = :r"
+                        ),
+                        p,
+                    ).one()
+                    started = conn.execute(
+                        sa.text(f"SELECT started_at_epoch_ms FROM {wf} WHERE workflow_uuid = :r"),
+                        p,
+                    ).scalar()
+                    tools = conn.execute(
+                        sa.text(
+                            "SELECT started_at, finished_at FROM calls WHERE run_id = :r"
+                            " AND kind = 'tool' ORDER BY started_at"
+                        ),
+                        p,
+                    ).all()
+                    created, finished, card, decided = (_ms_of(str(v)) for v in row)
+                    # SQLite's DBOS rows can carry a start before the submit: not a pickup time.
+                    if started is not None and float(started) >= created:
+                        add("submit → worker starts the workflow", float(started) - created)
+                        add("workflow start → plan card (compile + gate)", card - float(started))
+                    else:
+                        add("submit → plan card (pickup, compile, gate)", card - created)
+                    add("plan card → approval recorded (client poll + POST)", decided - card)
+                    add("approval → first tool call starts", _ms_of(tools[0][0]) - decided)
+                    for a, b in tools:
+                        add("tool call, claim → completion (each)", _ms_of(b) - _ms_of(a))
+                    for (_, b), (a, _) in pairwise(tools):
+                        add("between tool calls (each)", _ms_of(a) - _ms_of(b))
+                    add("last tool call → run finished", finished - _ms_of(tools[-1][1]))
+                    add("run finished → client sees succeeded", run["seen_at_ms"] - finished)
+        finally:
+            db.dispose()
+        return out

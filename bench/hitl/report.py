@@ -1,0 +1,202 @@
+"""The HITL section of docs/benchmarks.md: medians, ratios within the run, targets.
+
+``write_section`` replaces the text between the markers (or appends it), so
+``bench/run.py``, which rewrites the rest of the file, and this keep each other's part.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from bench.hitl.gatehouse import FLIGHT_POLL_S, POLL_S, WORKER_CONCURRENCY
+from tests.support.stack import pg_admin_url
+
+__all__ = ["BEGIN", "END", "Results", "section", "write_section"]
+
+BEGIN = "<!-- bench:hitl begin -->"
+END = "<!-- bench:hitl end -->"
+
+
+@dataclass
+class Results:
+    quick: bool
+    rounds: int
+    per_round: int
+    in_flight: int
+    seq: dict[str, list[float]]
+    flight: dict[str, list[float]]
+    counts: dict[str, dict[str, Any]]
+    dbos_per_run: dict[str, float]
+    phases: dict[str, dict[str, list[float]]]
+    seconds: float
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+def _pg_version() -> str:
+    engine = sa.create_engine(pg_admin_url().replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.connect() as conn:
+            return str(conn.execute(sa.text("SHOW server_version")).scalar())
+    finally:
+        engine.dispose()
+
+
+def _tx(c: dict[str, float]) -> float:
+    return c["commits"] + c["rollbacks"]
+
+
+def section(r: Results) -> str:
+    med = {n: statistics.median(v) for n, v in r.seq.items()}
+    rps = {n: statistics.median(v) for n, v in r.flight.items()}
+    gh, lg, lgs, db = (
+        "gatehouse/postgres",
+        "langgraph/postgres",
+        "langgraph-sync/postgres",
+        "dbos/postgres",
+    )
+    worker_call = r.counts["postgres"]["per_tool_call"]["worker"]
+    lines = [
+        BEGIN,
+        "## Human in the loop, side by side (issue 13)",
+        "",
+        "Written by `npx -y @jdxcode/mise run bench:hitl` (`bench/hitl/`); do not edit by hand."
+        + (" **Quick run: too few runs to judge; no targets.**" if r.quick else ""),
+        "",
+        f"* when: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {r.seconds:.0f} s",
+        f"* machine: {os.cpu_count()} cores, Python {platform.python_version()},"
+        f" {platform.system()}, PostgreSQL {_pg_version()} (local, one server, a database each)",
+        f"* versions: dbos {version('dbos')}, langgraph {version('langgraph')},"
+        f" langgraph-checkpoint-postgres {version('langgraph-checkpoint-postgres')}",
+        f"* {r.rounds} interleaved rounds; per round and system {r.per_round} sequential runs,"
+        f" then {r.in_flight} runs in flight at once",
+        "",
+        "| system | sequential n | median ms/run | p90 ms/run"
+        f" | {r.in_flight} in flight, median runs/s |",
+        "|---|---|---|---|---|",
+    ]
+    for n, values in r.seq.items():
+        lines.append(f"| {n} | {len(values)} | {med[n]:.1f} | {_p90(values):.1f} | {rps[n]:.2f} |")
+    lines += [
+        "",
+        "Ratios, within this run:",
+        "",
+        f"* sequential, Gatehouse ÷ LangGraph: {med[gh] / med[lg]:.1f}x"
+        f" (÷ LangGraph durability=sync: {med[gh] / med[lgs]:.1f}x);"
+        f" Gatehouse ÷ bare DBOS: {med[gh] / med[db]:.1f}x",
+        f"* {r.in_flight} in flight, Gatehouse ÷ LangGraph: {rps[gh] / rps[lg]:.2f}x"
+        f" (÷ sync: {rps[gh] / rps[lgs]:.2f}x); Gatehouse ÷ bare DBOS: {rps[gh] / rps[db]:.2f}x",
+        "",
+    ]
+    if not r.quick:
+        targets = [
+            (
+                "sequential ≤ 3x LangGraph ms/run (PostgreSQL)",
+                med[gh] <= 3 * med[lg],
+                f"{med[gh] / med[lg]:.1f}x",
+            ),
+            (
+                "sequential ≤ 100 ms/run on SQLite",
+                med["gatehouse/sqlite"] <= 100,
+                f"{med['gatehouse/sqlite']:.0f} ms",
+            ),
+            (
+                f"{r.in_flight} in flight ≥ 0.5x LangGraph runs/s",
+                rps[gh] >= 0.5 * rps[lg],
+                f"{rps[gh] / rps[lg]:.2f}x",
+            ),
+            (
+                f"{r.in_flight} in flight ≥ bare DBOS runs/s",
+                rps[gh] >= rps[db],
+                f"{rps[gh] / rps[db]:.2f}x",
+            ),
+            (
+                "per tool call ≤ 4 database transactions (worker, PostgreSQL)",
+                _tx(worker_call) <= 4,
+                f"{_tx(worker_call):.1f}",
+            ),
+        ]
+        lines += ["| target (issue 13) | measured | met |", "|---|---|---|"]
+        lines += [f"| {t} | {m} | {'yes' if ok else '**missed**'} |" for t, ok, m in targets]
+        lines.append("")
+    lines += [
+        "SQL per Gatehouse run (3 tool steps) and per tool call (3-step run minus 1-step run,"
+        " halved), counted on every SQLAlchemy engine of each process, the idle background"
+        " taken off. Transactions = commits + rollbacks (read-only transactions end in a"
+        " rollback); write commits ran an INSERT, UPDATE or DELETE.",
+        "",
+        "| backend | process | per run: statements | transactions | write commits"
+        " | per tool call: statements | transactions | write commits | idle background/s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for backend, c in r.counts.items():
+        for proc in ("worker", "shim"):
+            run, call, idle = c["per_run"][proc], c["per_tool_call"][proc], c["idle_per_s"][proc]
+            lines.append(
+                f"| {backend} | {proc} | {run['statements']:.0f} | {_tx(run):.1f}"
+                f" | {run['write_commits']:.1f} | {call['statements']:.1f} | {_tx(call):.1f}"
+                f" | {call['write_commits']:.1f} | {idle['statements']:.1f} stmts,"
+                f" {_tx(idle):.1f} tx |"
+            )
+    d = r.dbos_per_run
+    lines += [
+        "",
+        f"Bare DBOS, per run, same counting: {d['statements']:.0f} statements,"
+        f" {_tx(d):.1f} transactions, {d['write_commits']:.1f} write commits"
+        " (background not taken off).",
+        "",
+        "Where a sequential Gatehouse run's time goes (ms, median over its runs; from the rows"
+        " the run wrote, ISO times to the millisecond):",
+        "",
+        "| phase | " + " | ".join(r.phases) + " |",
+        "|---|" + "---|" * len(r.phases),
+    ]
+    names = list(dict.fromkeys(k for p in r.phases.values() for k in p))
+    for name in names:
+        cells = [
+            f"{statistics.median(p[name]):.1f}" if name in p else "-" for p in r.phases.values()
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "How it was measured:",
+        "",
+        "* Gatehouse: the shim (uvicorn) and one worker as separate processes"
+        f" (`GATEHOUSE_WORKER_CONCURRENCY={WORKER_CONCURRENCY}`, other settings default, so the"
+        " queue is polled every 0.25 s), driven over HTTP: submit a `run-plan` of three `noop`"
+        f" steps, poll `GET /runs/{{id}}` every {POLL_S * 1000:.0f} ms until the plan card appears"
+        f" (every {FLIGHT_POLL_S * 1000:.0f} ms with runs in flight), approve it with its digest,"
+        " poll until `succeeded`. The client's polling is part of the figure.",
+        "* LangGraph: `StateGraph` compile → approve (`interrupt()`) → three nodes each inserting"
+        " a row, `PostgresSaver` on a psycopg pool; a run is `invoke` to the interrupt and"
+        " `invoke(Command(resume=digest))`. `langgraph` is the default durability (`async`);"
+        " `langgraph-sync` writes each checkpoint before the next node. In-process calls, no HTTP.",
+        "* Bare DBOS: a workflow with a compile step, `set_event` (its plan card), `recv` for the"
+        " approval, three steps each inserting a row; started with `DBOS.start_workflow` (no"
+        " queue), approved with `DBOS.send` once `get_event` returns. In-process, no HTTP.",
+        "* Each peer runs in its own child process; targets use the LangGraph default durability.",
+        END,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, text: str) -> None:
+    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        new = head + text.rstrip("\n") + rest.split(END, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    path.write_text(new, encoding="utf-8")
