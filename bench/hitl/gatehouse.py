@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from itertools import pairwise
@@ -89,6 +91,9 @@ class GatehouseSystem:
             if role == "shim":
                 wait_healthy(self.base, self.procs[0])
         self.client = httpx.Client(base_url=self.base, timeout=60)
+        # Retryable error answers the client got and tried again, by status and code.
+        self.retried: Counter[str] = Counter()
+        self._lock = threading.Lock()
 
     def close(self) -> None:
         self.client.close()
@@ -100,24 +105,38 @@ class GatehouseSystem:
         """One run, submit → succeeded; its id, client-side ms and wall-clock end."""
         c = client or self.client
         started = time.perf_counter()
-        r = c.post(
-            "/intent",
-            headers=self._sub,
-            json={"recipe": "echo", "objective": "bench", "mode": "run-plan", "plan": _plan(steps)},
-        )
-        r.raise_for_status()
+        body = {"recipe": "echo", "objective": "bench", "mode": "run-plan", "plan": _plan(steps)}
+        r = self._call(c, "POST", "/intent", self._sub, body)
         run_id = str(r.json()["run_id"])
         run = self._until(c, run_id, lambda run: run.get("plan_card") is not None, poll_s)
         digest = run["plan_card"]["plan_digest"]
-        c.post(f"/approve/{run_id}", headers=self._app, json={"plan_digest": digest})
+        self._call(c, "POST", f"/approve/{run_id}", self._app, {"plan_digest": digest})
         self._until(c, run_id, lambda run: run["status"] == "succeeded", poll_s)
         ms = (time.perf_counter() - started) * 1000
         return {"run_id": run_id, "ms": ms, "seen_at_ms": time.time() * 1000}
 
+    def _call(
+        self, c: httpx.Client, method: str, path: str, auth: dict[str, str], body: Any = None
+    ) -> httpx.Response:
+        """One request; an answer marked retryable is tried again (as a client would), counted."""
+        deadline = time.monotonic() + 60
+        while True:
+            r = c.request(method, path, headers=auth, json=body)
+            if r.status_code < 400:
+                return r
+            retryable = r.headers.get("content-type", "").startswith("application/json") and bool(
+                r.json().get("error", {}).get("retryable")
+            )
+            if not retryable or time.monotonic() > deadline:
+                raise RuntimeError(f"{method} {path}: {r.status_code} {r.text[:300]}")
+            with self._lock:
+                self.retried[f"{r.status_code} {r.json()['error']['code']}"] += 1
+            time.sleep(0.05)
+
     def _until(self, c: httpx.Client, run_id: str, done: Any, poll_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            run: dict[str, Any] = c.get(f"/runs/{run_id}", headers=self._sub).json()
+            run: dict[str, Any] = self._call(c, "GET", f"/runs/{run_id}", self._sub).json()
             if done(run):
                 return run
             if run["status"] in ("failed", "rejected", "cancelled"):

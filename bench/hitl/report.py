@@ -37,6 +37,7 @@ class Results:
     counts: dict[str, dict[str, Any]]
     dbos_per_run: dict[str, float]
     phases: dict[str, dict[str, list[float]]]
+    retried: dict[str, dict[str, int]]
     seconds: float
 
 
@@ -170,6 +171,10 @@ def section(r: Results) -> str:
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += [
+        "",
+        "Retryable error answers the Gatehouse client got and tried again: "
+        + "; ".join(f"{b}: {dict(c) or 'none'}" for b, c in r.retried.items())
+        + ".",
         "",
         "How it was measured:",
         "",

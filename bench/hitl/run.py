@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             after = dbos.ask(op="counts")["counts"]
             dbos_per_run = {k: (after[k] - before[k]) / args.count_runs for k in after}
             phases = {b: g.phases(gh_runs[b]) for b, g in gh.items()}
+            retried = {b: dict(g.retried) for b, g in gh.items()}
         finally:
             for close in reversed(closers):
                 close()
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         counts=counts,
         dbos_per_run=dbos_per_run,
         phases=phases,
+        retried=retried,
         seconds=time.monotonic() - began,
     )
     text = section(results)
