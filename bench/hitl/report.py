@@ -154,6 +154,10 @@ def section(r: Results) -> str:
     d = r.dbos_per_run
     lines += [
         "",
+        "The shim's per-tool-call columns are mostly the client's status polls, which grow"
+        " with how long a run takes (so they can even come out negative); they are not work"
+        " done per call. The per-call target is held to the worker's row.",
+        "",
         f"Bare DBOS, per run, same counting: {d['statements']:.0f} statements,"
         f" {_tx(d):.1f} transactions, {d['write_commits']:.1f} write commits"
         " (background not taken off).",
