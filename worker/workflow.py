@@ -43,7 +43,7 @@ _RESOLUTION_RECHECK_S = 60.0
 
 
 class LivePorts:
-    """The flow's ports as DBOS steps (see ``worker._flow.Ports``)."""
+    """The flow's ports as DBOS steps (see ``worker._ports.Ports``)."""
 
     def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
         return rec.begin_run(run_id, profile_id, tool_pool_id)

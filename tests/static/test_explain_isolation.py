@@ -37,6 +37,7 @@ ALLOWED = frozenset(
 PLAN_PATH = (
     "policies/",
     "worker/_flow.py",
+    "worker/_ports.py",
     "worker/steps_calls.py",
     "worker/records/",
     "worker/replay.py",

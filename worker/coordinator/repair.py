@@ -26,7 +26,7 @@ from policies.repair import gated_plan, problems_of
 from worker.coordinator.budgets import Spent
 
 if TYPE_CHECKING:
-    from worker._flow import Ports, Trace
+    from worker._ports import Ports, Trace
 
 __all__ = ["COMPILE_REPAIR_ID", "MAX_STEP_REPAIRS", "MODEL_PLANNERS", "Repairs"]
 

@@ -1,0 +1,94 @@
+"""What the intent flow (``worker._flow``) reaches the world through, and what it keeps.
+
+``Ports`` is everything the flow does that is not pure computation: the live
+DBOS workflow (``worker.workflow.LivePorts``) and a replay
+(``worker.replay.ReplayPorts``) each implement it. ``Trace`` is the ordered
+record of the calls a run consumed; its digest is the run's trace digest.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from contracts import JsonObject, JsonValue, Mode, PolicyProfile, ToolPool, digest_of
+from worker.records import BeginResult, GateResult, RunEnd, StepRecord
+
+__all__ = ["Ports", "Trace"]
+
+
+class Ports(Protocol):
+    """Everything the flow does that is not pure computation."""
+
+    def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult: ...
+
+    def planner_call(self, raw: JsonObject) -> JsonObject: ...
+
+    def gate_and_card(
+        self,
+        run_id: str,
+        raw_plan: JsonObject,
+        profile: PolicyProfile,
+        pool: ToolPool,
+        mode: Mode,
+        *,
+        revise: JsonObject | None = None,
+        repaired: bool = False,
+        budgets: JsonObject | None = None,
+    ) -> GateResult:
+        """Gate a plan and put it on the plan card. ``revise`` (a repaired remainder):
+        the previous plan and digest, how many steps it keeps, which step ids ran;
+        ``repaired``: the plan came from a repair call; ``budgets``: used / limit so far."""
+        ...
+
+    def await_decision(
+        self, run_id: str, plan_digest: str, profile: PolicyProfile
+    ) -> tuple[bool, str] | None:
+        """(approved, decided_by); None when no decision came in time."""
+        ...
+
+    def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
+        """An interactive run's next message (``{turn, text, ends, sent_by, sent_at}``);
+        None when none came in the profile's approval timeout, or a cancel woke the wait."""
+        ...
+
+    def verify_plan(self, run_id: str, plan_digest: str) -> GateResult: ...
+
+    def tool_call(self, raw: JsonObject) -> JsonObject: ...
+
+    def cancelled(self, run_id: str, at: str) -> JsonObject | None:
+        """The cancellation the run stops on at boundary ``at`` ('@compile', '@approval'
+        or a plan step id): {cancelled_by, reason, source}; None to go on."""
+        ...
+
+    def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
+        """applied / not_applied: an operator's word on an in-doubt call."""
+        ...
+
+    def pause(self, seconds: float) -> None: ...
+
+    def record_step_result(self, record: StepRecord) -> JsonObject: ...
+
+    def finish(self, end: RunEnd) -> None: ...
+
+
+class Trace:
+    """The ordered calls a run consumed; its digest is the run's trace digest."""
+
+    def __init__(self) -> None:
+        self.entries: list[JsonValue] = []
+        self.plan_digest: str | None = None
+
+    def add(self, result: JsonObject) -> None:
+        self.entries.append(
+            [result.get("op_key"), result.get("request_digest"), result.get("response_digest")]
+        )
+
+    def resolution(self, op_key: str, outcome: str) -> None:
+        self.entries.append([op_key, "resolution", outcome])
+
+    def revision(self, plan_digest: str) -> None:
+        """A repaired plan the run went on with (after its own approval)."""
+        self.entries.append(["plan", plan_digest])
+
+    def digest(self) -> str:
+        return digest_of({"plan_digest": self.plan_digest, "calls": self.entries})
