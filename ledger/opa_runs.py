@@ -88,11 +88,40 @@ def put_output(conn: Conn, run_id: str, content: bytes) -> str:
         media_type=MEDIA_TYPE,
         content=content,
     )
-    conn.execute(
-        sa.text("UPDATE opa_runs SET output_sha256 = :d WHERE run_id = :r"),
+    updated = conn.execute(
+        sa.text("UPDATE opa_runs SET output_sha256 = :d WHERE run_id = :r RETURNING run_id"),
         {"d": digest, "r": run_id},
-    )
+    ).first()
+    if updated is None:
+        _fork_row(conn, run_id, digest)
     return digest
+
+
+def _fork_row(conn: Conn, run_id: str, output_sha256: str) -> None:
+    """A fork runs its parent's archive: it gets the parent's row (and input artifact)."""
+    parent = conn.execute(
+        sa.text("SELECT parent_run_id FROM runs WHERE run_id = :r"), {"r": run_id}
+    ).scalar()
+    if parent is None:
+        return
+    conn.execute(
+        sa.text(
+            "INSERT INTO opa_runs (run_id, archive_name, archive_sha256, opa_version,"
+            " execution_mode, signer_json, job_json, output_sha256, created_at)"
+            " SELECT :r, archive_name, archive_sha256, opa_version, execution_mode,"
+            " signer_json, job_json, :d, :t FROM opa_runs WHERE run_id = :p"
+        ),
+        {"r": run_id, "p": parent, "d": output_sha256, "t": now_iso()},
+    )
+    conn.execute(
+        sa.text(
+            "INSERT INTO run_artifacts (run_id, sha256, step_id, name)"
+            " SELECT :r, sha256, step_id, name FROM run_artifacts"
+            " WHERE run_id = :p AND step_id = :s AND name = :n"
+            " ON CONFLICT (run_id, step_id, name) DO NOTHING"
+        ),
+        {"r": run_id, "p": parent, "s": OPA_STEP, "n": INPUT_NAME},
+    )
 
 
 def get(conn: Conn, run_id: str) -> OpaRunView | None:

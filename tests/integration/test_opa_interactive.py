@@ -143,3 +143,24 @@ def test_a_cancel_ends_a_run_waiting_for_input(stack: Stack) -> None:
     assert c.status_code == 200, c.text
     done = stack.wait(run_id, {"cancelled", "succeeded", "failed"})
     assert done["status"] == "cancelled", done
+
+
+def test_a_fork_of_an_opa_run_gets_its_own_output_archive(stack: Stack) -> None:
+    archive = batch_archive("Note it.", {"data/notes.txt": b"three notes\n"})
+    parent = submit_archive(stack, archive, "once.opa", recipe="echo", profile="default")
+    _approve(stack, parent, 1)
+    assert stack.wait(parent, {"succeeded", "failed"})["status"] == "succeeded"
+    r = stack.client.post(f"/runs/{parent}/fork", json={"from_step": 1}, headers=stack.auth("bob"))
+    assert r.status_code == 202, r.text
+    fork = r.json()["run_id"]
+    done = stack.wait(fork, {"succeeded", "failed"})
+    assert done["status"] == "succeeded", done
+    # the fork ran the parent's archive and packed its own output
+    assert done["opa"]["archive_sha256"] == stack.run(parent)["opa"]["archive_sha256"]
+    got = stack.client.get(f"/runs/{fork}/output.opa")
+    assert got.status_code == 200, got.text
+    out = read_archive(got.content, name="fork")
+    assert out.history is not None
+    assert f"Gatehouse run {fork} ended succeeded" in str(out.history.messages[-1].content)
+    names = {a["name"] for a in stack.client.get(f"/runs/{fork}/artifacts").json()["artifacts"]}
+    assert {"input.opa", "output.opa"} <= names
