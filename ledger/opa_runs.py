@@ -24,7 +24,6 @@ __all__ = [
     "MEDIA_TYPE",
     "OUTPUT_NAME",
     "Intake",
-    "archive_bytes",
     "get",
     "job",
     "output_bytes",
@@ -167,13 +166,6 @@ def job(conn: Conn, run_id: str) -> OpaJob | None:
             "an opa_runs row failed validation when read back",
             {"table": "opa_runs", "key": run_id, "problem": str(exc)[:500]},
         ) from exc
-
-
-def archive_bytes(conn: Conn, run_id: str) -> bytes | None:
-    """The run's input archive, as accepted."""
-    found = get(conn, run_id)
-    stored = None if found is None else get_artifact(conn, found.archive_sha256)
-    return None if stored is None else stored[1]
 
 
 def output_bytes(conn: Conn, run_id: str) -> bytes | None:

@@ -103,8 +103,8 @@ def _pack(raw: JsonObject) -> JsonObject:
     workspace = rt.settings.workspace_root / run_id
     workspace.mkdir(parents=True, exist_ok=True)
     try:
-        unpack(rt.settings, workspace, job)
-        source = accepted_archive(rt.settings, job)
+        source = accepted_archive(rt.settings, job)  # read once, for the unpack too
+        unpack(rt.settings, workspace, job, source)
     except GatehouseError as exc:
         _log.warning("run %s: no output archive: %s", run_id, exc.message)
         return {"packed": False, "error_code": exc.code.value, "error_message": exc.message}

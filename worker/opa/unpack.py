@@ -49,13 +49,16 @@ def _read_only(root: Path) -> None:
     root.chmod(0o500)
 
 
-def unpack(settings: WorkerSettings, workspace: Path, job: OpaJob) -> None:
-    """``<workspace>/.opa`` (the archive, read-only) and ``<workspace>/output`` exist."""
+def unpack(
+    settings: WorkerSettings, workspace: Path, job: OpaJob, archive: Archive | None = None
+) -> None:
+    """``<workspace>/.opa`` (the archive, read-only) and ``<workspace>/output`` exist.
+    ``archive``: the run's archive when the caller has already read it."""
     target = workspace / OPA_DIR
     (workspace / OUTPUT_DIR).mkdir(exist_ok=True)
     if target.is_dir() and not target.is_symlink():
         return
-    archive = accepted_archive(settings, job)
+    archive = archive or accepted_archive(settings, job)
     staging = Path(tempfile.mkdtemp(prefix=".opa-", dir=workspace))
     try:
         extracted = extract(archive, staging / "x")
