@@ -2,10 +2,13 @@
 
 This is the only place a handler or a planner is invoked. The step:
 
-* looks the op_key up — a finished row is returned as is and nothing is
-  called (a re-executed step after a crash, or a replay);
-* otherwise claims it (``started``), calls, and completes it, then returns,
-  which writes the DBOS checkpoint: three commits per call;
+* claims the op_key (``started``) — a finished row found instead is returned
+  as is and nothing is called (a re-executed step after a crash, or a replay);
+* calls, completes the row and returns, which writes the DBOS checkpoint.
+  A tool call checks for a cancel at its step's boundary in the claim's
+  transaction and writes its step's record in the completion's, so one call
+  is four transactions: DBOS's look-up of the step, the claim, the
+  completion and DBOS's checkpoint;
 * finds a ``started`` row it did not finish (a crash mid-call): callees that
   de-duplicate on the op_key (noop, http, the planners) are called again
   with the same key; a callee that can be asked (OpenCode) is reconciled —
@@ -119,6 +122,15 @@ class Call:
     # session keeps its turns): settles it without sending it again, or None
     # when it was certainly never sent (then it is sent now, for the first time).
     reconcile: Callable[[str], Performed | None] | None = field(default=None, compare=False)
+    # Run in the claim's transaction first: an answer stops the call before it is
+    # claimed (a cancel seen at the step's boundary).
+    boundary: Callable[[Connection], JsonObject | None] | None = field(default=None, compare=False)
+    # Run in the completion's transaction (or, for an answer the ledger already
+    # had, in one of its own) with the call's result: fields added to the result
+    # (the step's record, written with its call). It must be idempotent.
+    settle: Callable[[Connection, JsonObject], JsonObject] | None = field(
+        default=None, compare=False
+    )
 
     @property
     def op_key(self) -> str:
@@ -171,27 +183,21 @@ def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObjec
 def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     rt = runtime()
     key = call.op_key
-    row = _ledger_tx(lambda conn: calls.lookup(conn, key))
-    if row is None:
-        maybe_crash(rt.settings.crash_point, "before_claim", call.step_id)
-        claimed = _ledger_tx(
-            lambda conn: calls.claim(
-                conn,
-                key=key,
-                run_id=call.run_id,
-                step_id=call.step_id,
-                attempt=call.attempt,
-                kind=call.kind,
-                target=call.target,
-                request=call.request,
-            )
-        )
-        if not claimed:
-            row = _ledger_tx(lambda conn: calls.lookup(conn, key))
+    maybe_crash(rt.settings.crash_point, "before_claim", call.step_id)
+    # One transaction: the boundary check, then the claim (or the row a claim
+    # that lost found).
+    claimed = _ledger_tx(lambda conn: _claim(conn, call))
+    if isinstance(claimed, dict):
+        return claimed  # stopped at the boundary: nothing claimed, nothing called
+    row = claimed
     if row is not None and row.status not in calls.UNFINISHED and row.response is not None:
         if row.status in calls.RESOLVED:  # an operator settled an interrupted call
             return call.result(call.in_doubt(), from_ledger=True)
-        return call.result(row.response, from_ledger=True, duration_ms=row.duration_ms)
+        served = call.result(row.response, from_ledger=True, duration_ms=row.duration_ms)
+        if call.settle is None:
+            return served
+        settle = call.settle
+        return {**served, **_ledger_tx(lambda conn: settle(conn, served))}
     # A claim nobody completed means this call was interrupted mid-flight. The
     # workflow's next step marks the row in doubt, with the run's status.
     settled: Performed | None = None
@@ -210,7 +216,7 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     maybe_crash(rt.settings.crash_point, "after_effect", call.step_id)
     duration_ms = int((time.monotonic() - started) * 1000)
 
-    def complete(conn: Connection) -> calls.CallRow:
+    def complete(conn: Connection) -> JsonObject:
         refs: list[JsonValue] = []
         for art in performed.artifacts:
             digest = evidence.put_artifact(
@@ -230,7 +236,7 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
                 }
             )
         response = performed.response(refs)
-        return calls.complete(
+        recorded = calls.complete(
             conn,
             key=key,
             run_id=call.run_id,
@@ -239,12 +245,35 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
             error_code=response["error_code"] if isinstance(response["error_code"], str) else None,
             duration_ms=duration_ms,
         )
+        if recorded.response is None:  # pragma: no cover - complete() just wrote it
+            raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
+        result = call.result(recorded.response, from_ledger=False, duration_ms=recorded.duration_ms)
+        # What the caller writes with the completion (the step's own record): one commit.
+        return result if call.settle is None else {**result, **call.settle(conn, result)}
 
-    recorded = _ledger_tx(complete)
+    done = _ledger_tx(complete)
     maybe_crash(rt.settings.crash_point, "after_completion", call.step_id)
-    if recorded.response is None:  # pragma: no cover - complete() just wrote it
-        raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
-    return call.result(recorded.response, from_ledger=False, duration_ms=recorded.duration_ms)
+    return done
+
+
+def _claim(conn: Connection, call: Call) -> JsonObject | calls.CallRow | None:
+    """The boundary's answer when the call must not be made; else the claim: None
+    when this execution claimed the op_key, the row found when it was taken."""
+    if call.boundary is not None:
+        stop = call.boundary(conn)
+        if stop is not None:
+            return stop
+    won = calls.claim(
+        conn,
+        key=call.op_key,
+        run_id=call.run_id,
+        step_id=call.step_id,
+        attempt=call.attempt,
+        kind=call.kind,
+        target=call.target,
+        request=call.request,
+    )
+    return None if won else calls.lookup(conn, call.op_key)
 
 
 def refusal(exc: GatehouseError) -> Performed:

@@ -126,8 +126,10 @@ class _Run:
     def stopped(self, at: str, summary: list[JsonValue]) -> JsonObject | None:
         """At a step boundary: end the run ``cancelled`` if a cancel is on record."""
         found = self.ports.cancelled(self.run_id, at)
-        if found is None:
-            return None
+        return None if found is None else self.cancelled(found, at, summary)
+
+    def cancelled(self, found: JsonObject, at: str, summary: list[JsonValue]) -> JsonObject:
+        """End the run ``cancelled``: the cancel ``found`` stopped it at ``at``."""
         reason = found.get("reason")
         message = f"cancelled by {found.get('cancelled_by')} at {at}" + (
             f": {reason}" if reason else ""
@@ -213,12 +215,12 @@ class _Run:
                 plan, digest = turn
                 continue
             step = plan.steps[position]
-            if (stop := self.stopped(step.step_id, summary)) is not None:
-                return stop
             try:
                 step_input = resolve_input(step, outputs)
                 connector = check_step(step, step_input, pool, profile)
             except GatehouseError as exc:
+                if (stop := self.stopped(step.step_id, summary)) is not None:
+                    return stop
                 refusal: JsonObject = {
                     "ok": False,
                     "output": exc.details,
@@ -238,13 +240,28 @@ class _Run:
                 "driver_kind": step.driver_kind.value,
                 "connector": connector.model_dump(mode="json"),
                 "input": step_input,
+                # its first attempt checks this boundary for a cancel before it is claimed
+                "boundary": step.step_id,
             }
+            if step.driver_kind is not DriverKind.OPENCODE:  # its record, written with it
+                call["record"] = {
+                    "connector_id": step.connector_id,
+                    "output_schema_ref": step.output_schema_ref,
+                }
             if step.driver_kind is DriverKind.OPENCODE:
                 call["executor_policy"] = profile.opencode.model_dump(mode="json")
             if self.opa is not None:
                 call["opa"] = self.opa.model_dump(mode="json")
             outcome, attempts = self.settle(call, profile, seed)
-            final = ports.record_step_result(_record(run_id, position, step, outcome, spent))
+            found = outcome.get("cancelled")
+            if isinstance(found, dict):  # stopped at the step's boundary, nothing called
+                return self.cancelled(found, step.step_id, summary)
+            recorded = outcome.get("recorded")
+            final = (
+                recorded
+                if isinstance(recorded, dict)
+                else ports.record_step_result(_record(run_id, position, step, outcome, spent))
+            )
             ok = bool(final.get("ok"))
             code_value = final.get("error_code")
             step_code = code_value if isinstance(code_value, str) else None
@@ -354,7 +371,7 @@ class _Run:
         """Wait for the decision on ``digest``; None when approved and the stored
         plan is still that plan, else how the run ended. A cancel wakes the wait
         too, and wins over whatever the wait found (``at``: the boundary's name)."""
-        decided = self.ports.await_decision(self.run_id, digest, profile)
+        decided = self.ports.await_decision(self.run_id, digest, profile, at)
         if (stop := self.stopped(at, summary)) is not None:
             return stop
         if decided is None:
@@ -411,9 +428,18 @@ class _Run:
             if exceeded is not None:  # the call is not made: it would cross a budget
                 return ladder.attach(_over(exceeded.message)), attempt
             sent: JsonObject = {**call, "attempt": attempt}
+            if attempt > 1:
+                sent.pop("boundary", None)
+            record = call.get("record")
+            if isinstance(record, dict) and spent is not None:
+                sent["record"] = {**record, "spent": spent.state_json()}
+            else:
+                sent.pop("record", None)
             if turn and spent is not None:  # the turn stops itself at what is left
                 sent["allowance"] = spent.allowance().model_dump(mode="json")
             outcome = self.ports.tool_call(sent)
+            if isinstance(outcome.get("cancelled"), dict):
+                return outcome, attempt
             self.trace.add(outcome)
             if spent is not None:
                 spent.add_call(outcome, tool=True)

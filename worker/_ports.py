@@ -41,9 +41,10 @@ class Ports(Protocol):
         ...
 
     def await_decision(
-        self, run_id: str, plan_digest: str, profile: PolicyProfile
+        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
     ) -> tuple[bool, str] | None:
-        """(approved, decided_by); None when no decision came in time."""
+        """(approved, decided_by); None when no decision came in time, or a cancel
+        woke the wait (``at``: the boundary the flow checks next)."""
         ...
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:

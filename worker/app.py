@@ -59,6 +59,8 @@ def dbos_config(settings: WorkerSettings) -> DBOSConfig:
         "executor_id": settings.executor_id,
         "log_level": "WARNING",
         "sys_db_pool_size": 10,
+        # SQLite has no LISTEN/NOTIFY: DBOS polls for the messages that wake waits.
+        "notification_listener_polling_interval_sec": settings.wake_poll_s,
     }
 
 

@@ -33,9 +33,9 @@ from contracts import (
     RunStatus,
 )
 from ledger import Conn, approvals, cancels, evidence, now_iso, plan_cards, runs
-from ledger.cancels import Cancel
 from policies.episodes import episode
 from worker._runtime import Runtime, runtime
+from worker.records.cancels import cancel_episode, observe_cancel
 from worker.replay import trace_so_far
 
 __all__ = ["APPROVAL", "COMPILE", "check", "end_workflow", "sweep"]
@@ -46,40 +46,10 @@ COMPILE = "@compile"
 APPROVAL = "@approval"
 
 
-def _cancel_episode(conn: Conn, found: Cancel, at: str, executor_id: str) -> None:
-    evidence.put_episode(
-        conn,
-        found.run_id,
-        None,
-        episode(
-            run_id=found.run_id,
-            kind="cancel",
-            subject=found.run_id,
-            episode_type="execution/cancel",
-            status="cancelled",
-            summary=f"run cancelled by {found.requested_by} at {at}"
-            + (f": {found.reason}" if found.reason else ""),
-            executor_id=executor_id,
-            recorded_at=now_iso(),
-            details={
-                "cancelled_by": found.requested_by,
-                "reason": found.reason,
-                "source": found.source,
-                "requested_at": found.requested_at,
-                "at": at,
-            },
-        ),
-    )
-
-
 def _check(arg: JsonObject) -> JsonObject:
     run_id, at = str(arg["run_id"]), str(arg["at"])
     s = runtime().ds.sql_session()
-    found = cancels.observe(s, run_id, at)
-    if found is None:
-        return {"cancelled": None}
-    _cancel_episode(s, found, at, runtime().settings.executor_id)
-    return {"cancelled": found.answer()}
+    return {"cancelled": observe_cancel(s, run_id, at, runtime().settings.executor_id)}
 
 
 def check(run_id: str, at: str) -> JsonObject | None:
@@ -182,7 +152,7 @@ def _reconcile(rt: Runtime, run_id: str) -> bool:
             error_message=message,
         )
         me = rt.settings.executor_id
-        _cancel_episode(conn, found, where, me)
+        cancel_episode(conn, found, where, me)
         steps: list[JsonValue] = []
         evidence.put_episode(
             conn,

@@ -54,7 +54,13 @@ from worker.records import (
     step_verdict,
 )
 from worker.settings import WorkerSettings
-from worker.steps_calls import PlannerCall, ToolCall, prepare_planner, prepare_tool
+from worker.steps_calls import (
+    PlannerCall,
+    ToolCall,
+    prepare_planner,
+    prepare_tool,
+    settles_step,
+)
 
 __all__ = ["ReplayPorts", "replay_run", "replay_workflow", "trace_so_far"]
 
@@ -187,9 +193,9 @@ class ReplayPorts:
         return GateResult(ok=True, plan=plan, plan_digest=digest)
 
     def await_decision(
-        self, run_id: str, plan_digest: str, profile: PolicyProfile
+        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
     ) -> tuple[bool, str] | None:
-        _ = profile
+        _ = profile, at
         with self.db.engine.connect() as conn:
             found = approvals.decision_for(conn, run_id, plan_digest)
         if found is None:
@@ -210,10 +216,22 @@ class ReplayPorts:
         return GateResult(ok=False, error_code=ErrorCode.PLAN_TAMPERED.value, error_message=problem)
 
     def tool_call(self, raw: JsonObject) -> JsonObject:
+        boundary = raw.get("boundary")
+        if isinstance(boundary, str):  # the cancel check the live call made first
+            found = self.cancelled(str(raw["run_id"]), boundary)
+            if found is not None:
+                return {"cancelled": found, "at": boundary}
         position = raw.get("position")
         owner = self._owner(position if isinstance(position, int) else 0)
         spec = ToolCall.model_validate({**raw, "run_id": owner.run_id})
-        return prepare_tool(spec, self.settings).answer(self._serve)
+        result = prepare_tool(spec, self.settings).answer(self._serve)
+        if spec.record is None or not settles_step(spec, result):
+            return result
+        # the step's record the live call wrote with its completion
+        ok, _output, code, message = step_verdict(
+            spec.step_id, result, spec.record.output_schema_ref
+        )
+        return {**result, "recorded": {"ok": ok, "error_code": code, "error_message": message}}
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
         # Answered from what the live run recorded: the boundary it stopped at.

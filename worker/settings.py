@@ -26,6 +26,9 @@ class WorkerSettings:
     model_api_key: str | None
     worker_concurrency: int
     queue_poll_s: float  # how often this worker looks for queued intents
+    # SQLite only (PostgreSQL wakes waits by LISTEN/NOTIFY): how often a waiting
+    # run looks for the message that wakes it (an approval, a cancel, a reply).
+    wake_poll_s: float
     heartbeat_s: float  # how often this worker says it is alive (and the reaper looks)
     dead_after_s: float  # a worker silent this long is dead: its runs are handed over
     crash_point: str | None  # test hook: see worker/_crash.py
@@ -53,7 +56,8 @@ class WorkerSettings:
             raise GatehouseError(
                 ErrorCode.INVALID_REQUEST, "GATEHOUSE_WORKER_CONCURRENCY must be an integer"
             ) from exc
-        queue_poll = _seconds(e, "GATEHOUSE_QUEUE_POLL_S", "0.25")
+        queue_poll = _seconds(e, "GATEHOUSE_QUEUE_POLL_S", "0.05")
+        wake_poll = _seconds(e, "GATEHOUSE_WAKE_POLL_S", "0.05")
         heartbeat = _seconds(e, "GATEHOUSE_HEARTBEAT_S", "1")
         dead_after = _seconds(e, "GATEHOUSE_DEAD_AFTER_S", "6")
         if dead_after < 3 * heartbeat:
@@ -70,7 +74,8 @@ class WorkerSettings:
             model_name=e.get("GATEHOUSE_MODEL_NAME", "planner"),
             model_api_key=e.get("GATEHOUSE_MODEL_API_KEY") or None,
             worker_concurrency=max(1, concurrency),
-            queue_poll_s=min(10.0, max(0.05, queue_poll)),
+            queue_poll_s=min(10.0, max(0.01, queue_poll)),
+            wake_poll_s=min(5.0, max(0.005, wake_poll)),
             heartbeat_s=heartbeat,
             dead_after_s=dead_after,
             crash_point=e.get("GATEHOUSE_CRASH_POINT") or None,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sqlalchemy.engine import Connection
+
 from contracts import (
     Connector,
     DriverKind,
@@ -30,6 +32,7 @@ from policies import catalog
 from policies.templates import compile_template
 from worker._calls import Call, Performed, call_step, refusal, through_ledger
 from worker._runtime import runtime
+from worker.coordinator.budgets import Spent
 from worker.coordinator.envelopes import build_envelope
 from worker.coordinator.executor import check, deliver, performed_of
 from worker.handlers import opencode as opencode_handler
@@ -43,16 +46,20 @@ from worker.providers.openai_compat import (
     request_body,
 )
 from worker.providers.opencode import CompileTurn, compile_request
+from worker.records.cancels import observe_cancel
+from worker.records.steps import write_step
 from worker.settings import WorkerSettings
 
 __all__ = [
     "COMPILE_STEP_ID",
     "PlannerCall",
     "Prepared",
+    "StepRecordSpec",
     "ToolCall",
     "planner_call",
     "prepare_planner",
     "prepare_tool",
+    "settles_step",
     "tool_call",
 ]
 
@@ -79,6 +86,14 @@ class PlannerCall(Closed):
     repair: JsonObject | None = None
 
 
+class StepRecordSpec(Closed):
+    """What the record of a step needs besides its call's result."""
+
+    connector_id: str
+    output_schema_ref: str | None = None
+    spent: JsonObject  # the run's budget account before this call (Spent.state_json)
+
+
 class ToolCall(Closed):
     run_id: str
     step_id: str
@@ -93,6 +108,27 @@ class ToolCall(Closed):
     narrowed: bool = False
     allowance: TurnAllowance | None = None  # what is left of the run's budgets
     opa: OpaJob | None = None  # the run came from an OPA archive
+    # The step boundary checked for a cancel before the call is claimed (its first
+    # attempt only), and what the step's record needs when the call settles it.
+    boundary: str | None = None
+    record: StepRecordSpec | None = None
+
+
+# Codes after which the flow may call again (or wait for a person): such a
+# result does not settle its step at once, so its record is written later.
+_NOT_FINAL = frozenset(
+    {
+        ErrorCode.UPSTREAM_UNAVAILABLE.value,
+        ErrorCode.CALL_IN_DOUBT.value,
+        ErrorCode.TURN_INTERRUPTED.value,
+        ErrorCode.OC_STALLED.value,
+    }
+)
+
+
+def settles_step(spec: ToolCall, result: JsonObject) -> bool:
+    """Whether this call's result is its step's outcome, recorded with the call."""
+    return spec.record is not None and result.get("error_code") not in _NOT_FINAL
 
 
 def _performed(result: HandlerResult) -> Performed:
@@ -284,6 +320,28 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
         handlers = runtime().handlers or HANDLERS
         return performed_of(deliver(delivered(), handlers))
 
+    def boundary(conn: Connection) -> JsonObject | None:
+        at = spec.boundary or ""
+        found = observe_cancel(conn, spec.run_id, at, settings.executor_id)
+        return None if found is None else {"cancelled": found, "at": at}
+
+    def settle(conn: Connection, result: JsonObject) -> JsonObject:
+        record = spec.record
+        if record is None or not settles_step(spec, result):
+            return {}
+        budgets = Spent.from_state(record.spent).view_after(result)
+        arg: JsonObject = {
+            "run_id": spec.run_id,
+            "step_id": spec.step_id,
+            "position": spec.position,
+            "driver_kind": spec.driver_kind.value,
+            "connector_id": record.connector_id,
+            "outcome": result,
+            "output_schema_ref": record.output_schema_ref,
+            "budgets": budgets,
+        }
+        return {"recorded": write_step(conn, arg, settings.executor_id)}
+
     return Prepared(
         Call(
             run_id=spec.run_id,
@@ -294,6 +352,8 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
             request=envelope.model_dump(mode="json"),
             idempotent=_idempotent(spec.connector),
             reconcile=reconcile if spec.driver_kind is DriverKind.OPENCODE else None,
+            boundary=None if spec.boundary is None else boundary,
+            settle=None if spec.record is None else settle,
         ),
         perform,
     )

@@ -43,10 +43,23 @@ _RESOLUTION_RECHECK_S = 60.0
 
 
 class LivePorts:
-    """The flow's ports as DBOS steps (see ``worker._ports.Ports``)."""
+    """The flow's ports as DBOS steps (see ``worker._ports.Ports``).
+
+    Some steps answer more than their port asks, in the same commit: ``begin``
+    checks the ``@compile`` boundary for a cancel, and the approval wait's step
+    records the decision, checks its boundary and verifies the approved plan.
+    Those answers are held here and given to the port that asks next
+    (``cancelled``, ``verify_plan``) instead of a step of its own. They come
+    from checkpointed steps, so a recovered workflow is given the same."""
+
+    def __init__(self) -> None:
+        self._cancel_seen: dict[str, JsonObject | None] = {}
+        self._verified: dict[str, GateResult] = {}
 
     def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
-        return rec.begin_run(run_id, profile_id, tool_pool_id)
+        begun, cancelled = rec.begin_run(run_id, profile_id, tool_pool_id, _cancel.COMPILE)
+        self._cancel_seen[_cancel.COMPILE] = cancelled
+        return begun
 
     def planner_call(self, raw: JsonObject) -> JsonObject:
         return planner_call(raw)
@@ -68,12 +81,12 @@ class LivePorts:
         )
 
     def await_decision(
-        self, run_id: str, plan_digest: str, profile: PolicyProfile
+        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
     ) -> tuple[bool, str] | None:
         crash = runtime().settings.crash_point
         waited = 0.0
-        decided = rec.read_decision(run_id, plan_digest)
-        while decided is None:
+        taken = rec.take_decision(run_id, plan_digest, at)
+        while taken["decision"] is None and taken["cancelled"] is None:
             maybe_crash(crash, "approval_wait", RUN)
             if waited >= profile.approval.timeout_s:
                 rec.expire_plan_card(run_id)
@@ -81,13 +94,16 @@ class LivePorts:
             chunk = min(profile.approval.recheck_s, profile.approval.timeout_s - waited)
             if DBOS.recv(APPROVAL_TOPIC, timeout_seconds=chunk) is None:
                 waited += chunk
-            elif _cancel.check(run_id, _cancel.APPROVAL) is not None:
-                return None  # woken by a cancel: the flow ends the run next
-            decided = rec.read_decision(run_id, plan_digest)
-        decision, decided_by = decided
-        rec.record_decision(run_id, plan_digest, decision, decided_by)
+            taken = rec.take_decision(run_id, plan_digest, at)
+        cancelled = taken["cancelled"]
+        self._cancel_seen[at] = cancelled if isinstance(cancelled, dict) else None
+        verified = taken["verified"]
+        if isinstance(verified, dict):
+            self._verified[plan_digest] = GateResult.model_validate(verified)
+        if taken["decision"] is None:
+            return None  # woken by a cancel: the flow ends the run next
         maybe_crash(crash, "after_approval", RUN)
-        return decision is Decision.APPROVED, decided_by
+        return taken["decision"] == Decision.APPROVED.value, str(taken["decided_by"])
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
         found = rec.read_message(run_id, turn)
@@ -107,12 +123,15 @@ class LivePorts:
         return found
 
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
-        return rec.verify_plan(run_id, plan_digest)
+        held = self._verified.pop(plan_digest, None)
+        return held if held is not None else rec.verify_plan(run_id, plan_digest)
 
     def tool_call(self, raw: JsonObject) -> JsonObject:
         return tool_call(raw)
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
+        if at in self._cancel_seen:  # answered with the step before, in its commit
+            return self._cancel_seen.pop(at)
         return _cancel.check(run_id, at)
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:

@@ -195,3 +195,31 @@ class Spent:
 
     def view_json(self) -> JsonObject:
         return self.view().model_dump(mode="json")
+
+    def state_json(self) -> JsonObject:
+        """The account as JSON, for a step to go on from (``from_state``)."""
+        return {
+            "limits": self.limits.model_dump(mode="json"),
+            "prices": {k: v.model_dump(mode="json") for k, v in self.prices.items()},
+            "use": self.use.model_dump(mode="json"),
+        }
+
+    @classmethod
+    def from_state(cls, state: JsonObject) -> Spent:
+        """The account ``state_json`` wrote (no budget crossed in it yet)."""
+        prices = state.get("prices")
+        spent = cls(
+            Budgets.model_validate(state.get("limits")),
+            {
+                str(k): Price.model_validate(v)
+                for k, v in (prices.items() if isinstance(prices, dict) else ())
+            },
+        )
+        spent.use = BudgetUse.model_validate(state.get("use"))
+        return spent
+
+    def view_after(self, result: JsonObject) -> JsonObject:
+        """The view once the tool call ``result`` is counted, as the flow records it."""
+        self.add_call(result, tool=True)
+        self.crossed()
+        return self.view_json()

@@ -14,6 +14,7 @@ from worker.records.approval import (
     read_resolution,
     record_decision,
     resume_after_resolution,
+    take_decision,
 )
 from worker.records.begin import BeginResult, begin_run
 from worker.records.finish import RunEnd, finish_run
@@ -39,6 +40,7 @@ __all__ = [
     "record_step_result",
     "resume_after_resolution",
     "step_verdict",
+    "take_decision",
     "took_message",
     "verify_plan",
     "wait_for_input",

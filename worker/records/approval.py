@@ -11,6 +11,8 @@ from contracts import (
 from ledger import approvals, calls, evidence, now_iso, plan_cards, runs
 from policies.episodes import episode
 from worker.records._tx import exec_id, session, tx
+from worker.records.cancels import observe_cancel
+from worker.records.gate import stored_plan_check
 
 __all__ = [
     "expire_plan_card",
@@ -19,6 +21,7 @@ __all__ = [
     "read_resolution",
     "record_decision",
     "resume_after_resolution",
+    "take_decision",
 ]
 
 
@@ -142,3 +145,30 @@ def resume_after_resolution(run_id: str) -> None:
         return {}
 
     tx("gatehouse.resume", _fn, {"run_id": run_id})
+
+
+def _take_decision(arg: JsonObject) -> JsonObject:
+    run_id, digest, at = str(arg["run_id"]), str(arg["plan_digest"]), str(arg["at"])
+    s = session()
+    found = approvals.decision_for(s, run_id, digest)
+    out: JsonObject = {"decision": None, "decided_by": None, "cancelled": None, "verified": None}
+    if found is not None:
+        out["decision"], out["decided_by"] = found.decision.value, found.decided_by
+        _record_decision({**arg, "decision": found.decision.value, "decided_by": found.decided_by})
+    out["cancelled"] = observe_cancel(s, run_id, at, exec_id())
+    if found is not None and found.decision is Decision.APPROVED and out["cancelled"] is None:
+        out["verified"] = stored_plan_check({"run_id": run_id, "plan_digest": digest})
+    return out
+
+
+def take_decision(run_id: str, plan_digest: str, at: str) -> JsonObject:
+    """One commit for what follows a wake-up of the approval wait: the decision on
+    ``plan_digest`` read (the plan_approvals row is the authority) and recorded, the
+    boundary ``at`` checked for a cancel, and an approved plan checked against the
+    stored one. ``{decision, decided_by, cancelled, verified}``, each None when
+    there is none (``verified``: a GateResult as JSON)."""
+    return tx(
+        "gatehouse.take_decision",
+        _take_decision,
+        {"run_id": run_id, "plan_digest": plan_digest, "at": at},
+    )

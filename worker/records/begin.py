@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlalchemy.orm import Session
+
 from contracts import (
     GatehouseError,
     JsonObject,
@@ -14,7 +16,8 @@ from ledger import runs
 from policies import catalog
 from worker._runtime import runtime
 from worker._seed import fresh_seed
-from worker.records._tx import session, tx
+from worker.records._tx import exec_id, session, tx
+from worker.records.cancels import observe_cancel
 
 __all__ = ["BeginResult", "begin_run"]
 
@@ -33,6 +36,12 @@ class BeginResult(Closed):
 def _begin(arg: JsonObject) -> JsonObject:
     run_id = str(arg["run_id"])
     s = session()
+    # The first boundary's cancel check, with this commit.
+    cancelled = observe_cancel(s, run_id, str(arg["at"]), exec_id())
+    return {"begun": _begun(s, run_id, arg), "cancelled": cancelled}
+
+
+def _begun(s: Session, run_id: str, arg: JsonObject) -> JsonObject:
     # The run's seed is chosen once, here, and recorded with this step: a
     # re-executed or replayed run draws the same choices from it.
     seed = runtime().settings.random_seed or fresh_seed()
@@ -56,10 +65,17 @@ def _begin(arg: JsonObject) -> JsonObject:
     ).model_dump(mode="json")
 
 
-def begin_run(run_id: str, policy_profile: str, tool_pool: str) -> BeginResult:
+def begin_run(
+    run_id: str, policy_profile: str, tool_pool: str, at: str
+) -> tuple[BeginResult, JsonObject | None]:
+    """The run begun, and the cancel seen at boundary ``at`` (None: go on)."""
     out = tx(
         "gatehouse.begin",
         _begin,
-        {"run_id": run_id, "policy_profile": policy_profile, "tool_pool": tool_pool},
+        {"run_id": run_id, "policy_profile": policy_profile, "tool_pool": tool_pool, "at": at},
     )
-    return BeginResult.model_validate(out)
+    cancelled = out.get("cancelled")
+    return (
+        BeginResult.model_validate(out.get("begun")),
+        cancelled if isinstance(cancelled, dict) else None,
+    )

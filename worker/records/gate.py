@@ -24,7 +24,7 @@ from policies.gate import read_only
 from policies.repair import check_revision, gated_plan
 from worker.records._tx import exec_id, session, tx
 
-__all__ = ["GateResult", "gate_and_card", "plan_problem", "verify_plan"]
+__all__ = ["GateResult", "gate_and_card", "plan_problem", "stored_plan_check", "verify_plan"]
 
 
 class GateResult(Closed):
@@ -194,7 +194,8 @@ def plan_problem(conn: Conn, run_id: str, digest: str, *, history: bool = False)
     return None
 
 
-def _verify_plan(arg: JsonObject) -> JsonObject:
+def stored_plan_check(arg: JsonObject) -> JsonObject:
+    """The body of ``verify_plan``, for a datasource transaction already open."""
     run_id, digest = str(arg["run_id"]), str(arg["plan_digest"])
     problem = plan_problem(session(), run_id, digest)
     if problem is None:
@@ -207,5 +208,7 @@ def _verify_plan(arg: JsonObject) -> JsonObject:
 
 def verify_plan(run_id: str, plan_digest: str) -> GateResult:
     """Right before the first step: the stored plan must still be the approved one."""
-    out = tx("gatehouse.verify_plan", _verify_plan, {"run_id": run_id, "plan_digest": plan_digest})
+    out = tx(
+        "gatehouse.verify_plan", stored_plan_check, {"run_id": run_id, "plan_digest": plan_digest}
+    )
     return GateResult.model_validate(out)

@@ -11,17 +11,24 @@ from contracts import (
     JsonObject,
     JsonValue,
 )
-from ledger import evidence, now_iso, runs
+from ledger import Conn, evidence, now_iso, runs
 from policies import catalog
 from policies.episodes import episode, security_episode
 from policies.executor_evidence import executor_episodes
 from policies.security import classify
 from worker.records._tx import exec_id, session, tx
 
-__all__ = ["StepRecord", "record_step_result", "step_verdict"]
+__all__ = ["StepRecord", "record_step_result", "step_verdict", "write_step"]
 
 
 def _record_step(arg: JsonObject) -> JsonObject:
+    return write_step(session(), arg, exec_id())
+
+
+def write_step(s: Conn, arg: JsonObject, executor_id: str) -> JsonObject:
+    """A finished step's row, episodes and budgets, with the caller's transaction;
+    its final ok / error_code / error_message (output checked). Idempotent: run
+    again, it writes nothing new."""
     run_id, step_id = str(arg["run_id"]), str(arg["step_id"])
     outcome = arg["outcome"]
     if not isinstance(outcome, dict):  # pragma: no cover - built by the workflow
@@ -31,7 +38,6 @@ def _record_step(arg: JsonObject) -> JsonObject:
         step_id, outcome, ref if isinstance(ref, str) else None
     )
     op = outcome.get("op_key")
-    s = session()
     refused = _security_code(code)
     if refused is not None:
         # A refusal at run time (a destination that resolved to a private address,
@@ -46,7 +52,7 @@ def _record_step(arg: JsonObject) -> JsonObject:
                 subject=f"step:{step_id}",
                 code=refused,
                 message=str(message or refused.value),
-                executor_id=exec_id(),
+                executor_id=executor_id,
                 recorded_at=now_iso(),
                 details={"step_id": step_id, "refusal": output},
             ),
@@ -58,7 +64,7 @@ def _record_step(arg: JsonObject) -> JsonObject:
             step_id=step_id,
             op_key=op if isinstance(op, str) else None,
             output=raw_output,
-            executor_id=exec_id(),
+            executor_id=executor_id,
             recorded_at=now_iso(),
         ):
             evidence.put_episode(s, run_id, step_id, item)
@@ -96,7 +102,7 @@ def _record_step(arg: JsonObject) -> JsonObject:
             episode_type=f"execution/{arg['driver_kind']}",
             status="completed" if ok else "failed",
             summary=f"step {step_id} {status}" + (f": {code}" if code else ""),
-            executor_id=exec_id(),
+            executor_id=executor_id,
             recorded_at=now_iso(),
             details={
                 "step_id": step_id,
