@@ -29,6 +29,7 @@ __all__ = [
     "Database",
     "corrupt",
     "database_unreachable",
+    "is_postgres",
     "now_iso",
     "open_database",
 ]
@@ -154,3 +155,9 @@ def corrupt(table: str, key: str, exc: Exception) -> GatehouseError:
         f"a {table} row failed validation when read back",
         {"table": table, "key": key, "problem": str(exc)[:500]},
     )
+
+
+def is_postgres(conn: Conn) -> bool:
+    """Whether ``conn`` (a connection or a session) is on PostgreSQL."""
+    bind = conn if isinstance(conn, Connection) else conn.get_bind()
+    return bind.dialect.name == "postgresql"

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from contracts import JsonObject, JsonValue, digest_of
-from ledger._db import Conn
+from ledger._db import Conn, is_postgres
 
 __all__ = ["GENESIS", "ChainReport", "append", "verify"]
 
@@ -32,12 +31,6 @@ def _entry_hash(prev_hash: str, fields: list[JsonValue]) -> str:
     return digest_of([prev_hash, *fields])
 
 
-def _dialect(conn: Conn) -> str:
-    if isinstance(conn, Connection):
-        return conn.dialect.name
-    return conn.get_bind().dialect.name
-
-
 _FIELDS = (
     "op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
     " response_digest, error_code"
@@ -46,7 +39,7 @@ _FIELDS = (
 
 def append(conn: Conn, op_key: str, run_id: str) -> None:
     """Chain the finished entry ``op_key`` onto its run (no-op if already chained)."""
-    if _dialect(conn) == "postgresql":
+    if is_postgres(conn):
         conn.execute(sa.text("SELECT 1 FROM runs WHERE run_id = :r FOR UPDATE"), {"r": run_id})
     row = conn.execute(
         sa.text(f"SELECT {_FIELDS}, chain_seq FROM calls WHERE op_key = :k"),  # noqa: S608

@@ -137,7 +137,12 @@ def write_plan_card(conn: Conn, run_id: str, plan: Plan, digest: str, status: st
 
 
 def set_plan_card_status(conn: Conn, run_id: str, status: str) -> None:
+    """A card's decision (or expiry) is written once: a card already decided or
+    expired keeps its status (a revision puts a new plan on it, waiting again)."""
     conn.execute(
-        sa.text("UPDATE plan_cards SET status = :s, updated_at = :t WHERE run_id = :r"),
+        sa.text(
+            "UPDATE plan_cards SET status = :s, updated_at = :t WHERE run_id = :r"
+            " AND status NOT IN ('approved', 'rejected', 'expired')"
+        ),
         {"s": status, "t": now_iso(), "r": run_id},
     )

@@ -24,9 +24,10 @@ from contracts import (
     canonical_json,
 )
 from ledger import approvals, opa_runs, plan_cards
-from ledger._db import Conn, corrupt, now_iso
+from ledger._db import Conn, corrupt, is_postgres, now_iso
 
 __all__ = [
+    "STATUS_CHANNEL",
     "get_run",
     "list_runs",
     "record_step",
@@ -44,6 +45,14 @@ _RUN_COLUMNS = (
     " profile_digest, tool_pool_digest, trace_digest, random_seed, parent_run_id, fork_from_step,"
     " budgets_json"
 )
+
+
+# A finished run's status never changes again (a late or repeated write keeps it).
+_TERMINAL = [s.value for s in RunStatus if s.terminal]
+
+# PostgreSQL: every change of a run's status is announced on this channel
+# (payload: the run id), so the shim can answer clients waiting on a run.
+STATUS_CHANNEL = "gatehouse_run_status"
 
 
 def run_status(conn: Conn, run_id: str) -> RunStatus | None:
@@ -184,8 +193,8 @@ def set_status(
             " error_code = COALESCE(:ec, error_code), error_message = COALESCE(:em, error_message),"
             " plan_digest = COALESCE(:pd, plan_digest),"
             " finished_at = CASE WHEN :term THEN :t ELSE finished_at END"
-            " WHERE run_id = :r"
-        ),
+            " WHERE run_id = :r AND status NOT IN :done"
+        ).bindparams(sa.bindparam("done", expanding=True)),
         {
             "s": status.value,
             "p": phase,
@@ -195,8 +204,11 @@ def set_status(
             "pd": plan_digest,
             "term": status.terminal,
             "r": run_id,
+            "done": _TERMINAL,
         },
     )
+    if is_postgres(conn):  # delivered when this commits: wakes the shim's waiting clients
+        conn.execute(sa.text("SELECT pg_notify(:c, :r)"), {"c": STATUS_CHANNEL, "r": run_id})
 
 
 def set_policy_digests(conn: Conn, run_id: str, profile_digest: str, pool_digest: str) -> None:
@@ -207,10 +219,17 @@ def set_policy_digests(conn: Conn, run_id: str, profile_digest: str, pool_digest
     )
 
 
-def set_seed(conn: Conn, run_id: str, seed: str) -> None:
+def set_seed(conn: Conn, run_id: str, seed: str) -> str:
+    """The run's seed: ``seed`` if it had none yet, else the one it already has
+    (chosen once, whoever asks again)."""
     conn.execute(
-        sa.text("UPDATE runs SET random_seed = :s WHERE run_id = :r"), {"s": seed, "r": run_id}
+        sa.text("UPDATE runs SET random_seed = :s WHERE run_id = :r AND random_seed IS NULL"),
+        {"s": seed, "r": run_id},
     )
+    stored = conn.execute(
+        sa.text("SELECT random_seed FROM runs WHERE run_id = :r"), {"r": run_id}
+    ).scalar()
+    return str(stored) if stored is not None else seed
 
 
 def set_budgets(conn: Conn, run_id: str, budgets: JsonObject) -> None:

@@ -70,6 +70,7 @@ from shim._cancel import cancel_run
 from shim._decide import decide
 from shim._messages import send_message
 from shim._operators import fork, replay, resolve
+from shim._wait import RunWatch
 from shim.settings import ShimSettings
 
 __all__ = ["Service"]
@@ -144,10 +145,17 @@ class Service:
         self.client = DBOSClient(
             system_database_url=settings.database_url, serializer=DBOSPortableJSON
         )
+        self.watch = RunWatch(settings.database_url, postgres=not self.db.is_sqlite)
 
     def close(self) -> None:
+        self.watch.close()
         self.client.destroy()
         self.db.dispose()
+
+    def status(self, run_id: str) -> RunStatus | None:
+        """A run's status alone (one row); None when there is no such run."""
+        with self.db.engine.connect() as conn:
+            return runs.run_status(conn, run_id)
 
     def healthy(self) -> bool:
         with self.db.engine.connect() as conn:

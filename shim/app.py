@@ -51,6 +51,7 @@ from shim._opa_runs import (
     submit_archive,
 )
 from shim._service import Service
+from shim._wait import parse_until
 from shim.settings import ShimSettings
 
 __all__ = ["create_app"]
@@ -304,6 +305,33 @@ def create_app(
     def get_run(request: Request, run_id: RunId) -> JSONResponse:
         who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
         return _model(svc().run(run_id, who))
+
+    @app.get("/runs/{run_id}/wait")
+    async def wait_run(
+        request: Request,
+        run_id: RunId,
+        until: Annotated[str | None, Query(max_length=400)] = None,
+        timeout_s: Annotated[float, Query(gt=0, le=60)] = 25.0,
+    ) -> JSONResponse:
+        """The run once its status is one of ``until`` (default: a person must act, or
+        it is over) or ``timeout_s`` passed; header ``Gatehouse-Wait: reached|timeout``."""
+        who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
+        try:
+            wanted = parse_until(until)
+        except ValueError as exc:
+            raise GatehouseError(ErrorCode.INVALID_REQUEST, str(exc)) from exc
+        service = svc()
+        view = await run_in_threadpool(service.run, run_id, who)  # exists, and theirs to see
+        if view.status not in wanted:
+
+            async def status() -> RunStatus | None:
+                return await run_in_threadpool(service.status, run_id)
+
+            await service.watch.wait(run_id, status, wanted, timeout_s)
+            view = await run_in_threadpool(service.run, run_id, who)
+        answer = _model(view)
+        answer.headers["Gatehouse-Wait"] = "reached" if view.status in wanted else "timeout"
+        return answer
 
     @app.get("/runs/{run_id}/output.opa")
     def get_output_archive(request: Request, run_id: RunId) -> Response:

@@ -1,11 +1,10 @@
 """Cancelling a run, worker side: the boundary check, the DBOS end, the DBOS-side sweep.
 
-* ``check`` — at each step boundary (``@compile`` before the planner call,
-  ``@approval`` after the wait, then before every plan step) the flow asks
-  whether a cancel is on record. A datasource transaction: the answer and the
-  workflow's checkpoint commit together, and the boundary it stopped at is
-  written into the ``run_cancels`` row (with an ``execution/cancel`` episode
-  naming who and why), which is what a replay reads instead.
+* ``check`` — at a step boundary no other step's commit checks (most are:
+  see ``worker.records.cancels``) the flow asks whether a cancel is on
+  record. A DBOS step: the boundary it stopped at is written into the
+  ``run_cancels`` row (with an ``execution/cancel`` episode naming who and
+  why) once, which is what a recovered workflow's step and a replay read.
 * ``end_workflow`` — after ``gatehouse.finish`` made the run ``cancelled``,
   the workflow cancels itself in DBOS, so ``dbos workflow list`` agrees. Only
   then: a DBOS-cancelled workflow can run no further step.
@@ -35,6 +34,7 @@ from contracts import (
 from ledger import Conn, approvals, cancels, evidence, now_iso, plan_cards, runs
 from policies.episodes import episode
 from worker._runtime import Runtime, runtime
+from worker.records._tx import session, tx
 from worker.records.cancels import cancel_episode, observe_cancel
 from worker.replay import trace_so_far
 
@@ -48,21 +48,12 @@ APPROVAL = "@approval"
 
 def _check(arg: JsonObject) -> JsonObject:
     run_id, at = str(arg["run_id"]), str(arg["at"])
-    s = runtime().ds.sql_session()
-    return {"cancelled": observe_cancel(s, run_id, at, runtime().settings.executor_id)}
+    return {"cancelled": observe_cancel(session(), run_id, at, runtime().settings.executor_id)}
 
 
 def check(run_id: str, at: str) -> JsonObject | None:
     """{cancelled_by, reason, source} when the run stops at boundary ``at``; else None."""
-    rt = runtime()
-    out = rt.ds.run_tx_step(
-        {
-            "name": "gatehouse.cancel_check",
-            "isolation_level": "SERIALIZABLE" if rt.db.is_sqlite else "READ COMMITTED",
-        },
-        _check,
-        {"run_id": run_id, "at": at},
-    )
+    out = tx("gatehouse.cancel_check", _check, {"run_id": run_id, "at": at})
     found = out.get("cancelled")
     return found if isinstance(found, dict) else None
 

@@ -1,8 +1,9 @@
 """Gatehouse under the benchmark: shim and worker as separate processes, over HTTP.
 
-One run: POST /intent (a ``run-plan`` of ``noop`` steps), poll GET /runs/{id}
-until the plan card appears, POST /approve/{id} with its digest, poll until
-``succeeded``. The client polls every ``POLL_S``; that wait is part of the figure.
+One run: POST /intent (a ``run-plan`` of ``noop`` steps), wait for the plan card
+(``GET /runs/{id}/wait``, answered when the run waits for approval), POST
+/approve/{id} with its digest, wait until ``succeeded``. The client does not
+poll; how soon the shim answers a waiting client is part of the figure.
 """
 
 from __future__ import annotations
@@ -28,12 +29,7 @@ from ledger import open_database
 from shim._auth import add_token
 from shim._procs import free_port, stop, wait_healthy
 
-__all__ = ["FLIGHT_POLL_S", "POLL_S", "GatehouseSystem"]
-
-POLL_S = 0.005
-# With n runs in flight each client polls less often, or the polls alone would
-# saturate the shim on a small machine; up to this much is added to each wait.
-FLIGHT_POLL_S = 0.05
+__all__ = ["GatehouseSystem"]
 # As many runs in flight as the peers get: the worker's queue slots are not the bottleneck.
 WORKER_CONCURRENCY = 16
 
@@ -59,9 +55,10 @@ def _ms_of(iso: str) -> float:
 
 
 class GatehouseSystem:
-    def __init__(self, backend: str, url: str, tmp: Path) -> None:
+    def __init__(self, backend: str, url: str, tmp: Path, *, worker: bool = True) -> None:
+        """The shim and (unless ``worker`` is False: nothing runs, runs stay queued) a worker."""
         self.backend, self.url = backend, url
-        folder = tmp / f"gh-{backend}"
+        folder = tmp / f"gh-{backend}{'' if worker else '-shim'}"
         folder.mkdir(parents=True)
         tokens = folder / "tokens.json"
         self._sub = {"Authorization": f"Bearer {add_token(tokens, 'bench-sub', [Role.SUBMITTER])}"}
@@ -78,7 +75,8 @@ class GatehouseSystem:
             "GATEHOUSE_WORKER_CONCURRENCY": str(WORKER_CONCURRENCY),
         }
         self.procs: list[subprocess.Popen[bytes]] = []
-        for role, counts in (("shim", self.count_files[0]), ("worker", self.count_files[1])):
+        roles = (("shim", self.count_files[0]), ("worker", self.count_files[1]))
+        for role, counts in roles if worker else roles[:1]:
             with (folder / f"{role}.log").open("ab") as log:
                 self.procs.append(
                     subprocess.Popen(
@@ -99,19 +97,21 @@ class GatehouseSystem:
         self.client.close()
         stop(self.procs)
 
-    def one_run(
-        self, steps: int = 3, client: httpx.Client | None = None, poll_s: float = POLL_S
-    ) -> dict[str, Any]:
+    def submit(self, c: httpx.Client, steps: int = 3) -> httpx.Response:
+        """POST /intent: a ``run-plan`` of ``steps`` noop steps (retryable answers retried)."""
+        body = {"recipe": "echo", "objective": "bench", "mode": "run-plan", "plan": _plan(steps)}
+        return self._call(c, "POST", "/intent", self._sub, body)
+
+    def one_run(self, steps: int = 3, client: httpx.Client | None = None) -> dict[str, Any]:
         """One run, submit → succeeded; its id, client-side ms and wall-clock end."""
         c = client or self.client
         started = time.perf_counter()
-        body = {"recipe": "echo", "objective": "bench", "mode": "run-plan", "plan": _plan(steps)}
-        r = self._call(c, "POST", "/intent", self._sub, body)
+        r = self.submit(c, steps)
         run_id = str(r.json()["run_id"])
-        run = self._until(c, run_id, lambda run: run.get("plan_card") is not None, poll_s)
+        run = self._until(c, run_id, "waiting_approval")
         digest = run["plan_card"]["plan_digest"]
         self._call(c, "POST", f"/approve/{run_id}", self._app, {"plan_digest": digest})
-        self._until(c, run_id, lambda run: run["status"] == "succeeded", poll_s)
+        self._until(c, run_id, "succeeded")
         ms = (time.perf_counter() - started) * 1000
         return {"run_id": run_id, "ms": ms, "seen_at_ms": time.time() * 1000}
 
@@ -133,23 +133,23 @@ class GatehouseSystem:
                 self.retried[f"{r.status_code} {r.json()['error']['code']}"] += 1
             time.sleep(0.05)
 
-    def _until(self, c: httpx.Client, run_id: str, done: Any, poll_s: float) -> dict[str, Any]:
+    def _until(self, c: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
         deadline = time.monotonic() + 60
+        path = f"/runs/{run_id}/wait?until={status}&timeout_s=30"
         while time.monotonic() < deadline:
-            run: dict[str, Any] = self._call(c, "GET", f"/runs/{run_id}", self._sub).json()
-            if done(run):
+            run: dict[str, Any] = self._call(c, "GET", path, self._sub).json()
+            if run["status"] == status:
                 return run
             if run["status"] in ("failed", "rejected", "cancelled"):
                 raise RuntimeError(f"gatehouse run {run_id} ended {run['status']}: {run}")
-            time.sleep(poll_s)
-        raise RuntimeError(f"gatehouse run {run_id} did not finish in 60 s")
+        raise RuntimeError(f"gatehouse run {run_id} did not reach {status} in 60 s")
 
     def in_flight(self, n: int) -> float:
         """n runs submitted at once, each approved when its card appears; runs/s."""
 
         def one(_: int) -> None:
             with httpx.Client(base_url=self.base, timeout=60) as c:
-                self.one_run(client=c, poll_s=FLIGHT_POLL_S)
+                self.one_run(client=c)
 
         started = time.perf_counter()
         with ThreadPoolExecutor(n) as pool:
@@ -198,7 +198,7 @@ class GatehouseSystem:
                         add("workflow start → plan card (compile + gate)", card - float(started))
                     else:
                         add("submit → plan card (pickup, compile, gate)", card - created)
-                    add("plan card → approval recorded (client poll + POST)", decided - card)
+                    add("plan card → approval recorded (client woken + POST)", decided - card)
                     add("approval → first tool call starts", _ms_of(tools[0][0]) - decided)
                     for a, b in tools:
                         add("tool call, claim → completion (each)", _ms_of(b) - _ms_of(a))

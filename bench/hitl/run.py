@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.hitl._peer import Peer
 from bench.hitl.gatehouse import GatehouseSystem
+from bench.hitl.load import ingest, replay_all
 from bench.hitl.report import Results, section, write_section
 from tests.support.stack import drop_database, fresh_database_url, postgres_available
 
@@ -141,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             dbos_per_run = {k: (after[k] - before[k]) / args.count_runs for k in after}
             phases = {b: g.phases(gh_runs[b]) for b, g in gh.items()}
             retried = {b: dict(g.retried) for b, g in gh.items()}
+            replay = {b: replay_all(g.url, tmp) for b, g in gh.items()}
+            for g in gh.values():  # the ingest stacks get the machine to themselves
+                g.close()
+            clients, seconds = (4, 1.5) if args.quick else (16, 10.0)
+            ingested = {b: ingest(b, url(b), tmp, clients, seconds) for b in gh}
         finally:
             for close in reversed(closers):
                 close()
@@ -158,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         phases=phases,
         retried=retried,
         seconds=time.monotonic() - began,
+        ingest=ingested,
+        replay=replay,
     )
     text = section(results)
     print(text)

@@ -9,7 +9,6 @@ the session, reverts the turn and restores the workspace, and the run ends
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,11 @@ import pytest
 
 from tests.support.opencode import approved_plan_run, edit_then_note, opencode_stack_for, write_call
 from tests.support.stack import BACKENDS, Stack
+
+# The model's next reply is this far away: a run that waited for it could not end
+# within the test's wait. (No timing is asserted: the run ends before it, or the
+# wait fails.)
+_REPLY_S = 300
 
 SCRIPT: dict[str, Any] = {
     "turns": [
@@ -27,7 +31,7 @@ SCRIPT: dict[str, Any] = {
                     **write_call("spent.txt", "paid for\n"),
                     "usage": {"prompt_tokens": 4000, "completion_tokens": 1000},
                 },
-                {"content": "all done", "delay_s": 25},
+                {"content": "all done", "delay_s": _REPLY_S},
             ],
         }
     ]
@@ -48,13 +52,10 @@ def oc_stack(
 
 def test_a_turn_past_the_token_budget_is_cut_short_and_undone(oc_stack: Stack) -> None:
     stack = oc_stack
-    approved = time.monotonic()
     run_id = approved_plan_run(stack, PLAN, "opencode", budgets={"max_tokens": 3000})
 
-    done = stack.wait(run_id, {"cancelled", "succeeded", "failed"}, timeout=90)
-    took = time.monotonic() - approved
+    done = stack.wait(run_id, {"cancelled", "succeeded", "failed"}, timeout=_REPLY_S / 2)
     assert (done["status"], done["error_code"]) == ("failed", "budget_exceeded"), done
-    assert took < 20, f"the run took {took:.1f} s to stop; the model's next reply was 25 s away"
     assert done["error_message"] == "max_tokens: 5,000 used of 3,000"
     assert done["budgets"]["exceeded"] == "max_tokens"
     assert done["budgets"]["used"]["prompt_tokens"] == 4000

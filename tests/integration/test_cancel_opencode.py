@@ -19,13 +19,17 @@ from dbos import DBOS
 from tests.support.opencode import approved_plan_run, edit_then_note, opencode_stack_for, write_call
 from tests.support.stack import BACKENDS, Stack
 
+# The model's reply is this far away: a turn that waited for it could not end
+# within the test's wait (no timing is asserted).
+_REPLY_S = 300
+
 SCRIPT: dict[str, Any] = {
     "turns": [
         {
             "match": "CANCEL-ME",
             "replies": [
                 write_call("half.txt", "half done\n"),
-                {"content": "all done", "delay_s": 25},
+                {"content": "all done", "delay_s": _REPLY_S},
             ],
         }
     ]
@@ -54,11 +58,8 @@ def test_cancel_mid_turn_aborts_reverts_and_restores(oc_stack: Stack) -> None:
 
     c = stack.client.post(f"/runs/{run_id}/cancel", json={"reason": "changed my mind"})
     assert c.status_code == 200, c.text
-    asked = time.monotonic()
-    done = stack.wait(run_id, {"cancelled", "succeeded", "failed"}, timeout=60)
-    took = time.monotonic() - asked
+    done = stack.wait(run_id, {"cancelled", "succeeded", "failed"}, timeout=_REPLY_S / 2)
     assert done["status"] == "cancelled", done
-    assert took < 15, f"the turn took {took:.1f} s to stop; the model's reply was 25 s away"
 
     # the half-done edit is undone: the workspace is as before the turn
     assert not written.exists()

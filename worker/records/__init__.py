@@ -1,10 +1,12 @@
-"""Database steps of the intent workflow: DBOS datasource transactions.
+"""Database steps of the intent workflow (``_tx``: how each is run).
 
-Each writes its rows and the workflow's checkpoint in one commit, so a
-crash either keeps both or neither: nothing here can happen twice. One
-module per moment of a run: ``begin``, ``gate`` (and the plan card and its
-tamper check), ``approval`` (people's decisions, in-doubt resolutions),
-``steps``, ``messages`` (an interactive run between turns), ``finish``.
+Most are a DBOS step around one transaction whose writes are idempotent, so
+a crash before the checkpoint runs it again to the same rows; the gate and
+the plan check are DBOS datasource transactions, their rows and the
+checkpoint in one commit. One module per moment of a run: ``begin``,
+``gate`` (and the plan card and its tamper check), ``approval`` (people's
+decisions, in-doubt resolutions), ``steps``, ``messages`` (an interactive run
+between turns), ``finish``.
 """
 
 from worker.records.approval import (

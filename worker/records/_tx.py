@@ -1,19 +1,60 @@
-"""The one way the records run a database step: a DBOS datasource transaction."""
+"""The two ways the records run a database step.
+
+* ``tx`` — a DBOS step whose body is one transaction of ours: DBOS looks the
+  step up, the body commits, DBOS writes the checkpoint (three transactions).
+  A crash between the body's commit and the checkpoint runs the body again,
+  so every body run this way writes nothing new the second time (rows keyed
+  by what they record, ``ON CONFLICT DO NOTHING``, updates to the same value).
+* ``atomic_tx`` — a DBOS datasource transaction: the rows and the workflow's
+  checkpoint commit together (five transactions with DBOS's own look-ups and
+  ownership check), for a body that must not run twice.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 
+from dbos import DBOS
 from dbos._datasource import DatasourceOptions
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Connection
 
 from contracts import JsonObject
+from ledger import Conn, database_unreachable
 from worker._runtime import runtime
 
-__all__ = ["exec_id", "session", "tx"]
+__all__ = ["atomic_tx", "exec_id", "session", "tx"]
+
+# The transaction of the ``tx`` step in progress on this thread, if any.
+_open: ContextVar[Connection | None] = ContextVar("gatehouse_records_tx", default=None)
 
 
 def tx(name: str, fn: Callable[[JsonObject], JsonObject], arg: JsonObject) -> JsonObject:
+    """Run ``fn`` (idempotent) in one transaction, as the DBOS step ``name``."""
+
+    def body(a: JsonObject) -> JsonObject:
+        with runtime().db.engine.begin() as conn:
+            token = _open.set(conn)
+            try:
+                return fn(a)
+            finally:
+                _open.reset(token)
+
+    return DBOS.run_step(
+        {
+            "name": name,
+            "retries_allowed": True,
+            "max_attempts": 6,
+            "interval_seconds": 0.5,
+            "backoff_rate": 2.0,
+            "should_retry": database_unreachable,
+        },
+        body,
+        arg,
+    )
+
+
+def atomic_tx(name: str, fn: Callable[[JsonObject], JsonObject], arg: JsonObject) -> JsonObject:
     """Run ``fn`` as the DBOS datasource transaction ``name``: its rows and the
     workflow's checkpoint commit together."""
     rt = runtime()
@@ -26,9 +67,10 @@ def tx(name: str, fn: Callable[[JsonObject], JsonObject], arg: JsonObject) -> Js
     return rt.ds.run_tx_step(options, fn, arg)
 
 
-def session() -> Session:
-    """The session of the datasource transaction in progress."""
-    return runtime().ds.sql_session()
+def session() -> Conn:
+    """The transaction of the step in progress (``tx`` or ``atomic_tx``)."""
+    conn = _open.get()
+    return conn if conn is not None else runtime().ds.sql_session()
 
 
 def exec_id() -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
-
 from contracts import (
     GatehouseError,
     JsonObject,
@@ -12,7 +10,7 @@ from contracts import (
     ToolPool,
 )
 from contracts._base import Closed
-from ledger import runs
+from ledger import Conn, runs
 from policies import catalog
 from worker._runtime import runtime
 from worker._seed import fresh_seed
@@ -41,11 +39,10 @@ def _begin(arg: JsonObject) -> JsonObject:
     return {"begun": _begun(s, run_id, arg), "cancelled": cancelled}
 
 
-def _begun(s: Session, run_id: str, arg: JsonObject) -> JsonObject:
+def _begun(s: Conn, run_id: str, arg: JsonObject) -> JsonObject:
     # The run's seed is chosen once, here, and recorded with this step: a
     # re-executed or replayed run draws the same choices from it.
-    seed = runtime().settings.random_seed or fresh_seed()
-    runs.set_seed(s, run_id, seed)
+    seed = runs.set_seed(s, run_id, runtime().settings.random_seed or fresh_seed())
     try:
         prof = catalog.profile(str(arg["policy_profile"]))
         pool = catalog.tool_pool(str(arg["tool_pool"]))

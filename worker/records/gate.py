@@ -22,7 +22,7 @@ from ledger import Conn, approvals, evidence, now_iso, plan_cards, runs
 from policies.episodes import episode, security_episode
 from policies.gate import read_only
 from policies.repair import check_revision, gated_plan
-from worker.records._tx import exec_id, session, tx
+from worker.records._tx import atomic_tx, exec_id, session
 
 __all__ = ["GateResult", "gate_and_card", "plan_problem", "stored_plan_check", "verify_plan"]
 
@@ -152,7 +152,7 @@ def gate_and_card(
     repaired: bool = False,
     budgets: JsonObject | None = None,
 ) -> GateResult:
-    out = tx(
+    out = atomic_tx(
         "gatehouse.gate",
         _gate,
         {
@@ -208,7 +208,7 @@ def stored_plan_check(arg: JsonObject) -> JsonObject:
 
 def verify_plan(run_id: str, plan_digest: str) -> GateResult:
     """Right before the first step: the stored plan must still be the approved one."""
-    out = tx(
+    out = atomic_tx(
         "gatehouse.verify_plan", stored_plan_check, {"run_id": run_id, "plan_digest": plan_digest}
     )
     return GateResult.model_validate(out)

@@ -1,0 +1,136 @@
+"""Waiting on a run without polling it: ``GET /runs/{run_id}/wait``.
+
+A client asks once and is answered when the run reaches a status it waits for
+(by default: one where a person must act, or the end), or when its timeout
+passes. On PostgreSQL every status change is announced by the transaction that
+makes it (``ledger.runs.STATUS_CHANNEL``, delivered at commit) and one listening
+connection per shim wakes the requests waiting on that run; each then reads
+the run's status (one indexed row) and answers or waits again. A lost
+connection is re-opened, and every waiter also looks again every
+``_PG_RECHECK_S``, so a missed announcement costs at most that. SQLite has no
+announcements: a waiter reads the status every ``_SQLITE_RECHECK_S`` — one
+row from a local file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+
+import psycopg
+
+from contracts import RunStatus
+from ledger.runs import STATUS_CHANNEL
+
+__all__ = ["DEFAULT_UNTIL", "RunWatch", "parse_until"]
+
+_log = logging.getLogger("gatehouse.shim.wait")
+
+_PG_RECHECK_S = 0.5
+_SQLITE_RECHECK_S = 0.01
+_LISTEN_RETRY_S = 1.0
+
+# What a client waits for unless it says: a person must act, or the run is over.
+DEFAULT_UNTIL = frozenset(
+    {RunStatus.WAITING_APPROVAL, RunStatus.NEEDS_OPERATOR, RunStatus.WAITING_INPUT}
+    | {s for s in RunStatus if s.terminal}
+)
+
+
+def parse_until(raw: str | None) -> frozenset[RunStatus]:
+    """``waiting_approval,succeeded`` → those statuses (ValueError naming a bad one).
+    A finished run is always an answer: nothing more will happen to it."""
+    if raw is None or not raw.strip():
+        return DEFAULT_UNTIL
+    wanted = set()
+    for part in raw.split(","):
+        name = part.strip()
+        try:
+            wanted.add(RunStatus(name))
+        except ValueError:
+            known = ", ".join(s.value for s in RunStatus)
+            raise ValueError(f"unknown status {name!r} in until; known: {known}") from None
+    return frozenset(wanted | {s for s in RunStatus if s.terminal})
+
+
+class RunWatch:
+    """Wakes the requests waiting on a run when its status may have changed."""
+
+    def __init__(self, database_url: str, postgres: bool) -> None:
+        self._url = database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+        self._postgres = postgres
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    async def wait(
+        self,
+        run_id: str,
+        status: Callable[[], Awaitable[RunStatus | None]],
+        until: frozenset[RunStatus],
+        timeout_s: float,
+    ) -> bool:
+        """Until ``status()`` is one of ``until`` (True) or ``timeout_s`` passed (False)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        woken = asyncio.Event()
+        entry = (loop, woken)
+        if self._postgres:
+            self._listen()
+        with self._lock:
+            self._waiters.setdefault(run_id, set()).add(entry)
+        recheck = _PG_RECHECK_S if self._postgres else _SQLITE_RECHECK_S
+        try:
+            while True:
+                woken.clear()
+                now = await status()
+                if now is None or now in until:
+                    return True
+                left = deadline - loop.time()
+                if left <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):  # looked at again, woken or not
+                    await asyncio.wait_for(woken.wait(), timeout=min(left, recheck))
+        finally:
+            with self._lock:
+                entries = self._waiters.get(run_id)
+                if entries is not None:
+                    entries.discard(entry)
+                    if not entries:
+                        del self._waiters[run_id]
+
+    # ------------------------------------------------------------ PostgreSQL
+    def _listen(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._listen_loop, name="gatehouse-run-watch", daemon=True
+                )
+                self._thread.start()
+
+    def _wake(self, run_id: str) -> None:
+        with self._lock:
+            entries = list(self._waiters.get(run_id, ()))
+        for loop, woken in entries:
+            loop.call_soon_threadsafe(woken.set)
+
+    def _listen_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {STATUS_CHANNEL}")
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            self._wake(note.payload)
+            except psycopg.Error as exc:
+                _log.warning("run watch: the listening connection failed (%s); reopening", exc)
+                self._stop.wait(_LISTEN_RETRY_S)
