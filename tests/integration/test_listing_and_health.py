@@ -7,6 +7,7 @@ heartbeats like any other, so readiness is "ready" here; the shim-only case
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tests.support.stack import Stack
@@ -90,3 +91,14 @@ def test_ready_with_a_live_worker_and_the_workers_route(stack: Stack) -> None:
     )
     gone = stack.client.get("/workers", headers=stack.auth("olga")).json()["workers"]
     assert next(w for w in gone if w["executor_id"] == "gone")["live"] is False
+
+
+def test_the_open_routes_are_the_documented_ones(stack: Stack) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    for path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/redoc"):
+        r = stack.client.get(path, headers={"Authorization": ""})
+        assert r.status_code == 200, (path, r.text[:200])
+        assert f"`{path}`" in readme, f"README does not say {path} is open"
+    for path in ("/runs", "/workers", "/recipes"):
+        r = stack.client.get(path, headers={"Authorization": ""})
+        assert r.status_code == 401, path
