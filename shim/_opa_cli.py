@@ -36,6 +36,7 @@ from opa_format import (
     trust_remove,
 )
 from shim._client import ApiError, Client, dump
+from shim._render import error_lines
 from shim.cli import DEFAULT_URL
 
 __all__ = ["add_opa_parser", "run_opa"]
@@ -193,6 +194,8 @@ def _call(args: argparse.Namespace, call: Callable[[Client], T]) -> T | None:
         return call(api)
     except ApiError as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
+        for line in error_lines(exc.details):  # the opa_* code's particulars
+            print(line, file=sys.stderr)
     except httpx.HTTPError as exc:
         print(f"gatehouse: cannot reach the shim at {args.url}: {exc}", file=sys.stderr)
     finally:
