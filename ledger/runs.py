@@ -29,6 +29,7 @@ from ledger._db import Conn, corrupt, now_iso
 __all__ = [
     "get_run",
     "list_runs",
+    "queued",
     "record_step",
     "run_status",
     "set_budgets",
@@ -177,6 +178,14 @@ def list_runs(
         ]
     except ValidationError as exc:
         raise corrupt("runs", "list", exc) from exc
+
+
+def queued(conn: Conn) -> tuple[int, str | None]:
+    """How many runs wait in the queue, and when the oldest of them was submitted."""
+    row = conn.execute(
+        sa.text("SELECT COUNT(*), MIN(created_at) FROM runs WHERE status = 'queued'")
+    ).one()
+    return int(row[0]), None if row[1] is None else str(row[1])
 
 
 def set_status(

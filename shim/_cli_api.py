@@ -29,7 +29,7 @@ from shim._render import (
     short,
 )
 
-__all__ = ["run_api"]
+__all__ = ["STALE_QUEUE_S", "run_api", "submit_warnings"]
 
 OK, FAILED, USAGE, CHECK_FAILED = 0, 1, 2, 3
 
@@ -157,12 +157,33 @@ def _submit(api: Client, args: argparse.Namespace) -> int:
             return USAGE
     accepted = api.submit(intent, args.idempotency_key)
     _answer(args, f"Run {accepted.run_id} {accepted.status}", accepted)
-    ready, report = api.ready()
-    checks = report.get("checks") if isinstance(report, dict) else None
+    for warning in submit_warnings(*api.ready()):
+        _err(f"warning: {warning}")
+    return OK
+
+
+# Queued longer than this behind live workers: the workers are likely full.
+STALE_QUEUE_S = 30.0
+
+
+def submit_warnings(ready: bool, report: JsonValue) -> list[str]:
+    """What a person should know about a run just queued, from GET /readyz."""
+    if not isinstance(report, dict):
+        return []
+    checks = report.get("checks")
     workers = checks.get("workers") if isinstance(checks, dict) else None
     if not ready and isinstance(workers, dict) and workers.get("ok") is False:
-        _err(f"warning: {workers.get('reason')}")
-    return OK
+        return [str(workers.get("reason"))]
+    queue = report.get("queue")
+    oldest = queue.get("oldest_queued_s") if isinstance(queue, dict) else None
+    if isinstance(queue, dict) and isinstance(oldest, int | float) and oldest > STALE_QUEUE_S:
+        return [
+            f"{queue.get('queued')} run(s) queued, the oldest for {oldest:.0f} s, although"
+            " workers are live: each run waiting for approval or input holds one of its"
+            " worker's slots (GATEHOUSE_WORKER_CONCURRENCY); decide on them, or add workers"
+            " (gatehouse workers, gatehouse runs --status waiting_approval)"
+        ]
+    return []
 
 
 def _runs(api: Client, args: argparse.Namespace) -> int:

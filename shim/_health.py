@@ -5,7 +5,10 @@ asks more: the database answers, its schema is the one this code migrates
 to, and at least one worker of the shim's application version has sent a
 heartbeat within ``dead_after_s`` (the same limit after which the reaper
 declares a worker dead). Without such a worker a submitted run waits
-``queued``; readiness says so instead of "ok".
+``queued``; readiness says so instead of "ok". The report also counts the
+queued runs and the oldest one's age: runs can stay queued behind live
+workers too, since a run waiting for a decision or for input holds one of its
+worker's slots (GATEHOUSE_WORKER_CONCURRENCY).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from contracts import JsonObject, JsonValue
-from ledger import Database, database_unreachable, executors, pending_migrations
+from ledger import Database, database_unreachable, executors, pending_migrations, runs
 
 __all__ = ["readiness", "workers"]
 
@@ -89,7 +92,16 @@ def readiness(db: Database, app_version: str, dead_after_s: float) -> tuple[bool
             " or gatehouse up)",
         }
     )
-    return bool(live), _report(checks)
+    with db.engine.connect() as conn:
+        count, oldest = runs.queued(conn)
+    # Not a readiness condition (runs may queue for good reasons), but what a person
+    # needs when runs stay queued although workers are live: how many, since when.
+    info: JsonObject = {"queued": count}
+    if oldest is not None:
+        info["oldest_queued_s"] = _age_s(oldest, datetime.now(UTC))
+    report = _report(checks)
+    report["queue"] = info
+    return bool(live), report
 
 
 def _report(checks: dict[str, JsonValue]) -> JsonObject:

@@ -132,6 +132,7 @@ def test_submit_warns_without_a_worker_and_runs_render(shim: Shim) -> None:
     ready = httpx.get(f"{shim.base}/readyz")
     assert ready.status_code == 503
     assert any("gatehouse worker" in r for r in ready.json()["reasons"])
+    assert ready.json()["queue"] == {"queued": 0}
 
     done = shim.gatehouse(
         "submit", "--recipe", "echo", "--objective", "first of three", "--param", "n=1"
@@ -143,6 +144,9 @@ def test_submit_warns_without_a_worker_and_runs_render(shim: Shim) -> None:
         objective = f"number {i} of three"
         again = shim.gatehouse("submit", "--recipe", "echo", "--objective", objective, "--json")
         assert again.returncode == 0 and json.loads(again.stdout)["status"] == "queued"
+
+    queue = httpx.get(f"{shim.base}/readyz").json()["queue"]
+    assert queue["queued"] == 3 and queue["oldest_queued_s"] >= 0
 
     table = shim.gatehouse("runs")
     assert table.returncode == 0, table.stderr

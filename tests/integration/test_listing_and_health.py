@@ -75,6 +75,7 @@ def test_ready_with_a_live_worker_and_the_workers_route(stack: Stack) -> None:
     assert report["status"] == "ready" and report["reasons"] == []
     assert report["checks"]["migrations"] == {"ok": True}
     assert report["checks"]["workers"]["live"] >= 1
+    assert isinstance(report["queue"]["queued"], int)
 
     workers = stack.client.get("/workers", headers=stack.auth("olga")).json()
     me = next(w for w in workers["workers"] if w["executor_id"] == f"test-{stack.backend}")
