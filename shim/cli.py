@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from pathlib import Path
 
-from contracts import APP_VERSION
+from contracts import APP_VERSION, RunStatus
 from ledger import DEFAULT_DATABASE_URL
 from shim import __version__
 
@@ -80,7 +81,10 @@ EXIT_CODES = {
     130: "interrupted (Ctrl-C)",
     141: "the output was closed early (a pipe into head); nothing is printed about it",
 }
-_EPILOG = "exit codes:\n" + "\n".join(f"  {k:<4} {v}" for k, v in EXIT_CODES.items())
+_EPILOG = "exit codes:\n" + "\n".join(
+    textwrap.fill(v, 79, initial_indent=f"  {k:<4} ", subsequent_indent=" " * 7)
+    for k, v in EXIT_CODES.items()
+)
 _WORKER_ENV = """\
 A worker reads its settings from the environment (README, "Configuration"):
   GATEHOUSE_DATABASE_URL, GATEHOUSE_EXECUTOR_ID (stable, one per worker),
@@ -207,7 +211,10 @@ def _api_arguments(cmd: dict[str, argparse.ArgumentParser]) -> None:
         "action", nargs="?", choices=["list", "fork"], default="list", help="default: list"
     )
     r.add_argument("run_id", nargs="?", help="the run to fork")
-    r.add_argument("--status", help="list only runs in this status")
+    r.add_argument(
+        "--status",
+        help=f"list only runs in this status: {', '.join(st.value for st in RunStatus)}",
+    )
     r.add_argument("--limit", type=int, help="at most this many runs (1-200; default 50)")
     r.add_argument("--cursor", help="the next page: the cursor the last page printed")
     r.add_argument("--from-step", type=int, help="fork: the plan step (1-based) to go live from")
