@@ -76,11 +76,12 @@ def _unreachable(url: str, source: str, exc: BaseException) -> str:
     )
 
 
-def check_database(url: str, source: str) -> str | None:
-    """None if the database at ``url`` answers; else the line to print."""
+def check_database(url: str, source: str) -> tuple[int, str] | None:
+    """None if the database at ``url`` answers; else (exit code, the line to print):
+    a URL that cannot be one is a usage error, a database that does not answer a failure."""
     bad = _bad_url(url, source)
     if bad:
-        return bad
+        return USAGE, bad
     db = open_database(url)
     try:
         with db.engine.connect() as conn:
@@ -91,8 +92,8 @@ def check_database(url: str, source: str) -> str | None:
         if url.startswith("sqlite:///"):
             folder = Path(url.removeprefix("sqlite:///")).parent
             if not folder.is_dir():
-                return f"no folder {folder} for the SQLite file of {source}: create it first"
-        return _unreachable(url, source, exc)
+                return USAGE, f"no folder {folder} for the SQLite file of {source}: create it first"
+        return FAILED, _unreachable(url, source, exc)
     finally:
         db.dispose()
     return None
@@ -102,10 +103,12 @@ def run_migrate(args: argparse.Namespace) -> int:
     from dbos import DBOS  # noqa: PLC0415  (heavy to import: only this command needs it)
 
     url, source = database_url(args)
-    bad = _bad_url(url, source)
-    if bad:
-        _err(bad)
-        return USAGE
+    if url.startswith("sqlite:///") or _bad_url(url, source):
+        # (PostgreSQL: migrate creates the database when the server answers but it is missing)
+        problem = check_database(url, source)
+        if problem:
+            _err(problem[1])
+            return problem[0]
     db = open_database(url)
     try:
         applied = migrate(db)
@@ -135,8 +138,8 @@ def run_shim(args: argparse.Namespace) -> int:
     url, source = database_url(args)
     problem = check_database(url, source)
     if problem:
-        _err(problem)
-        return FAILED if "cannot reach" in problem else USAGE
+        _err(problem[1])
+        return problem[0]
     # The app reads its settings from the environment (shim.asgi), as under any ASGI server.
     os.environ["GATEHOUSE_TOKENS_FILE"] = str(tokens)
     os.environ["GATEHOUSE_DATABASE_URL"] = url
@@ -172,8 +175,8 @@ def run_sql(args: argparse.Namespace) -> int:
     url, source = database_url(args)
     problem = check_database(url, source)
     if problem:
-        _err(problem)
-        return FAILED if "cannot reach" in problem else USAGE
+        _err(problem[1])
+        return problem[0]
     db = open_database(url)
     try:
         columns, rows = read_only_query(db, args.query)
