@@ -60,7 +60,14 @@ def short(value: JsonValue, limit: int = 60) -> str:
 
 
 def _table(*columns: str, title: str | None = None) -> Table:
-    table = Table(*columns, title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    table = Table(
+        *columns,
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        min_width=len(title) if title else None,  # a title is never wrapped
+    )
     table.title_style = "bold"
     return table
 
@@ -103,6 +110,18 @@ def run_card(view: RunView) -> list[Table]:
         head["error"] = f"{view.error_code}: {view.error_message or ''}"
     if view.parent_run_id:
         head["forked from"] = f"{view.parent_run_id} at step {view.fork_from_step}"
+    if view.opa is not None:
+        # The objective is outside data: say where it came from, and who vouches for it.
+        signer = view.opa.signer
+        by = "unsigned" if signer is None else f"signed by {signer.subject} ({signer.trusted_by})"
+        head["source"] = (
+            f"OPA archive {view.opa.archive_name} ({view.opa.execution_mode}),"
+            f" sha256 {view.opa.archive_sha256[:16]}…, {by}"
+        )
+    if view.budgets is not None and view.budgets.summary:
+        spent = ", ".join(f"{k} {v}" for k, v in view.budgets.summary.items())
+        exceeded = f" (exceeded: {view.budgets.exceeded})" if view.budgets.exceeded else ""
+        head["budgets"] = spent + exceeded
     out = [fields(f"Run {view.run_id}", head)]
     card = view.plan_card
     if card is None:
@@ -120,11 +139,20 @@ def run_card(view: RunView) -> list[Table]:
         {
             "digest": card.plan_digest,
             "revision": card.revision,
+            "previous digest": card.previous_digest,
             "decision": decision,
             "approve with": f"gatehouse approve {view.run_id}" if not decided else None,
         },
     )
     out.append(plan)
+    if card.changes:
+        # A repaired or extended plan: what differs from the one decided before.
+        changes = _table("change", "step", "what", title="Changes since the previous plan")
+        for c in card.changes:
+            if isinstance(c, dict):
+                what = c.get("after", c.get("step"))
+                changes.add_row(str(c.get("change")), str(c.get("step_id", "")), short(what, 80))
+        out.append(changes)
     executed = {s.step_id: s for s in view.steps}
     steps = _table("#", "step", "driver", "connector", "title", "input", "outcome", title="Steps")
     for i, step in enumerate(card.plan.steps, 1):
