@@ -128,7 +128,10 @@ def _command(api: Client, args: argparse.Namespace) -> int:
         info = {k: v for k, v in raw.items() if k != "divergences"} if isinstance(raw, dict) else {}
         divergences = [d.model_dump(mode="json") for d in report.divergences]
         cols = list(divergences[0]) if divergences else []
-        _show(args, raw, fields(title, info), records("Divergences", cols, divergences))
+        tables = [fields(title, info)]
+        if divergences:
+            tables.append(records("Divergences", cols, divergences))
+        _show(args, raw, *tables)
         return OK if report.match else CHECK_FAILED
     if cmd == "explain":
         answer = api.explain(args.run_id)

@@ -268,5 +268,19 @@ def test_a_worker_makes_it_ready_and_the_plan_card_renders(shim: Shim) -> None:
         assert view["status"] == "succeeded"
         final = shim.gatehouse("show", run_id).stdout
         assert "approved by bob" in final and "succeeded" in final
+
+        replay = shim.gatehouse("replay", run_id)
+        assert replay.returncode == 0, replay.stderr
+        assert "Replay: trace digest matches" in replay.stdout
+        assert "Divergences" not in replay.stdout
+        explain = shim.gatehouse("explain", run_id)  # no model configured: refused, one line
+        assert explain.returncode == 1 and "explain_unavailable" in explain.stderr
+
+        waiting = shim.json("runs", "--status", "waiting_approval")
+        assert isinstance(waiting, dict) and waiting["runs"]
+        other = waiting["runs"][0]["run_id"]
+        cancel = shim.gatehouse("cancel", other, "--reason", "not needed")
+        assert cancel.returncode == 0, cancel.stderr
+        assert f"Cancel of {other}" in cancel.stdout and "not needed" in cancel.stdout
     finally:
         stop([worker])
