@@ -57,3 +57,13 @@ def test_up_refuses_executor_ids_another_stack_runs(tmp_path: Path, backend: str
     finally:
         db.dispose()
         drop_database(url)
+
+
+def test_a_database_that_is_away_is_no_refusal(tmp_path: Path) -> None:
+    """up starts before its database may (its workers wait for it): nothing to compare yet."""
+    from shim._up import _in_use
+
+    away = f"postgresql://postgres@127.0.0.1:{free_port()}/gatehouse"
+    assert _in_use(away, free_port(), ["worker-1"]) is None
+    fresh = f"sqlite:///{tmp_path}/fresh.sqlite"  # never migrated: no worker ever ran there
+    assert _in_use(fresh, free_port(), ["worker-1"]) is None
