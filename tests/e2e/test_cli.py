@@ -8,6 +8,7 @@ card and approval from the command line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ import pytest
 
 from contracts import Role
 from shim._auth import add_token
+from shim._fixture import InventoryService
 from shim._procs import free_port, stop, wait_healthy
 from tests.conftest import require_backend
 from tests.support.stack import BACKENDS, drop_database, fresh_database_url
@@ -276,11 +278,59 @@ def test_a_worker_makes_it_ready_and_the_plan_card_renders(shim: Shim) -> None:
         explain = shim.gatehouse("explain", run_id)  # no model configured: refused, one line
         assert explain.returncode == 1 and "explain_unavailable" in explain.stderr
 
-        waiting = shim.json("runs", "--status", "waiting_approval")
-        assert isinstance(waiting, dict) and waiting["runs"]
-        other = waiting["runs"][0]["run_id"]
+        _artifacts_round_trip(shim)
+
+        again = shim.gatehouse("submit", "--recipe", "echo", "--objective", "stop me", "--json")
+        other = json.loads(again.stdout)["run_id"]
+        _wait_status(shim, other, {"waiting_approval"})
         cancel = shim.gatehouse("cancel", other, "--reason", "not needed")
         assert cancel.returncode == 0, cancel.stderr
         assert f"Cancel of {other}" in cancel.stdout and "not needed" in cancel.stdout
     finally:
         stop([worker])
+
+
+def _wait_status(shim: Shim, run_id: str, wanted: set[str]) -> dict[str, object]:
+    deadline = time.monotonic() + 60
+    while True:
+        view = shim.json("show", run_id)
+        assert isinstance(view, dict)
+        if view["status"] in wanted:
+            return view
+        assert time.monotonic() < deadline, view["status"]
+        time.sleep(0.3)
+
+
+def _artifacts_round_trip(shim: Shim) -> None:
+    """A run with artifacts: listed, fetched byte for byte, its ledger shown call by call."""
+    with InventoryService() as inventory:
+        done = shim.gatehouse(
+            "submit",
+            "--recipe",
+            "demo-inventory",
+            "--objective",
+            "stock",
+            "--param",
+            f"base_url={inventory.base_url}",
+            "--json",
+        )
+        assert done.returncode == 0, done.stderr
+        run_id = json.loads(done.stdout)["run_id"]
+        _wait_status(shim, run_id, {"waiting_approval"})
+        assert shim.gatehouse("approve", run_id, who="bob").returncode == 0
+        assert _wait_status(shim, run_id, {"succeeded", "failed"})["status"] == "succeeded"
+    listed = shim.json("artifacts", "list", run_id)
+    assert isinstance(listed, dict) and listed["artifacts"]
+    first = listed["artifacts"][0]
+    table = shim.gatehouse("artifacts", "list", run_id).stdout
+    assert first["sha256"] in table and f"gatehouse artifacts get {first['sha256']}" in table
+    target = shim.folder / "artifact.bin"
+    got = shim.gatehouse("artifacts", "get", first["sha256"], "-o", str(target))
+    assert got.returncode == 0, got.stderr
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == first["sha256"]
+    assert target.stat().st_size == first["size_bytes"]
+    ledger = shim.gatehouse("ledger", "show", run_id).stdout
+    for step in ("@compile", "fetch", "checksum"):
+        assert step in ledger, step
+    missing = shim.gatehouse("artifacts", "get", "0" * 64)
+    assert missing.returncode == 1 and "artifact_not_found" in missing.stderr
