@@ -161,6 +161,11 @@ class RunSummary(Closed):
     phase: str
     created_at: str
     updated_at: str
+    # What a list needs to tell runs apart: the objective (human_ui), who asked,
+    # and why a run ended badly (the code only; the message is in the run view).
+    objective: str | None = None
+    submitted_by: str | None = None
+    error_code: str | None = None
 
 
 class RunList(Closed):

@@ -14,7 +14,7 @@ from ledger._db import (
     now_iso,
     open_database,
 )
-from ledger._migrate import migrate
+from ledger._migrate import migrate, pending_migrations
 
 __all__ = [
     "APP_SCHEMA",
@@ -30,6 +30,7 @@ __all__ = [
     "migrate",
     "now_iso",
     "open_database",
+    "pending_migrations",
     "plan_cards",
     "runs",
 ]

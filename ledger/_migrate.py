@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from ledger._db import APP_SCHEMA, Database, ensure_postgres_database, now_iso
 
-__all__ = ["migrate", "migration_files", "view_files"]
+__all__ = ["migrate", "migration_files", "pending_migrations", "view_files"]
 
 _ADVISORY_LOCK = 0x6761746568  # "gateh"
 
@@ -79,3 +79,16 @@ def migrate(db: Database) -> list[int]:
             conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
             _apply(conn, sql, db.is_sqlite)
     return applied
+
+
+def pending_migrations(conn: Connection) -> list[int]:
+    """The migration versions this code has that the database has not applied."""
+    try:
+        done = {row[0] for row in conn.exec_driver_sql("SELECT version FROM schema_migrations")}
+    except sa.exc.ProgrammingError:  # PostgreSQL: no such table yet
+        done = set()
+    except sa.exc.OperationalError as exc:  # SQLite says "no such table" this way
+        if "no such table" not in str(exc):
+            raise
+        done = set()
+    return [version for version, _, _ in migration_files() if version not in done]

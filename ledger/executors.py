@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sqlalchemy as sa
 
 from ledger._db import Conn
 
-__all__ = ["heartbeat", "mark_reaped", "stale", "take_lease"]
+
+@dataclass(frozen=True)
+class Executor:
+    """One worker as its heartbeat row records it (times are ISO 8601, UTC)."""
+
+    executor_id: str
+    app_version: str
+    hostname: str
+    pid: int
+    started_at: str
+    heartbeat_at: str
+    reaped_at: str | None
+
+
+__all__ = ["Executor", "heartbeat", "list_executors", "mark_reaped", "stale", "take_lease"]
 
 
 def heartbeat(
@@ -62,3 +78,25 @@ def mark_reaped(conn: Conn, *, executor_id: str, cutoff: str, now: str) -> bool:
         {"t": now, "e": executor_id, "c": cutoff},
     ).first()
     return done is not None
+
+
+def list_executors(conn: Conn) -> list[Executor]:
+    """Every worker that ever sent a heartbeat, the most recent first."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT executor_id, app_version, hostname, pid, started_at, heartbeat_at, reaped_at"
+            " FROM executors ORDER BY heartbeat_at DESC, executor_id"
+        )
+    ).all()
+    return [
+        Executor(
+            executor_id=str(r[0]),
+            app_version=str(r[1]),
+            hostname=str(r[2]),
+            pid=int(r[3]),
+            started_at=str(r[4]),
+            heartbeat_at=str(r[5]),
+            reaped_at=None if r[6] is None else str(r[6]),
+        )
+        for r in rows
+    ]

@@ -30,6 +30,7 @@ __all__ = [
     "STATUS_CHANNEL",
     "get_run",
     "list_runs",
+    "queued",
     "record_step",
     "run_status",
     "set_budgets",
@@ -137,14 +138,22 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
 
 
 def list_runs(
-    conn: Conn, status: RunStatus | None, limit: int, before: str | None
+    conn: Conn,
+    status: RunStatus | None,
+    limit: int,
+    before: str | None,
+    submitted_by: str | None = None,
 ) -> list[RunSummary]:
-    """Newest first; ``before`` is the created_at|run_id cursor of the last page."""
+    """Newest first; ``before`` is the created_at|run_id cursor of the last page;
+    ``submitted_by``: only the runs this identity submitted."""
     clauses: list[str] = []
     params: dict[str, str | int] = {"lim": limit}
     if status is not None:
         clauses.append("status = :st")
         params["st"] = status.value
+    if submitted_by is not None:
+        clauses.append("submitted_by = :by")
+        params["by"] = submitted_by
     if before is not None:
         created, _, rid = before.partition("|")
         clauses.append("(created_at < :c OR (created_at = :c AND run_id < :rid))")
@@ -152,7 +161,8 @@ def list_runs(
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     # The WHERE clauses are fixed strings; every value is a bound parameter.
     query = (
-        "SELECT run_id, recipe, mode, status, phase, created_at, updated_at FROM runs"  # noqa: S608
+        "SELECT run_id, recipe, mode, status, phase, created_at, updated_at, objective,"  # noqa: S608
+        " submitted_by, error_code FROM runs"
         f" {where} ORDER BY created_at DESC, run_id DESC LIMIT :lim"
     )
     rows = conn.execute(
@@ -169,11 +179,22 @@ def list_runs(
                 phase=r[4],
                 created_at=r[5],
                 updated_at=r[6],
+                objective=r[7],
+                submitted_by=r[8],
+                error_code=r[9],
             )
             for r in rows
         ]
     except ValidationError as exc:
         raise corrupt("runs", "list", exc) from exc
+
+
+def queued(conn: Conn) -> tuple[int, str | None]:
+    """How many runs wait in the queue, and when the oldest of them was submitted."""
+    row = conn.execute(
+        sa.text("SELECT COUNT(*), MIN(created_at) FROM runs WHERE status = 'queued'")
+    ).one()
+    return int(row[0]), None if row[1] is None else str(row[1])
 
 
 def set_status(

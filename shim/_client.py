@@ -56,6 +56,8 @@ class ApiError(Exception):
         self.status = status
         self.code = str(err.get("code", "unknown"))
         self.message = str(err.get("message", body))
+        # What the shim says to act on: known recipes, the failing path, allowed values.
+        self.details: JsonValue = err.get("details")
         super().__init__(f"HTTP {status} {self.code}: {self.message}")
 
 
@@ -123,9 +125,34 @@ class Client:
     def run(self, run_id: str) -> RunView:
         return RunView.model_validate_json(self._call("GET", f"/runs/{run_id}"))
 
-    def runs(self, status: str | None = None) -> RunList:
-        path = "/runs" + (f"?status={status}" if status else "")
-        return RunList.model_validate_json(self._call("GET", path))
+    def runs(
+        self, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> RunList:
+        """A page of runs, newest first; ``cursor``: the last page's ``next_cursor``."""
+        params = {
+            "status": status,
+            "limit": None if limit is None else str(limit),
+            "cursor": cursor,
+        }
+        given = {k: v for k, v in params.items() if v is not None}
+        return RunList.model_validate_json(self._call("GET", "/runs", params=given))
+
+    def get_json(self, path: str, params: dict[str, str] | None = None) -> JsonValue:
+        """A read route's answer as plain JSON (recipes, policies, workers, …)."""
+        out: JsonValue = json.loads(self._call("GET", path, params=params))
+        return out
+
+    def ready(self) -> tuple[bool, JsonValue]:
+        """GET /readyz (no token needed): (ready, the report with its reasons)."""
+        r = self._http.get("/readyz", headers={"Authorization": ""})
+        try:
+            report: JsonValue = r.json()
+        except ValueError:
+            report = r.text
+        return r.status_code == 200, report
+
+    def artifact(self, sha256: str) -> bytes:
+        return self._call("GET", f"/artifacts/{sha256}")
 
     def decide(
         self, run_id: str, approve: bool, digest: str, comment: str | None = None

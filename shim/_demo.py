@@ -17,6 +17,7 @@ from shim._auth import add_token
 from shim._client import Client
 from shim._fixture import InventoryService
 from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
+from shim._render import short
 
 __all__ = ["run_demo"]
 
@@ -26,16 +27,17 @@ def _say(text: str = "") -> None:
 
 
 def _short(output: JsonObject | None) -> str:
+    """A step's output on one line: cut at a word with an ellipsis, JSON not Python reprs."""
     if output is None:
         return ""
     if "stdout" in output:
-        return str(output["stdout"]).strip()[:70]
+        return short(output["stdout"], 70)
     if "status" in output and "bytes" in output:
         digest = str(output["body_sha256"])[:12]
         return f"HTTP {output['status']}, {output['bytes']} bytes, sha256 {digest}…"
     if "echo" in output:
-        return str(output["echo"])[:70]
-    return str(output)[:70]
+        return short(output["echo"], 70)
+    return short(output, 70)
 
 
 def run_demo(workdir: Path, timeout: float = 120) -> int:

@@ -36,6 +36,7 @@ from opa_format import (
     trust_remove,
 )
 from shim._client import ApiError, Client, dump
+from shim._render import error_lines
 from shim.cli import DEFAULT_URL
 
 __all__ = ["add_opa_parser", "run_opa"]
@@ -51,18 +52,18 @@ def add_opa_parser(parser: argparse.ArgumentParser) -> None:
     inspect = sub.add_parser(
         "inspect", help="validate FILE.opa and show manifest, signer, entries; non-zero on defects"
     )
-    inspect.add_argument("file", type=Path)
+    inspect.add_argument("file", type=Path, help="the archive (.opa or .opa.jar)")
     inspect.add_argument("--json", action="store_true", help="print the result as JSON")
     trust = sub.add_parser("trust", help="the certificates archives may be signed under")
     actions = trust.add_subparsers(dest="trust_command", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="trust a PEM certificate (a signer or a CA)")
-    add.add_argument("cert", type=Path)
+    add.add_argument("cert", type=Path, help="a PEM certificate file")
     add.add_argument("--name", help="file name in the store (default: fingerprint head)")
     actions.add_parser("list", help="subject, issuer, SHA-256 fingerprint, not-after")
     remove = actions.add_parser("remove", help="stop trusting a certificate")
-    remove.add_argument("name", metavar="NAME|FINGERPRINT")
+    remove.add_argument("name", metavar="NAME|FINGERPRINT", help="as `opa trust list` shows it")
     run = sub.add_parser("run", help="submit FILE.opa as an intent; prints the run id and links")
-    run.add_argument("file", type=Path)
+    run.add_argument("file", type=Path, help="the archive to submit (.opa or .opa.jar)")
     run.add_argument(
         "--mode",
         choices=["batch", "autonomous", "interactive"],
@@ -71,16 +72,16 @@ def add_opa_parser(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--recipe", help="a recipe the profile allows for archives")
     run.add_argument("--profile", help="the policy profile (default: default)")
     run.add_argument("--pool", help="the tool pool (default: default)")
-    run.add_argument("--idempotency-key")
+    run.add_argument("--idempotency-key", help="a repeated key returns the same run")
     output = sub.add_parser("output", help="download a run's output archive")
-    output.add_argument("run_id")
+    output.add_argument("run_id", help="the run's id (run_…)")
     output.add_argument(
         "-o", "--output", type=Path, help="file to write (default RUN_ID.output.opa)"
     )
     reply = sub.add_parser(
         "reply", help="send an interactive run its next message (a new turn to plan and approve)"
     )
-    reply.add_argument("run_id")
+    reply.add_argument("run_id", help="the interactive run's id (run_…)")
     reply.add_argument("text", nargs="?", help="the message (omit it with --end)")
     reply.add_argument("--end", action="store_true", help="close the session: the run ends")
     for p in (run, output, reply):
@@ -193,6 +194,8 @@ def _call(args: argparse.Namespace, call: Callable[[Client], T]) -> T | None:
         return call(api)
     except ApiError as exc:
         print(f"gatehouse: {exc}", file=sys.stderr)
+        for line in error_lines(exc.details):  # the opa_* code's particulars
+            print(line, file=sys.stderr)
     except httpx.HTTPError as exc:
         print(f"gatehouse: cannot reach the shim at {args.url}: {exc}", file=sys.stderr)
     finally:

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 from contracts import Role
+from ledger import database_unreachable, open_database, pending_migrations
 from shim._auth import add_token
+from shim._health import workers as heartbeats
 from shim._procs import start_shim, start_worker, stop, wait_healthy
+from shim.settings import ShimSettings
 
 __all__ = ["run_up"]
 
@@ -77,7 +82,52 @@ def _start_shim(
     return None
 
 
+def _in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
+    """Why a second stack must not start here, or None.
+
+    A port that is taken would let this stack's health check reach the other
+    stack's shim; an executor id with a live heartbeat would have two workers
+    recover each other's runs under one id."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return (
+                f"port {port} is in use ({exc.strerror}): another gatehouse up or shim listens"
+                " there; stop it, or pass --port"
+            )
+    settings = ShimSettings.from_env({**os.environ, "GATEHOUSE_DATABASE_URL": database_url})
+    db = open_database(database_url)
+    try:
+        with db.engine.connect() as conn:
+            if pending_migrations(conn):  # a fresh database: no worker has run on it
+                return None
+        listed = heartbeats(db, settings.app_version, settings.dead_after_s)["workers"]
+    except Exception as exc:
+        if not database_unreachable(exc):
+            raise
+        return None  # the workers wait for the database; nothing to compare with yet
+    finally:
+        db.dispose()
+    live = [
+        f"{w['executor_id']} (host {w['hostname']}, pid {w['pid']},"
+        f" heartbeat {w['heartbeat_age_s']} s ago)"
+        for w in (listed if isinstance(listed, list) else [])
+        if isinstance(w, dict) and w.get("live") is True and w.get("executor_id") in executor_ids
+    ]
+    if live:
+        return (
+            f"executor id(s) already live in this database: {'; '.join(live)}. Another"
+            " stack runs against it: stop it first, or use another database"
+        )
+    return None
+
+
 def run_up(database_url: str, port: int, workers: int, var_dir: Path) -> int:
+    refusal = _in_use(database_url, port, [f"worker-{n}" for n in range(1, workers + 1)])
+    if refusal:
+        print(f"gatehouse up: {refusal}", file=sys.stderr, flush=True)
+        return 2
     var_dir.mkdir(parents=True, exist_ok=True)
     tokens_file = _tokens(var_dir)
     stopping = threading.Event()

@@ -23,7 +23,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contracts import (
     EPISODES_CHANNELS,
-    POLICY_CHANNELS,
     SECURITY_EVENTS_CHANNELS,
     ApprovalRequest,
     CallResolution,
@@ -40,7 +39,6 @@ from contracts import (
     validate_instance,
 )
 from ledger import database_unreachable, opa_runs
-from policies import catalog
 from shim._auth import Identity, TokenStore, bearer
 from shim._explain import explain
 from shim._opa_runs import (
@@ -50,6 +48,7 @@ from shim._opa_runs import (
     read_capped,
     submit_archive,
 )
+from shim._read_routes import add_read_routes
 from shim._service import Service
 from shim._wait import parse_until
 from shim.settings import ShimSettings
@@ -62,7 +61,6 @@ M = TypeVar("M", bound=BaseModel)
 RunId = Annotated[str, Path(pattern=r"^run_[0-9a-f]{32}$")]
 Sha256 = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 OpKey = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
-PolicyId = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._:-]{0,63}$")]
 IdempotencyKey = Annotated[
     str | None, Header(alias="Idempotency-Key", pattern=r"^[A-Za-z0-9._:-]{1,128}$")
 ]
@@ -72,17 +70,6 @@ ArchiveName = Annotated[
 ]
 ArchiveMode = Annotated[Literal["batch", "autonomous", "interactive"] | None, Query()]
 QueryId = Annotated[str | None, Query(pattern=r"^[a-z0-9][a-z0-9._:-]{0,63}$")]
-
-
-def _policy(model: BaseModel, digest: str) -> JsonValue:
-    """A policy file as served: its content, its SHA-256, and which text is for models."""
-    body: JsonValue = {
-        "digest": digest,
-        "content": model.model_dump(mode="json"),
-        # planner_instruction is guardrail text for planners, never text for people.
-        "text_channels": {k: v.value for k, v in POLICY_CHANNELS.items()},
-    }
-    return body
 
 
 def error_response(exc: GatehouseError) -> JSONResponse:
@@ -225,6 +212,9 @@ def create_app(
         svc().healthy()
         return JSONResponse({"status": "ok", "database": "ok"})
 
+    # /readyz, /workers, /recipes and /policies: reads with no run behind them.
+    add_read_routes(app, svc, auth)
+
     @app.post("/intent")
     async def post_intent(
         request: Request,
@@ -298,8 +288,9 @@ def create_app(
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
         cursor: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
     ) -> JSONResponse:
-        auth(request, Role.OPERATOR)
-        return _model(svc().runs(status, limit, cursor))
+        # Submitters list their own runs; approvers and operators all (the service filters).
+        who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
+        return _model(svc().runs(status, limit, cursor, who))
 
     @app.get("/runs/{run_id}")
     def get_run(request: Request, run_id: RunId) -> JSONResponse:
@@ -410,49 +401,6 @@ def create_app(
                 "X-Gatehouse-Media-Type": media_type,
                 "X-Text-Channel": "system_log",
             },
-        )
-
-    @app.get("/recipes")
-    def get_recipes(request: Request) -> JSONResponse:
-        auth(request)
-        return JSONResponse(
-            {
-                "recipes": [
-                    {
-                        "recipe_id": r.model.recipe_id,
-                        "title": r.model.title,
-                        "planner": r.model.planner,
-                        "parameters_schema": r.model.parameters_schema,
-                        "digest": r.digest,
-                    }
-                    for r in catalog.list_recipes()
-                ]
-            }
-        )
-
-    @app.get("/policies")
-    def get_policies(request: Request) -> JSONResponse:
-        auth(request, Role.OPERATOR)
-        return JSONResponse(
-            {
-                "profiles": [_policy(p.model, p.digest) for p in catalog.list_profiles()],
-                "tool_pools": [_policy(t.model, t.digest) for t in catalog.list_tool_pools()],
-            }
-        )
-
-    @app.get("/policies/{policy_id}")
-    def get_policy(request: Request, policy_id: PolicyId) -> JSONResponse:
-        auth(request, Role.OPERATOR)
-        profiles = [p for p in catalog.list_profiles() if p.model.profile_id == policy_id]
-        pools = [t for t in catalog.list_tool_pools() if t.model.tool_pool_id == policy_id]
-        if not profiles and not pools:
-            raise GatehouseError(ErrorCode.NOT_FOUND, f"no profile or tool pool {policy_id!r}")
-        return JSONResponse(
-            {
-                "policy_id": policy_id,
-                "profile": _policy(profiles[0].model, profiles[0].digest) if profiles else None,
-                "tool_pool": _policy(pools[0].model, pools[0].digest) if pools else None,
-            }
         )
 
     @app.get("/security-events")

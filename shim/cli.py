@@ -1,23 +1,24 @@
 """The ``gatehouse`` command. Each subcommand parses, makes one call, prints.
 
 Process commands (demo, up, shim, worker, migrate) start or set up
-processes; the rest talk to a running shim over HTTP (``--url`` or
-``GATEHOUSE_URL``, default http://127.0.0.1:8000).
+processes; sql and tokens work on this machine's files and database
+(``shim._cli_local``); the rest talk to a running shim over HTTP (``--url``
+or ``GATEHOUSE_URL``, default http://127.0.0.1:8000; ``shim._cli_api``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+import textwrap
 from pathlib import Path
 
-from pydantic import JsonValue
-
+from contracts import APP_VERSION, RunStatus
 from ledger import DEFAULT_DATABASE_URL
+from shim import __version__
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_CODES", "build_parser", "main"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_DB = DEFAULT_DATABASE_URL
@@ -30,22 +31,30 @@ COMMANDS = {
     "migrate": "create or upgrade the database schema",
     "submit": "submit an intent",
     "runs": "list runs, or fork one: runs fork RUN_ID --from-step N",
-    "show": "show one run as JSON",
+    "show": "show one run: its plan card, digest, steps and decisions",
     "approve": "approve a run's plan (by its digest)",
     "reject": "reject a run's plan (by its digest)",
     "cancel": "cancel a run: a waiting run ends cancelled, a running one at its next step",
     "sql": "run a read-only SQL query against the database",
     "tokens": "create a bearer token for an identity (stores only its digest)",
-    "ledger": "verify a run's ledger hash chain and name the first broken entry",
+    "ledger": "show a run's ledger (ledger show RUN_ID), or verify its hash chain and name"
+    " the first broken entry (ledger verify RUN_ID)",
     "replay": "replay a finished run from its ledger (no outbound calls); compare trace digests",
     "calls": "resolve an in-doubt call: calls resolve OP_KEY --applied or --not-applied",
     "explain": "a model's report on a finished run, written from its evidence only",
+    "workers": "list the workers with their heartbeat age, and which are live",
+    "recipes": "list the recipes one may submit, with their required parameters",
+    "policies": "list the policy profiles and tool pools with their digests, or show one",
+    "episodes": "list a run's MOVA episodes",
+    "artifacts": "list a run's artifacts (artifacts list RUN_ID), or fetch one's bytes"
+    " (artifacts get SHA256)",
+    "security-events": "list refused requests and refusals inside runs, newest first",
     "opa": "OPA archives: validate one without running it (opa inspect FILE), run one"
     " (opa run FILE), send an interactive run its next message (opa reply RUN_ID TEXT, or"
     " --end), download a run's output archive (opa output RUN_ID), and manage the"
     " signers' trust store (opa trust add|list|remove)",
 }
-_API_COMMANDS = (
+API_COMMANDS = (
     "submit",
     "runs",
     "show",
@@ -56,106 +65,207 @@ _API_COMMANDS = (
     "replay",
     "calls",
     "explain",
+    "workers",
+    "recipes",
+    "policies",
+    "episodes",
+    "artifacts",
+    "security-events",
 )
+EXIT_CODES = {
+    0: "done",
+    1: "refused or failed: the shim answered with an error (its code, message and details"
+    " are printed), or the shim or the database could not be reached",
+    2: "usage: a bad flag or argument, no token, a missing tokens file, an unreadable file",
+    3: "a check failed: a replay diverged, or a ledger chain is broken",
+    130: "interrupted (Ctrl-C)",
+    141: "the output was closed early (a pipe into head); nothing is printed about it",
+}
+_EPILOG = "exit codes:\n" + "\n".join(
+    textwrap.fill(v, 79, initial_indent=f"  {k:<4} ", subsequent_indent=" " * 7)
+    for k, v in EXIT_CODES.items()
+)
+_WORKER_ENV = """\
+A worker reads its settings from the environment (README, "Configuration"):
+  GATEHOUSE_DATABASE_URL, GATEHOUSE_EXECUTOR_ID (stable, one per worker),
+  GATEHOUSE_APP_VERSION, GATEHOUSE_WORKSPACE_ROOT, GATEHOUSE_WORKER_CONCURRENCY,
+  GATEHOUSE_QUEUE_POLL_S, GATEHOUSE_HEARTBEAT_S, GATEHOUSE_DEAD_AFTER_S,
+  GATEHOUSE_MODEL_BASE_URL, GATEHOUSE_MODEL_NAME, GATEHOUSE_MODEL_API_KEY,
+  GATEHOUSE_OPENCODE_MODEL_URL, GATEHOUSE_OPENCODE_MODEL, GATEHOUSE_OPENCODE_DIR,
+  GATEHOUSE_OPENCODE_STATE, GATEHOUSE_OPA_TRUST_DIR, GATEHOUSE_OPA_SIGNING_KEY,
+  GATEHOUSE_OPA_SIGNING_CERT, RANDOM_SEED."""
+
+
+def _version() -> str:
+    return f"gatehouse {__version__} (application version {APP_VERSION})"
+
+
+def _db_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--database-url",
+        help="sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+        f" (default: GATEHOUSE_DATABASE_URL, else {DEFAULT_DB})",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="gatehouse", description="A durable control plane for AI agent runs."
+        prog="gatehouse",
+        description="A durable control plane for AI agent runs.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=COMMANDS[name], description=COMMANDS[name])
+    def add(name: str, epilog: str = _EPILOG) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            help=COMMANDS[name],
+            description=COMMANDS[name],
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
 
     d = add("demo")
     d.add_argument(
         "--dir", default="var/demo", help="working folder, wiped first (default var/demo)"
     )
-    d.add_argument("--timeout", type=float, default=120, help="seconds to wait for each stage")
+    d.add_argument(
+        "--timeout", type=float, default=120, help="seconds to wait for each stage (default 120)"
+    )
     u = add("up")
-    u.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
-    u.add_argument("--port", type=int, default=8000)
+    _db_option(u)
+    u.add_argument("--port", type=int, default=8000, help="the shim's port (default 8000)")
     u.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     u.add_argument("--var", default="var", help="folder for logs and workspaces (default var)")
     s = add("shim")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
-    add("worker")
-    m = add("migrate")
-    m.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
-    for name in _API_COMMANDS:
-        add(name)
-    url_default = os.environ.get("GATEHOUSE_URL", DEFAULT_URL)
-    for name in _API_COMMANDS:
-        sub.choices[name].add_argument("--url", default=url_default, help="the shim's base URL")
-        sub.choices[name].add_argument(
-            "--token",
-            default=os.environ.get("GATEHOUSE_TOKEN"),
-            help="bearer token (default: GATEHOUSE_TOKEN)",
-        )
-    sm = sub.choices["submit"]
-    sm.add_argument("--recipe", required=True)
-    sm.add_argument("--objective", required=True)
-    sm.add_argument("--param", action="append", default=[], metavar="KEY=JSON_OR_TEXT")
-    sm.add_argument("--mode", default="full-cycle", choices=["plan-only", "run-plan", "full-cycle"])
-    sm.add_argument("--plan", help="file with a plan (mode run-plan)")
-    sm.add_argument("--idempotency-key")
-    r = sub.choices["runs"]
-    r.add_argument("action", nargs="?", choices=["list", "fork"], default="list")
-    r.add_argument("run_id", nargs="?", help="the run to fork")
-    r.add_argument("--status", help="list only runs in this status")
-    r.add_argument("--from-step", type=int, help="fork: the plan step (1-based) to go live from")
-    sub.choices["replay"].add_argument("run_id")
-    e = sub.choices["explain"]
-    e.add_argument("run_id")
-    e.add_argument("--json", action="store_true", help="print the whole answer as JSON")
-    c = sub.choices["calls"]
-    c.add_argument("action", choices=["resolve"])
-    c.add_argument("op_key")
-    outcome = c.add_mutually_exclusive_group(required=True)
-    outcome.add_argument("--applied", action="store_true", help="the call did take effect")
-    outcome.add_argument("--not-applied", action="store_true", help="it did not: send it again")
-    c.add_argument("--note", help="why you decided so (kept in the episode)")
-    sub.choices["show"].add_argument("run_id")
-    sub.choices["cancel"].add_argument("run_id")
-    sub.choices["cancel"].add_argument("--reason", help="why (kept in the episode)")
-    sub.choices["ledger"].add_argument("action", choices=["verify"])
-    sub.choices["ledger"].add_argument("run_id")
-    for name in ("approve", "reject"):
-        c = sub.choices[name]
-        c.add_argument("run_id")
-        c.add_argument("--digest", help="the plan digest decided on (default: the plan card's)")
-        c.add_argument("--comment")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    _db_option(s)
+    s.add_argument(
+        "--tokens-file",
+        default=os.environ.get("GATEHOUSE_TOKENS_FILE") or "var/tokens.json",
+        help="the tokens file (default: GATEHOUSE_TOKENS_FILE, else var/tokens.json)",
+    )
+    add("worker", epilog=_WORKER_ENV + "\n\n" + _EPILOG)
+    _db_option(add("migrate"))
+    for name in API_COMMANDS:
+        _api_options(add(name))
+    _api_arguments(sub.choices)
     t = add("tokens")
-    t.add_argument("action", choices=["add"])
+    t.add_argument("action", choices=["add"], help="add: create a token and print it once")
     t.add_argument("identity", help="who the token stands for, e.g. alice")
     t.add_argument("--roles", required=True, help="comma-separated: submitter, approver, operator")
     t.add_argument(
         "--file",
-        default=os.environ.get("GATEHOUSE_TOKENS_FILE", "var/tokens.json"),
-        help="the tokens file (default: GATEHOUSE_TOKENS_FILE or var/tokens.json)",
+        default=os.environ.get("GATEHOUSE_TOKENS_FILE") or "var/tokens.json",
+        help="the tokens file (default: GATEHOUSE_TOKENS_FILE, else var/tokens.json)",
     )
     from shim._opa_cli import add_opa_parser  # the OPA archive commands: one block
 
     add_opa_parser(add("opa"))
     q = add("sql")
-    q.add_argument("query")
-    q.add_argument("--database-url", default=os.environ.get("GATEHOUSE_DATABASE_URL", DEFAULT_DB))
+    q.add_argument("query", help="one SELECT; it runs in a read-only transaction")
+    _db_option(q)
+    q.add_argument("--json", action="store_true", help="print the rows as JSON objects")
     return p
 
 
-def _param(text: str) -> tuple[str, JsonValue]:
-    key, _, raw = text.partition("=")
-    try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        return key, raw
+def _api_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--url",
+        default=os.environ.get("GATEHOUSE_URL", DEFAULT_URL),
+        help=f"the shim's base URL (default: GATEHOUSE_URL, else {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("GATEHOUSE_TOKEN"),
+        help="bearer token (default: GATEHOUSE_TOKEN)",
+    )
+    p.add_argument("--json", action="store_true", help="print the API's answer as JSON")
+
+
+def _api_arguments(cmd: dict[str, argparse.ArgumentParser]) -> None:
+    run_id = "the run's id (run_…)"
+    sm = cmd["submit"]
+    sm.add_argument("--recipe", required=True, help="the recipe to run (gatehouse recipes)")
+    sm.add_argument("--objective", required=True, help="what the run is for, in words")
+    sm.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=JSON_OR_TEXT",
+        help="a recipe parameter; repeat for more (a value that is not JSON is text)",
+    )
+    sm.add_argument(
+        "--mode",
+        default="full-cycle",
+        choices=["plan-only", "run-plan", "full-cycle"],
+        help="stop at the plan card, run a supplied plan, or all of it (default full-cycle)",
+    )
+    sm.add_argument("--plan", help="file with a plan (mode run-plan)")
+    sm.add_argument("--idempotency-key", help="a repeated key returns the same run")
+    r = cmd["runs"]
+    r.add_argument(
+        "action", nargs="?", choices=["list", "fork"], default="list", help="default: list"
+    )
+    r.add_argument("run_id", nargs="?", help="the run to fork")
+    r.add_argument(
+        "--status",
+        help=f"list only runs in this status: {', '.join(st.value for st in RunStatus)}",
+    )
+    r.add_argument("--limit", type=int, help="at most this many runs (1-200; default 50)")
+    r.add_argument("--cursor", help="the next page: the cursor the last page printed")
+    r.add_argument("--from-step", type=int, help="fork: the plan step (1-based) to go live from")
+    for name in ("show", "replay", "explain", "episodes"):
+        cmd[name].add_argument("run_id", help=run_id)
+    c = cmd["calls"]
+    c.add_argument("action", choices=["resolve"], help="resolve: an operator's word on a call")
+    c.add_argument("op_key", help="the in-doubt call's op_key")
+    outcome = c.add_mutually_exclusive_group(required=True)
+    outcome.add_argument("--applied", action="store_true", help="the call did take effect")
+    outcome.add_argument("--not-applied", action="store_true", help="it did not: send it again")
+    c.add_argument("--note", help="why you decided so (kept in the episode)")
+    cmd["cancel"].add_argument("run_id", help=run_id)
+    cmd["cancel"].add_argument("--reason", help="why (kept in the episode)")
+    lg = cmd["ledger"]
+    lg.add_argument("action", choices=["show", "verify"], help="show the rows, or verify the chain")
+    lg.add_argument("run_id", help=run_id)
+    for name in ("approve", "reject"):
+        cmd[name].add_argument("run_id", help=run_id)
+        cmd[name].add_argument(
+            "--digest", help="the plan digest decided on (default: the plan card's)"
+        )
+        cmd[name].add_argument("--comment", help="a note kept with the decision")
+    cmd["policies"].add_argument(
+        "policy_id", nargs="?", help="show this profile or tool pool in full"
+    )
+    a = cmd["artifacts"]
+    a.add_argument("action", choices=["list", "get"], help="list a run's, or get one's bytes")
+    a.add_argument(
+        "ref", metavar="RUN_ID|SHA256", help="list: the run; get: the artifact's SHA-256"
+    )
+    a.add_argument("-o", "--output", help="get: write the bytes to this file (default stdout)")
+    cmd["security-events"].add_argument(
+        "--limit", type=int, default=100, help="at most this many (default 100)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    sys.exit(_dispatch(args))
+    try:
+        code = _dispatch(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``| head``): say nothing, and keep Python's own
+        # flush at exit from complaining about the closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 141
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -165,129 +275,27 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_demo(Path(args.dir), args.timeout)
     if cmd == "up":
+        from shim._cli_local import database_url
         from shim._up import run_up
 
-        return run_up(args.database_url, args.port, args.workers, Path(args.var))
-    if cmd == "shim":
-        import uvicorn
-
-        uvicorn.run("shim.asgi:app", host=args.host, port=args.port)
-        return 0
+        return run_up(database_url(args)[0], args.port, args.workers, Path(args.var))
     if cmd == "worker":
         # The shim never imports worker code: the worker is its own program.
         os.execv(sys.executable, [sys.executable, "-m", "worker"])  # noqa: S606  (fixed argv, no shell)
-    if cmd == "migrate":
-        from dbos import DBOS
-
-        from ledger import migrate, open_database
-
-        db = open_database(args.database_url)
-        applied = migrate(db)
-        DBOS.migrate(args.database_url)
-        db.dispose()
-        print(f"migrated: applied {applied or 'nothing new'}")
-        return 0
-    if cmd == "tokens":
-        from pydantic import ValidationError
-
-        from contracts import Role
-        from shim._auth import add_token
-
-        try:
-            roles = [Role(r.strip()) for r in args.roles.split(",") if r.strip()]
-            token = add_token(Path(args.file), args.identity, roles)
-        except (ValueError, ValidationError) as exc:
-            print(f"gatehouse: {exc}", file=sys.stderr)
-            return 2
-        print(f"token for {args.identity} ({', '.join(r.value for r in roles)}), shown once:")
-        print(token)
-        return 0
     if cmd == "opa":
         from shim._opa_cli import run_opa
 
         return run_opa(args)
-    if cmd == "sql":
-        from contracts import GatehouseError
-        from ledger import open_database
-        from ledger.operator import read_only_query
+    if cmd in API_COMMANDS:
+        from shim._cli_api import run_api
 
-        db = open_database(args.database_url)
-        try:
-            columns, rows = read_only_query(db, args.query)
-        except GatehouseError as exc:
-            print(f"gatehouse: {exc.message}", file=sys.stderr)
-            return 1
-        finally:
-            db.dispose()
-        widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-        print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-        for r in rows:
-            print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
-        return 0
-    return _api(args)
+        return run_api(args)
+    from shim import _cli_local
 
-
-def _api(args: argparse.Namespace) -> int:
-    import httpx
-
-    from shim._client import ApiError, Client, dump, explain_text
-
-    api = Client(args.url, args.token)
-    try:
-        if args.command == "submit":
-            intent: dict[str, JsonValue] = {
-                "recipe": args.recipe,
-                "objective": args.objective,
-                "mode": args.mode,
-                "parameters": dict(_param(p) for p in args.param),
-            }
-            if args.plan:
-                try:
-                    intent["plan"] = json.loads(Path(args.plan).read_text("utf-8"))
-                except (OSError, ValueError) as exc:
-                    print(f"gatehouse: cannot read the plan {args.plan}: {exc}", file=sys.stderr)
-                    return 2
-            out = dump(api.submit(intent, args.idempotency_key))
-        elif args.command == "runs" and args.action == "fork":
-            if not args.run_id or args.from_step is None:
-                print("gatehouse: runs fork RUN_ID --from-step N", file=sys.stderr)
-                return 2
-            out = dump(api.fork(args.run_id, args.from_step))
-        elif args.command == "runs":
-            out = dump(api.runs(args.status))
-        elif args.command == "replay":
-            report = api.replay(args.run_id)
-            print(json.dumps(dump(report), indent=2))
-            return 0 if report.match else 3
-        elif args.command == "explain":
-            view = api.explain(args.run_id)
-            print(json.dumps(dump(view), indent=2) if args.json else explain_text(view))
-            return 0
-        elif args.command == "calls":
-            out = dump(api.resolve(args.op_key, bool(args.applied), args.note))
-        elif args.command == "cancel":
-            out = dump(api.cancel(args.run_id, args.reason))
-        elif args.command == "show":
-            out = dump(api.run(args.run_id))
-        elif args.command == "ledger":
-            out = api.verify_ledger(args.run_id)
-            print(json.dumps(out, indent=2))
-            return 0 if isinstance(out, dict) and out.get("ok") is True else 3
-        else:
-            card = None if args.digest else api.run(args.run_id).plan_card
-            digest = args.digest or (card.plan_digest if card else None)
-            if not digest:
-                print("gatehouse: the run has no plan card yet; pass --digest", file=sys.stderr)
-                return 2
-            approve = args.command == "approve"
-            out = dump(api.decide(args.run_id, approve, digest, args.comment))
-    except ApiError as exc:
-        print(f"gatehouse: {exc}", file=sys.stderr)
-        return 1
-    except httpx.HTTPError as exc:
-        print(f"gatehouse: cannot reach the shim at {args.url}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        api.close()
-    print(json.dumps(out, indent=2))
-    return 0
+    run = {
+        "shim": _cli_local.run_shim,
+        "migrate": _cli_local.run_migrate,
+        "tokens": _cli_local.run_tokens,
+        "sql": _cli_local.run_sql,
+    }
+    return run[cmd](args)

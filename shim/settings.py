@@ -21,6 +21,9 @@ class ShimSettings:
     max_archive_bytes: int  # an OPA archive posted to /intent, enforced while reading
     tokens_file: Path | None
     opa_trust_dir: Path  # PEM certificates signed OPA archives are verified against
+    # A worker silent this long is not live (readiness, gatehouse workers); the
+    # workers' own reaper uses the same variable to declare one dead.
+    dead_after_s: float = 6.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
@@ -33,6 +36,7 @@ class ShimSettings:
             max_body_bytes=max_body,
             max_archive_bytes=max_archive,
             opa_trust_dir=Path(e.get("GATEHOUSE_OPA_TRUST_DIR") or DEFAULT_TRUST_DIR),
+            dead_after_s=_seconds(e, "GATEHOUSE_DEAD_AFTER_S", 6.0),
             tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])
             if e.get("GATEHOUSE_TOKENS_FILE")
             else None,
@@ -44,6 +48,16 @@ def _bytes(env: dict[str, str], key: str, default: int) -> int:
         value = int(env.get(key, str(default)))
     except ValueError as exc:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{key} must be an integer") from exc
+    if value <= 0:
+        raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{key} must be positive")
+    return value
+
+
+def _seconds(env: dict[str, str], key: str, default: float) -> float:
+    try:
+        value = float(env.get(key, str(default)))
+    except ValueError as exc:
+        raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{key} must be a number") from exc
     if value <= 0:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{key} must be positive")
     return value

@@ -34,6 +34,8 @@ def probe_routes(sc: Scenario) -> None:
     intent = {"recipe": "echo", "objective": "probe", "mode": "run-plan", "plan": planned.plan}
     probes: list[tuple[str, str, str, Any, int]] = [
         ("GET", "/healthz", "operator", None, 503),
+        ("GET", "/readyz", "operator", None, 503),
+        ("GET", "/workers", "operator", None, 503),
         ("GET", "/runs", "operator", None, 503),
         ("GET", f"/runs/{run_id}", "operator", None, 503),
         ("GET", f"/runs/{run_id}/ledger", "operator", None, 503),
@@ -52,7 +54,8 @@ def probe_routes(sc: Scenario) -> None:
         ("GET", "/recipes", "operator", None, 200),
         ("GET", "/policies", "operator", None, 200),
         # a refusal is recorded in the database; with it away the refusal still stands
-        ("GET", "/runs", "submitter", None, 403),
+        # (a submitter may list its own runs, not the workers)
+        ("GET", "/workers", "submitter", None, 403),
     ]
     say("route probe: PostgreSQL stopped (immediate); calling every route")
     started = time.monotonic()

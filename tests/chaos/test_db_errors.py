@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from contracts import ErrorCode, GatehouseError, Role, RunList, RunStatus
-from shim._auth import add_token
+from shim._auth import Identity, add_token
 from shim._service import Service
 from shim.app import create_app
 from shim.settings import ShimSettings
@@ -53,7 +53,13 @@ class _LostDatabase(Service):
     def close(self) -> None:
         return
 
-    def runs(self, status: RunStatus | None, limit: int, cursor: str | None) -> RunList:
+    def runs(
+        self,
+        status: RunStatus | None,
+        limit: int,
+        cursor: str | None,
+        who: Identity | None = None,
+    ) -> RunList:
         raise self.loss()
 
     def record_refusal(
@@ -87,7 +93,8 @@ def test_a_lost_database_is_503_however_it_is_wrapped(tmp_path: Path, name: str)
 def test_a_refusal_stands_when_its_record_cannot_be_written(tmp_path: Path) -> None:
     client, sam = _client(tmp_path, LOSSES["invalidated DBAPIError"])
     with client:
-        r = client.get("/runs", headers={"Authorization": f"Bearer {sam}"})
+        # a submitter may list its own runs, not read the policies: refused
+        r = client.get("/policies", headers={"Authorization": f"Bearer {sam}"})
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
 
 

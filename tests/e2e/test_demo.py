@@ -29,3 +29,6 @@ def test_demo_succeeds(tmp_path: Path) -> None:
     assert "the trace digest matches the recorded one" in out
     assert "heard 0 new request(s)" in out
     assert (tmp_path / "demo" / "gatehouse.sqlite").is_file()
+    # step output is shown as text or JSON, never as Python reprs
+    steps = [line for line in out.splitlines() if line.lstrip().startswith("[ok ]")]
+    assert steps and not any("{'" in line or "['" in line for line in steps), steps

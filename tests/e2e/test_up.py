@@ -123,7 +123,7 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
             )
             assert verify.returncode == 0, verify.stderr
             replay = subprocess.run(
-                [str(gatehouse), "replay", run_id],
+                [str(gatehouse), "replay", run_id, "--json"],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -133,7 +133,7 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
             assert '"match": true' in replay.stdout
             assert inventory.count("/inventory.json") == 1
             fork = subprocess.run(
-                [str(gatehouse), "runs", "fork", run_id, "--from-step", "2"],
+                [str(gatehouse), "runs", "fork", run_id, "--from-step", "2", "--json"],
                 env=env,
                 capture_output=True,
                 text=True,

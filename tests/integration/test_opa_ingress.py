@@ -370,7 +370,10 @@ def test_cli_opa_run_and_output(
         assert target.read_bytes() == output
 
         assert cli(["opa", "run", str(file), "--recipe", "demo-inventory", *api]) == 1
-        assert "opa_recipe_not_allowed" in capsys.readouterr().err
+        refused = capsys.readouterr().err
+        assert "opa_recipe_not_allowed" in refused
+        allowed = [ln for ln in refused.splitlines() if ln.startswith("  allowed: ")]
+        assert allowed and "echo" in allowed[0]  # the refusal's details, one line each
 
         # opa reply: a batch run takes no message; an interactive one queues its turns
         assert cli(["opa", "reply", run_id, "more please", *api]) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import tomllib
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from contracts import ErrorCode
 from shim.app import create_app
-from shim.cli import COMMANDS, build_parser
+from shim.cli import COMMANDS, EXIT_CODES, build_parser
 from shim.settings import ShimSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ def test_every_route_is_documented() -> None:
 
 
 def test_every_cli_command_is_documented_and_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    documented = {r[0].strip("`").split()[1] for r in _table_rows(README, r"`gatehouse [a-z]+`")}
+    documented = {r[0].strip("`").split()[1] for r in _table_rows(README, r"`gatehouse [a-z-]+`")}
     assert documented == set(COMMANDS)
     for name in COMMANDS:
         with pytest.raises(SystemExit) as done:
@@ -107,3 +108,109 @@ def test_operator_views_are_documented() -> None:
     text = (ROOT / "docs" / "operators.md").read_text("utf-8")
     for view in (ROOT / "ledger" / "views").glob("*.sql"):
         assert view.stem in text, view.stem
+
+
+DOCS = {"README.md": README} | {
+    f"docs/{p.name}": p.read_text("utf-8") for p in sorted((ROOT / "docs").glob("*.md"))
+}
+
+
+def _code_spans(text: str) -> list[str]:
+    """Inline code spans and the lines of fenced blocks: where commands are written."""
+    fenced = re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.DOTALL)
+    lines = [line for block in fenced for line in block.splitlines()]
+    prose = re.sub(r"```[a-z]*\n.*?```", "", text, flags=re.DOTALL)
+    return lines + re.findall(r"`([^`\n]+)`", prose)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    return {o for a in parser._actions for o in a.option_strings}
+
+
+def documented_invocations(docs: dict[str, str]) -> list[tuple[str, str, list[str]]]:
+    """(doc, command words, --options) for every `gatehouse …` the docs write down."""
+    found = []
+    for doc, text in docs.items():
+        for span in _code_spans(text):
+            for m in re.finditer(
+                r"(?:^|[\s/])gatehouse ((?:[a-z][a-z-]*)(?: [a-z][a-z-]*)?)(.*)", span
+            ):
+                rest = m.group(2).split("#")[0]
+                found.append((doc, m.group(1), re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest)))
+    return found
+
+
+def _undocumented(docs: dict[str, str]) -> list[str]:
+    """What the docs write as `gatehouse CMD [ACTION] --opt` that does not parse."""
+    commands = _subparsers(build_parser())
+    wrong = []
+    for doc, words, options in documented_invocations(docs):
+        name, _, action = words.partition(" ")
+        if name not in commands:
+            wrong.append(f"{doc}: `gatehouse {name}` is not a command")
+            continue
+        parser = commands[name]
+        actions = _subparsers(parser)
+        if actions and action in actions:
+            parser = actions[action]
+        known = _options(parser)
+        wrong += [f"{doc}: `gatehouse {words}` has no {o}" for o in options if o not in known]
+    return wrong
+
+
+def test_every_documented_command_and_option_exists() -> None:
+    """Every `gatehouse CMD [ACTION] --opt` in README.md and docs/*.md parses as written."""
+    assert len(documented_invocations(DOCS)) > 40, "the docs' commands were not found"
+    assert _undocumented(DOCS) == []
+    # and the check can fail
+    made_up = {"x.md": "`gatehouse runs --bogus` and\n```sh\ngatehouse nope\n```\n"}
+    assert _undocumented(made_up) == [
+        "x.md: `gatehouse nope` is not a command",
+        "x.md: `gatehouse runs` has no --bogus",
+    ]
+
+
+def test_every_option_has_help() -> None:
+    def walk(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        missing = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    missing += walk(sub, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+        return missing
+
+    assert walk(build_parser(), "gatehouse") == []
+
+
+def test_exit_codes_are_documented() -> None:
+    rows = {r[0]: r[1] for r in _table_rows(README, r"[0-9]{1,3}") if len(r) == 2}
+    assert rows == {str(k): v for k, v in EXIT_CODES.items()}
+
+
+def test_docs_list_every_run_status() -> None:
+    from contracts import RunStatus
+
+    statuses = {s.value for s in RunStatus}
+    readme = re.search(r"Run statuses: (.*?)\.\n", README, flags=re.DOTALL)
+    assert readme is not None
+    assert set(re.findall(r"`([a-z_]+)`", readme.group(1))) == statuses
+    runs_row = _table_rows(DOCS["docs/operators.md"], r"`runs`")
+    assert len(runs_row) == 1
+    listed = re.search(r"`status` \(([a-z_, ]+)\)", runs_row[0][1])
+    assert listed is not None and set(listed.group(1).split(", ")) == statuses
+    assert "no resolve command" not in DOCS["docs/operators.md"]
+
+
+def test_the_cli_version_is_the_package_version() -> None:
+    from shim import __version__
+
+    assert __version__ == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]

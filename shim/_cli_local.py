@@ -1,0 +1,200 @@
+"""The CLI commands that work on this machine: migrate, shim, tokens, sql.
+
+Each turns what goes wrong at the edge — a database that is down, a missing
+tokens file, a bad flag — into one line on stderr that names the fix, and a
+non-zero exit (see ``shim.cli`` for the codes). No traceback reaches a person
+for a problem they can fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import sqlalchemy as sa
+from pydantic import ValidationError
+
+from contracts import GatehouseError, Role
+from ledger import DEFAULT_DATABASE_URL, database_unreachable, migrate, open_database
+from ledger.operator import read_only_query
+from shim._auth import add_token
+from shim._render import console, records
+
+__all__ = [
+    "DEFAULT_TOKENS_FILE",
+    "check_database",
+    "database_url",
+    "run_migrate",
+    "run_shim",
+    "run_sql",
+    "run_tokens",
+]
+
+DEFAULT_TOKENS_FILE = "var/tokens.json"
+_SCHEMES = ("sqlite:///", "postgresql://", "postgres://", "postgresql+psycopg://")
+USAGE, FAILED = 2, 1
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(f"gatehouse: {text}\n")
+
+
+def database_url(args: argparse.Namespace) -> tuple[str, str]:
+    """(url, where it came from): the flag, the variable, or the default."""
+    if args.database_url is not None:
+        return args.database_url, "--database-url"
+    if "GATEHOUSE_DATABASE_URL" in os.environ:
+        return os.environ["GATEHOUSE_DATABASE_URL"], "GATEHOUSE_DATABASE_URL"
+    return DEFAULT_DATABASE_URL, "the default database URL"
+
+
+def _shown(url: str) -> str:
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
+def _bad_url(url: str, source: str) -> str | None:
+    """Why ``url`` (from ``source``) cannot be a database URL, or None."""
+    if not url.strip():
+        hint = " (is the variable you passed to it set?)" if source == "--database-url" else ""
+        return f"{source} is empty{hint}; give sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+    if not url.startswith(_SCHEMES):
+        return f"{source} must start with sqlite:/// or postgresql:// (got {_shown(url)!r})"
+    return None
+
+
+def _unreachable(url: str, source: str, exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+    return (
+        f"cannot reach the database {_shown(url)} ({source}): {first}. Start it, or point"
+        " --database-url / GATEHOUSE_DATABASE_URL at one that runs"
+    )
+
+
+def check_database(url: str, source: str) -> tuple[int, str] | None:
+    """None if the database at ``url`` answers; else (exit code, the line to print):
+    a URL that cannot be one is a usage error, a database that does not answer a failure."""
+    bad = _bad_url(url, source)
+    if bad:
+        return USAGE, bad
+    db = open_database(url)
+    try:
+        with db.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except Exception as exc:
+        if not database_unreachable(exc):
+            raise
+        if url.startswith("sqlite:///"):
+            folder = Path(url.removeprefix("sqlite:///")).parent
+            if not folder.is_dir():
+                return USAGE, f"no folder {folder} for the SQLite file of {source}: create it first"
+        return FAILED, _unreachable(url, source, exc)
+    finally:
+        db.dispose()
+    return None
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    from dbos import DBOS  # noqa: PLC0415  (heavy to import: only this command needs it)
+
+    url, source = database_url(args)
+    if url.startswith("sqlite:///") or _bad_url(url, source):
+        # (PostgreSQL: migrate creates the database when the server answers but it is missing)
+        problem = check_database(url, source)
+        if problem:
+            _err(problem[1])
+            return problem[0]
+    db = open_database(url)
+    try:
+        applied = migrate(db)
+        DBOS.migrate(url)
+    except Exception as exc:
+        if not database_unreachable(exc):
+            raise
+        _err(_unreachable(url, source, exc))
+        return FAILED
+    finally:
+        db.dispose()
+    sys.stdout.write(f"migrated: applied {applied or 'nothing new'}\n")
+    return 0
+
+
+def run_shim(args: argparse.Namespace) -> int:
+    import uvicorn  # noqa: PLC0415  (the server: only this command needs it)
+
+    tokens = Path(args.tokens_file)
+    if not tokens.is_file():
+        _err(
+            f"no tokens file at {tokens}: create one with `gatehouse tokens add NAME"
+            f" --roles submitter,approver,operator --file {tokens}` (or start with `gatehouse up`,"
+            " which makes two identities), or pass --tokens-file / set GATEHOUSE_TOKENS_FILE"
+        )
+        return USAGE
+    url, source = database_url(args)
+    problem = check_database(url, source)
+    if problem:
+        _err(problem[1])
+        return problem[0]
+    # The app reads its settings from the environment (shim.asgi), as under any ASGI server.
+    os.environ["GATEHOUSE_TOKENS_FILE"] = str(tokens)
+    os.environ["GATEHOUSE_DATABASE_URL"] = url
+    uvicorn.run("shim.asgi:app", host=args.host, port=args.port)
+    return 0
+
+
+def run_tokens(args: argparse.Namespace) -> int:
+    names = [r.strip() for r in args.roles.split(",") if r.strip()]
+    valid = ", ".join(r.value for r in Role)
+    unknown = [n for n in names if n not in {r.value for r in Role}]
+    if unknown or not names:
+        what = f"unknown role {', '.join(map(repr, unknown))}" if unknown else "no role given"
+        _err(f"{what}: valid roles are {valid}")
+        return USAGE
+    roles = [Role(n) for n in names]
+    try:
+        token = add_token(Path(args.file), args.identity, roles)
+    except (OSError, ValueError, ValidationError) as exc:
+        _err(f"cannot add the token to {args.file}: {str(exc).splitlines()[0]}")
+        return USAGE
+    out = sys.stdout
+    out.write(f"token for {args.identity} ({', '.join(r.value for r in roles)}), shown once:\n")
+    out.write(token + "\n")
+    sys.stderr.write(
+        f"gatehouse: added to {args.file}; a running shim reads this file only when it starts:"
+        " restart it (gatehouse shim, or gatehouse up) before using the token\n"
+    )
+    return 0
+
+
+def run_sql(args: argparse.Namespace) -> int:
+    url, source = database_url(args)
+    problem = check_database(url, source)
+    if problem:
+        _err(problem[1])
+        return problem[0]
+    db = open_database(url)
+    try:
+        columns, rows = read_only_query(db, args.query)
+    except GatehouseError as exc:
+        _err(exc.message)
+        return FAILED
+    finally:
+        db.dispose()
+    if args.json:
+        listed = [dict(zip(columns, r, strict=True)) for r in rows]
+        sys.stdout.write(json.dumps(listed, indent=2) + "\n")
+        return 0
+    console().print(
+        records(
+            f"{len(rows)} row(s)",
+            columns,
+            [dict(zip(columns, r, strict=True)) for r in rows],
+            limit=500,
+        )
+    )
+    return 0

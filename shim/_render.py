@@ -1,0 +1,236 @@
+"""What the CLI prints for people: rich tables, the demo's look everywhere.
+
+Every read command also has ``--json`` (the API's answer as it came); this
+module is only the human side. Text from runs (objectives, step output) is
+printed as data, never as markup: rich's markup and emoji codes are off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from contracts import CallView, JsonValue, RunList, RunView, StepView
+
+__all__ = [
+    "console",
+    "error_lines",
+    "fields",
+    "ledger_table",
+    "records",
+    "run_card",
+    "run_list",
+    "short",
+]
+
+# Wide enough that a piped line is one row; a terminal uses its own width.
+_PIPE_WIDTH = 200
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would exit 1 here; the CLI's main turns a closed pipe into its own
+        # quiet exit (141), the same for tables and for --json.
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else _PIPE_WIDTH
+    return _Console(file=stream, width=width, markup=False, emoji=False, highlight=False)
+
+
+def short(value: JsonValue, limit: int = 60) -> str:
+    """One line of at most ``limit`` characters; a cut ends at a word, with an ellipsis."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut[limit // 2 :]:  # a word boundary in the second half: cut there
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip() + "…"
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    table = Table(
+        *columns,
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        min_width=len(title) if title else None,  # a title is never wrapped
+    )
+    table.title_style = "bold"
+    return table
+
+
+def fields(title: str, values: dict[str, JsonValue]) -> Table:
+    """A small answer (accepted, decided, replayed, …) as name / value rows."""
+    grid = _table("field", "value", title=title)
+    grid.show_header = False
+    for key, value in values.items():
+        grid.add_row(key, "-" if value is None else short(value, 120))
+    return grid
+
+
+def _step_outcome(step: StepView | None) -> str:
+    if step is None:
+        return "not run"
+    if step.status == "failed":
+        return f"failed: {step.error_code or ''} {short(step.error_message or '', 50)}".strip()
+    out = step.output or {}
+    if "stdout" in out:
+        return f"{step.status}: {short(out['stdout'], 50)}"
+    if "status" in out and "bytes" in out:
+        return f"{step.status}: HTTP {out['status']}, {out['bytes']} bytes"
+    return step.status
+
+
+def run_card(view: RunView) -> list[Table]:
+    """The run, its plan card (digest, steps, what each did) and its decisions."""
+    head: dict[str, JsonValue] = {
+        "run": view.run_id,
+        "status": view.status.value + (f" (phase {view.phase})" if view.phase else ""),
+        "recipe": f"{view.recipe} ({view.mode})",
+        "objective": view.objective,
+        "submitted by": view.submitted_by,
+        "policy": f"profile {view.policy_profile}, tool pool {view.tool_pool}",
+        "created": view.created_at,
+        "updated": view.updated_at,
+    }
+    if view.error_code:
+        head["error"] = f"{view.error_code}: {view.error_message or ''}"
+    if view.parent_run_id:
+        head["forked from"] = f"{view.parent_run_id} at step {view.fork_from_step}"
+    if view.opa is not None:
+        # The objective is outside data: say where it came from, and who vouches for it.
+        signer = view.opa.signer
+        by = "unsigned" if signer is None else f"signed by {signer.subject} ({signer.trusted_by})"
+        head["source"] = (
+            f"OPA archive {view.opa.archive_name} ({view.opa.execution_mode}),"
+            f" sha256 {view.opa.archive_sha256[:16]}…, {by}"
+        )
+    if view.budgets is not None and view.budgets.summary:
+        spent = ", ".join(f"{k} {v}" for k, v in view.budgets.summary.items())
+        exceeded = f" (exceeded: {view.budgets.exceeded})" if view.budgets.exceeded else ""
+        head["budgets"] = spent + exceeded
+    out = [fields(f"Run {view.run_id}", head)]
+    card = view.plan_card
+    if card is None:
+        return out
+    # The card's own status (waiting_input, approved, …) is the plan's, not the run's:
+    # the decision line says what a reader needs.
+    decided = [a for a in view.approvals if a.plan_digest == card.plan_digest]
+    decision = (
+        f"{decided[-1].decision.value} by {decided[-1].decided_by} at {decided[-1].decided_at}"
+        if decided
+        else "none yet"
+    )
+    plan = fields(
+        "Plan card",
+        {
+            "digest": card.plan_digest,
+            "revision": card.revision,
+            "previous digest": card.previous_digest,
+            "decision": decision,
+            "approve with": f"gatehouse approve {view.run_id}" if not decided else None,
+        },
+    )
+    out.append(plan)
+    if card.changes:
+        # A repaired or extended plan: what differs from the one decided before.
+        changes = _table("change", "step", "what", title="Changes since the previous plan")
+        for c in card.changes:
+            if isinstance(c, dict):
+                what = c.get("after", c.get("step"))
+                changes.add_row(str(c.get("change")), str(c.get("step_id", "")), short(what, 80))
+        out.append(changes)
+    executed = {s.step_id: s for s in view.steps}
+    steps = _table("#", "step", "driver", "connector", "title", "input", "outcome", title="Steps")
+    for i, step in enumerate(card.plan.steps, 1):
+        given: JsonValue = step.input
+        if given is None and step.input_from is not None:
+            given = {"input_from": step.input_from.model_dump(mode="json")}
+        steps.add_row(
+            str(i),
+            step.step_id,
+            step.driver_kind.value,
+            step.connector_id,
+            short(step.title or "", 40),
+            short(given, 50),
+            _step_outcome(executed.get(step.step_id)),
+        )
+    out.append(steps)
+    return out
+
+
+def run_list(page: RunList) -> Table:
+    table = _table("run", "status", "recipe", "submitted by", "objective", "error", "created")
+    for r in page.runs:
+        table.add_row(
+            r.run_id,
+            r.status.value,
+            r.recipe,
+            r.submitted_by or "-",
+            short(r.objective or "", 40),
+            r.error_code or "",
+            r.created_at,
+        )
+    if page.next_cursor:
+        table.caption = f"more: --cursor '{page.next_cursor}'"
+        table.caption_justify = "left"
+    return table
+
+
+def ledger_table(calls: Sequence[CallView]) -> Table:
+    table = _table("#", "step", "attempt", "kind", "target", "status", "op_key", "ms", "error")
+    for i, c in enumerate(calls, 1):
+        table.add_row(
+            str(i),
+            c.step_id,
+            str(c.attempt),
+            c.kind,
+            short(c.target, 40),
+            c.status,
+            c.op_key[:16] + "…",
+            "" if c.duration_ms is None else str(c.duration_ms),
+            c.error_code or "",
+        )
+    return table
+
+
+def records(
+    title: str, columns: Sequence[str], rows: Iterable[dict[str, JsonValue]], limit: int = 60
+) -> Table:
+    """Rows of plain JSON objects, the named columns each cut to one line of ``limit``."""
+    table = _table(*columns, title=title)
+    for row in rows:
+        table.add_row(*("" if row.get(c) is None else short(row.get(c), limit) for c in columns))
+    return table
+
+
+def error_lines(details: JsonValue) -> list[str]:
+    """An API error's ``details`` as lines a person can act on."""
+    if not isinstance(details, dict):
+        return []
+    lines: list[str] = []
+    for key, value in details.items():
+        if key == "errors" and isinstance(value, list):
+            for e in value:
+                if isinstance(e, dict) and "problem" in e:
+                    lines.append(f"  {e.get('path') or '/'}: {e['problem']}")
+                else:
+                    lines.append(f"  {short(e, 200)}")
+        elif isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+            lines.append(f"  {key}: {', '.join(str(v) for v in value)}")
+        else:
+            lines.append(f"  {key}: {short(value, 200)}")
+    return lines

@@ -1,0 +1,69 @@
+"""``gatehouse up`` refuses to start a second stack, with the real reason.
+
+A port in use would let the new stack's health check reach the old stack's
+shim; an executor id that still sends heartbeats would put two workers under
+one id, recovering each other's runs.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from contracts import APP_VERSION
+from ledger import executors, migrate, now_iso, open_database
+from shim._procs import free_port
+from tests.conftest import require_backend
+from tests.e2e.test_cli_edges import _one_line, _run
+from tests.support.stack import BACKENDS, drop_database, fresh_database_url
+
+
+def test_up_refuses_a_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        url = f"sqlite:///{tmp_path}/gatehouse.sqlite"
+        done = _run("up", "--port", str(port), "--database-url", url, cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"port {port} is in use" in _one_line(done) and "--port" in done.stderr
+    assert not (tmp_path / "var").exists()  # nothing was started or written
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_up_refuses_executor_ids_another_stack_runs(tmp_path: Path, backend: str) -> None:
+    require_backend(backend)
+    url = fresh_database_url(backend, tmp_path)
+    db = open_database(url)
+    try:
+        migrate(db)
+        with db.engine.begin() as conn:  # worker-1 of another stack, alive right now
+            executors.heartbeat(
+                conn,
+                executor_id="worker-1",
+                app_version=APP_VERSION,
+                hostname="elsewhere",
+                pid=4242,
+                now=now_iso(),
+            )
+        port = str(free_port())
+        done = _run("up", "--port", port, "--database-url", url, cwd=tmp_path)
+        assert done.returncode == 2, done.stdout + done.stderr
+        line = _one_line(done)
+        assert "worker-1 (host elsewhere, pid 4242" in line and "Another stack" in line
+        assert not (tmp_path / "var").exists()
+    finally:
+        db.dispose()
+        drop_database(url)
+
+
+def test_a_database_that_is_away_is_no_refusal(tmp_path: Path) -> None:
+    """up starts before its database may (its workers wait for it): nothing to compare yet."""
+    from shim._up import _in_use
+
+    away = f"postgresql://postgres@127.0.0.1:{free_port()}/gatehouse"
+    assert _in_use(away, free_port(), ["worker-1"]) is None
+    fresh = f"sqlite:///{tmp_path}/fresh.sqlite"  # never migrated: no worker ever ran there
+    assert _in_use(fresh, free_port(), ["worker-1"]) is None
