@@ -99,16 +99,23 @@ def check_database(url: str, source: str) -> tuple[int, str] | None:
     return None
 
 
+def _refused(url: str, source: str) -> int | None:
+    """The exit code after printing why the database cannot be used; None if it can."""
+    problem = check_database(url, source)
+    if problem is None:
+        return None
+    _err(problem[1])
+    return problem[0]
+
+
 def run_migrate(args: argparse.Namespace) -> int:
     from dbos import DBOS  # noqa: PLC0415  (heavy to import: only this command needs it)
 
     url, source = database_url(args)
-    if url.startswith("sqlite:///") or _bad_url(url, source):
-        # (PostgreSQL: migrate creates the database when the server answers but it is missing)
-        problem = check_database(url, source)
-        if problem:
-            _err(problem[1])
-            return problem[0]
+    # (PostgreSQL: migrate creates the database when the server answers but it is missing)
+    checked = url.startswith("sqlite:///") or _bad_url(url, source)
+    if checked and (code := _refused(url, source)) is not None:
+        return code
     db = open_database(url)
     try:
         applied = migrate(db)
@@ -136,10 +143,8 @@ def run_shim(args: argparse.Namespace) -> int:
         )
         return USAGE
     url, source = database_url(args)
-    problem = check_database(url, source)
-    if problem:
-        _err(problem[1])
-        return problem[0]
+    if (code := _refused(url, source)) is not None:
+        return code
     # The app reads its settings from the environment (shim.asgi), as under any ASGI server.
     os.environ["GATEHOUSE_TOKENS_FILE"] = str(tokens)
     os.environ["GATEHOUSE_DATABASE_URL"] = url
@@ -173,10 +178,8 @@ def run_tokens(args: argparse.Namespace) -> int:
 
 def run_sql(args: argparse.Namespace) -> int:
     url, source = database_url(args)
-    problem = check_database(url, source)
-    if problem:
-        _err(problem[1])
-        return problem[0]
+    if (code := _refused(url, source)) is not None:
+        return code
     db = open_database(url)
     try:
         columns, rows = read_only_query(db, args.query)

@@ -17,14 +17,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from shim._procs import free_port
-from tests.conftest import require_backend
-from tests.support.stack import drop_database, fresh_database_url
 
 pytestmark = pytest.mark.slow
 
@@ -43,14 +40,6 @@ def _blocks() -> tuple[list[str], list[str]]:
         return [ln for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
 
     return lines(blocks[0]), lines(blocks[1])
-
-
-@pytest.fixture
-def pg_url(tmp_path: Path) -> Iterator[str]:
-    require_backend("postgres")
-    url = fresh_database_url("postgres", tmp_path)
-    yield url
-    drop_database(url)
 
 
 def test_the_walkthrough_ends_with_a_succeeded_run(pg_url: str, tmp_path: Path) -> None:

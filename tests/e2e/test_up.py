@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,16 +21,6 @@ import pytest
 from shim._client import ApiError, Client
 from shim._fixture import InventoryService
 from shim._procs import free_port
-from tests.conftest import require_backend
-from tests.support.stack import drop_database, fresh_database_url
-
-
-@pytest.fixture
-def pg_url(tmp_path: Path) -> Iterator[str]:
-    require_backend("postgres")
-    url = fresh_database_url("postgres", tmp_path)
-    yield url
-    drop_database(url)
 
 
 def _pids(log: Path) -> dict[str, int]:
