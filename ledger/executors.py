@@ -20,24 +20,41 @@ class Executor:
     started_at: str
     heartbeat_at: str
     reaped_at: str | None
+    planners: tuple[str, ...] | None = None  # None: the worker did not say (older build)
 
 
 __all__ = ["Executor", "heartbeat", "list_executors", "mark_reaped", "stale", "take_lease"]
 
 
 def heartbeat(
-    conn: Conn, *, executor_id: str, app_version: str, hostname: str, pid: int, now: str
+    conn: Conn,
+    *,
+    executor_id: str,
+    app_version: str,
+    hostname: str,
+    pid: int,
+    now: str,
+    planners: tuple[str, ...] = (),
 ) -> None:
-    """This worker is alive now. A worker coming back clears its reaped mark."""
+    """This worker is alive now (and can run these planners). A worker coming back
+    clears its reaped mark."""
     conn.execute(
         sa.text(
             "INSERT INTO executors (executor_id, app_version, hostname, pid, started_at,"
-            " heartbeat_at) VALUES (:e, :v, :h, :p, :t, :t)"
+            " heartbeat_at, planners) VALUES (:e, :v, :h, :p, :t, :t, :pl)"
             " ON CONFLICT (executor_id) DO UPDATE SET app_version = excluded.app_version,"
             " hostname = excluded.hostname, pid = excluded.pid,"
-            " heartbeat_at = excluded.heartbeat_at, reaped_at = NULL"
+            " heartbeat_at = excluded.heartbeat_at, reaped_at = NULL,"
+            " planners = excluded.planners"
         ),
-        {"e": executor_id, "v": app_version, "h": hostname, "p": pid, "t": now},
+        {
+            "e": executor_id,
+            "v": app_version,
+            "h": hostname,
+            "p": pid,
+            "t": now,
+            "pl": ",".join(planners),
+        },
     )
 
 
@@ -84,8 +101,8 @@ def list_executors(conn: Conn) -> list[Executor]:
     """Every worker that ever sent a heartbeat, the most recent first."""
     rows = conn.execute(
         sa.text(
-            "SELECT executor_id, app_version, hostname, pid, started_at, heartbeat_at, reaped_at"
-            " FROM executors ORDER BY heartbeat_at DESC, executor_id"
+            "SELECT executor_id, app_version, hostname, pid, started_at, heartbeat_at, reaped_at,"
+            " planners FROM executors ORDER BY heartbeat_at DESC, executor_id"
         )
     ).all()
     return [
@@ -97,6 +114,7 @@ def list_executors(conn: Conn) -> list[Executor]:
             started_at=str(r[4]),
             heartbeat_at=str(r[5]),
             reaped_at=None if r[6] is None else str(r[6]),
+            planners=None if r[7] is None else tuple(p for p in str(r[7]).split(",") if p),
         )
         for r in rows
     ]

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv with the machine's Python 3.11+ and install Gatehouse editable,
-# with its dev tools, and the pinned OpenCode. Each part is skipped when up to date.
+# with its dev tools; with the argument `opencode`, the pinned OpenCode too
+# (~350 MB: only recipes with opencode steps, and the tests of them, need it).
+# Each part is skipped when up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +21,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/gat
   echo "$want" > "$stamp"
   echo "setup: Python packages done"
 fi
+
+[ "${1:-}" = "opencode" ] || exit 0
 
 # OpenCode, the executor engine, pinned in vendor/opencode (pin.json, package-lock.json).
 # Not `npm ci`: npm drops other platforms' optional binaries from the lock and then

@@ -224,7 +224,10 @@ def _reads(api: Client, args: argparse.Namespace) -> int:
         rows = _rows(raw, "workers")
         for r in rows:
             r["heartbeat"] = f"{r.get('heartbeat_age_s')} s ago"
-        cols = ["executor_id", "live", "heartbeat", "app_version", "hostname", "pid", "reaped_at"]
+            planners = r.get("planners")
+            r["planners"] = ", ".join(map(str, planners)) if isinstance(planners, list) else "?"
+        cols = ["executor_id", "live", "heartbeat", "planners", "app_version", "hostname", "pid"]
+        cols.append("reaped_at")
         table = records("Workers", cols, rows)
         if isinstance(raw, dict):
             table.caption = (

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from contracts import JsonObject, JsonValue
+from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue
 from ledger import Database, database_unreachable, executors, pending_migrations, runs
 
-__all__ = ["readiness", "workers"]
+__all__ = ["planner_missing", "readiness", "workers"]
 
 
 def _age_s(stamp: str, now: datetime) -> float:
@@ -45,6 +45,7 @@ def workers(db: Database, app_version: str, dead_after_s: float) -> JsonObject:
                 "live": age <= dead_after_s and e.reaped_at is None,
                 "serves_queue": e.app_version == app_version,
                 "reaped_at": e.reaped_at,
+                "planners": None if e.planners is None else list[JsonValue](e.planners),
             }
         )
     return {"workers": rows, "app_version": app_version, "dead_after_s": dead_after_s}
@@ -108,3 +109,44 @@ def _report(checks: dict[str, JsonValue]) -> JsonObject:
     failed = [c for c in checks.values() if isinstance(c, dict) and c.get("ok") is not True]
     reasons: list[JsonValue] = [c["reason"] for c in failed if isinstance(c, dict)]
     return {"status": "not_ready" if failed else "ready", "checks": checks, "reasons": reasons}
+
+
+# What a worker needs for each planner, said in a refusal.
+_PLANNER_NEEDS = {
+    "model": "GATEHOUSE_MODEL_BASE_URL set",
+    "opencode": "OpenCode installed (mise run setup:opencode) and a model for it"
+    " (GATEHOUSE_OPENCODE_MODEL_URL or GATEHOUSE_MODEL_BASE_URL)",
+}
+
+
+def planner_missing(
+    db: Database, app_version: str, dead_after_s: float, recipe_id: str, planner: str
+) -> GatehouseError | None:
+    """The refusal of a recipe whose planner no live worker can run; None to accept.
+
+    Only a worker's heartbeat says what it can run, so with no live worker at all
+    (or one that does not say) the intent is accepted: it waits for a worker."""
+    if planner == "template":
+        return None
+    live = _live(db, app_version, dead_after_s)
+    if not live or any(w.planners is None or planner in w.planners for w in live):
+        return None
+    return GatehouseError(
+        ErrorCode.PLANNER_UNAVAILABLE,
+        f"recipe {recipe_id!r} needs a {planner} planner and none of the {len(live)} live"
+        f" worker(s) can run one: a worker needs {_PLANNER_NEEDS.get(planner, planner)}",
+        {"recipe": recipe_id, "planner": planner, "live_workers": len(live)},
+    )
+
+
+def _live(db: Database, app_version: str, dead_after_s: float) -> list[executors.Executor]:
+    now = datetime.now(UTC)
+    with db.engine.connect() as conn:
+        found = executors.list_executors(conn)
+    return [
+        e
+        for e in found
+        if e.app_version == app_version
+        and e.reaped_at is None
+        and _age_s(e.heartbeat_at, now) <= dead_after_s
+    ]

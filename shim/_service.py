@@ -68,6 +68,7 @@ from shim._acting import acting_as, run_links
 from shim._auth import Identity
 from shim._cancel import cancel_run
 from shim._decide import decide
+from shim._health import planner_missing
 from shim._messages import send_message
 from shim._operators import fork, replay, resolve
 from shim._wait import RunWatch
@@ -178,6 +179,14 @@ class Service:
             if existing is not None:
                 return False, existing
         _check_intent(request)
+        if request.plan is None:  # a refusal that can be known now happens now
+            planner = catalog.recipe(request.recipe).model.planner
+            s = self.settings
+            missing = planner_missing(
+                self.db, s.app_version, s.dead_after_s, request.recipe, planner
+            )
+            if missing is not None:
+                raise missing
         run_id = "run_" + uuid.uuid4().hex
         intent_id = "int_" + uuid.uuid4().hex
         opa_job = None if opa is None else opa.job

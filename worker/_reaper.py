@@ -57,6 +57,7 @@ def heartbeat(settings: WorkerSettings, db: Database) -> None:
             hostname=socket.gethostname(),
             pid=os.getpid(),
             now=_iso(datetime.now(UTC)),
+            planners=settings.planners(),
         )
 
 

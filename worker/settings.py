@@ -41,6 +41,18 @@ class WorkerSettings:
     opa_trust_dir: Path = Path(DEFAULT_TRUST_DIR)
     opa_signing_key: SigningKey | None = None  # signs output archives when set
 
+    def planners(self) -> tuple[str, ...]:
+        """The recipe planners this worker can run (its heartbeat says so): a template
+        always; a model with GATEHOUSE_MODEL_BASE_URL; OpenCode once it is installed
+        and has a model to talk to."""
+        have = ["template"]
+        if self.model_base_url is not None:
+            have.append("model")
+        installed = (self.opencode_dir / "node_modules" / ".bin" / "opencode").exists()
+        if installed and self.opencode_model_url is not None:
+            have.append("opencode")
+        return tuple(have)
+
     @property
     def snapshot_root(self) -> Path:
         """Where pre-turn workspace snapshots are kept (beside the workspaces, not in one)."""

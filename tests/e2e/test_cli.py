@@ -239,7 +239,7 @@ def test_a_worker_makes_it_ready_and_the_plan_card_renders(shim: Shim) -> None:
             time.sleep(0.3)
         listed = shim.gatehouse("workers")
         row = next(line for line in listed.stdout.splitlines() if "cli-worker" in line)
-        assert "true" in row and "s ago" in row
+        assert "true" in row and "s ago" in row and "template" in row
 
         done = shim.gatehouse("submit", "--recipe", "echo", "--objective", "card", "--json")
         assert done.returncode == 0 and "warning" not in done.stderr

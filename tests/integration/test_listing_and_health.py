@@ -81,6 +81,8 @@ def test_ready_with_a_live_worker_and_the_workers_route(stack: Stack) -> None:
     me = next(w for w in workers["workers"] if w["executor_id"] == f"test-{stack.backend}")
     assert me["live"] is True and me["serves_queue"] is True
     assert 0 <= me["heartbeat_age_s"] <= workers["dead_after_s"]
+    assert me["planners"][0] == "template"  # what it can plan with, as its heartbeat says
+    assert "model" not in me["planners"]  # the test worker has no model configured
     assert stack.client.get("/workers", headers=stack.auth("sam")).status_code == 403
 
     # a worker that fell silent long ago is listed, not live

@@ -11,7 +11,7 @@ import pytest
 
 from contracts import GatehouseError, JsonObject, Plan, digest_of
 from tests.support.stack import Stack, running_stack
-from worker.opencode.pin import OpencodePin, read_pin
+from worker.opencode.pin import SETUP_TASK, OpencodePin, read_pin
 from worker.scripted_model import ScriptedModel
 from worker.settings import WorkerSettings
 
@@ -31,9 +31,7 @@ def require_opencode() -> OpencodePin:
     try:
         return read_pin(WorkerSettings.from_env({}).opencode_dir)
     except GatehouseError as exc:
-        pytest.skip(
-            f"OpenCode is not installed (run: npx -y @jdxcode/mise run setup): {exc.message}"
-        )
+        pytest.skip(f"OpenCode is not installed (run: {SETUP_TASK}): {exc.message}")
 
 
 def write_call(name: str, content: str) -> dict[str, Any]:

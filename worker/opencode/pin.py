@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from contracts import ErrorCode, GatehouseError
 from contracts._base import Closed
 
-__all__ = ["DEFAULT_DIR", "OpencodePin", "binary", "installed_pin", "read_pin"]
+__all__ = ["DEFAULT_DIR", "SETUP_TASK", "OpencodePin", "binary", "installed_pin", "read_pin"]
 
 # The repository's vendor/opencode (the worker runs from an editable install).
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "vendor" / "opencode"
@@ -27,6 +27,10 @@ class OpencodePin(Closed):
     package: str
     version: str
     integrity: str
+
+
+# What installs the pinned OpenCode (the plain ``setup`` does not: the demo needs none).
+SETUP_TASK = "npx -y @jdxcode/mise run setup:opencode"
 
 
 def _unavailable(message: str) -> GatehouseError:
@@ -50,13 +54,11 @@ def installed_pin(directory: Path) -> OpencodePin:
             package=pin.package, version=entry["version"], integrity=entry["integrity"]
         )
     except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
-        raise _unavailable(
-            f"OpenCode is not installed in {directory} (run: npx -y @jdxcode/mise run setup)"
-        ) from exc
+        raise _unavailable(f"OpenCode is not installed in {directory} (run: {SETUP_TASK})") from exc
     if got != pin:
         raise _unavailable(
             f"installed {got.package} {got.version} ({got.integrity[:20]}…) is not the pinned"
-            f" {pin.version} ({pin.integrity[:20]}…); run setup again"
+            f" {pin.version} ({pin.integrity[:20]}…); run: {SETUP_TASK}"
         )
     return pin
 
@@ -64,5 +66,5 @@ def installed_pin(directory: Path) -> OpencodePin:
 def binary(directory: Path) -> Path:
     path = directory / "node_modules" / ".bin" / "opencode"
     if not path.exists():
-        raise _unavailable(f"no OpenCode binary at {path} (run: npx -y @jdxcode/mise run setup)")
+        raise _unavailable(f"no OpenCode binary at {path} (run: {SETUP_TASK})")
     return path
