@@ -63,7 +63,7 @@ class WorkerSettings:
         e = dict(os.environ) if env is None else env
         url = e.get("GATEHOUSE_DATABASE_URL", DEFAULT_DATABASE_URL)
         try:
-            concurrency = int(e.get("GATEHOUSE_WORKER_CONCURRENCY", "4"))
+            concurrency = int(e.get("GATEHOUSE_WORKER_CONCURRENCY", "16"))
         except ValueError as exc:
             raise GatehouseError(
                 ErrorCode.INVALID_REQUEST, "GATEHOUSE_WORKER_CONCURRENCY must be an integer"
