@@ -317,10 +317,11 @@ def main() -> int:
     ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    # The side-by-side section is bench/hitl's (mise run bench:hitl): keep it.
+    # The side-by-side section is bench/hitl's (mise run bench:hitl), and what follows it
+    # is written by hand: keep both.
     kept = out.read_text(encoding="utf-8") if out.exists() else ""
     if HITL_BEGIN in kept and HITL_END in kept:
-        lines += [HITL_BEGIN + kept.split(HITL_BEGIN, 1)[1].split(HITL_END, 1)[0] + HITL_END, ""]
+        lines += [HITL_BEGIN + kept.split(HITL_BEGIN, 1)[1].rstrip("\n"), ""]
     out.write_text("\n".join(lines), encoding="utf-8")
     for m in missed:
         print(f"target missed: {m}", file=sys.stderr)
