@@ -19,9 +19,11 @@ The ``gatehouse.replay`` workflow lets the shim ask a worker for a replay
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from dbos import DBOS
+from sqlalchemy.engine import Connection
 
 from contracts import (
     REPLAY_WORKFLOW,
@@ -38,6 +40,7 @@ from contracts import (
     digest_of,
 )
 from ledger import Database, approvals, calls, cancels, forks, intents, messages, opa_runs
+from ledger.cancels import Cancel
 from ledger.forks import Lineage
 from policies import catalog
 from policies.repair import check_revision, gated_plan
@@ -74,13 +77,19 @@ class DivergedError(Exception):
 class ReplayPorts:
     """The flow's ports, read-only, answered from the database."""
 
-    def __init__(self, db: Database, settings: WorkerSettings, chain: list[Lineage]) -> None:
-        self.db = db
+    def __init__(self, conn: Connection, settings: WorkerSettings, chain: list[Lineage]) -> None:
+        self.conn = conn  # one read-only connection for the whole replay
         self.settings = settings
         self.chain = chain  # the run, then its parent, grandparent…
         self.run = chain[0]
         self.served = 0
         self.trace_digest: str | None = None
+        # The run's cancel row (or its absence), read once: a finished run's is final.
+        self._cancel: tuple[Cancel | None] | None = None
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        yield self.conn
 
     # -- whose ledger entries a call is
     def _owner(self, position: int | None) -> Lineage:
@@ -94,7 +103,7 @@ class ReplayPorts:
 
     def _serve(self, call: Call, _perform: Callable[[str], Performed]) -> JsonObject:
         """The ledger's answer to ``call``; ``_perform`` is never invoked."""
-        with self.db.engine.connect() as conn:
+        with self._read() as conn:
             row = calls.lookup(conn, call.op_key)
         replayed = digest_of(call.request)
         if row is None or (row.status == "started"):
@@ -196,7 +205,7 @@ class ReplayPorts:
         self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
     ) -> tuple[bool, str] | None:
         _ = profile, at
-        with self.db.engine.connect() as conn:
+        with self._read() as conn:
             found = approvals.decision_for(conn, run_id, plan_digest)
         if found is None:
             return None
@@ -204,12 +213,12 @@ class ReplayPorts:
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
         _ = profile
-        with self.db.engine.connect() as conn:
+        with self._read() as conn:
             found = messages.get(conn, run_id, turn)
         return None if found is None else found.as_json()
 
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
-        with self.db.engine.connect() as conn:
+        with self._read() as conn:
             problem = plan_problem(conn, run_id, plan_digest, history=True)
         if problem is None:
             return GateResult(ok=True)
@@ -235,14 +244,19 @@ class ReplayPorts:
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
         # Answered from what the live run recorded: the boundary it stopped at.
-        with self.db.engine.connect() as conn:
-            found = cancels.get(conn, run_id)
+        if self._cancel is None or run_id != self.run.run_id:
+            with self._read() as conn:
+                got = cancels.get(conn, run_id)
+            if run_id != self.run.run_id:
+                return None if got is None or got.observed_at != at else got.answer()
+            self._cancel = (got,)
+        found = self._cancel[0]
         if found is None or found.observed_at != at:
             return None
         return found.answer()
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
-        with self.db.engine.connect() as conn:
+        with self._read() as conn:
             row = calls.lookup(conn, op_key)
         if row is None or row.status not in calls.RESOLVED:
             raise DivergedError(
@@ -296,12 +310,13 @@ def _run_flow(
     if request is None:
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {run.run_id!r} has no intent")
     job = IntentJob(run_id=run.run_id, intent_id=run.intent_id, request=request, opa=opa)
-    ports = ReplayPorts(db, settings, chain)
     divergences: list[ReplayDivergence] = []
-    try:
-        run_intent(job, run.run_id, ports)
-    except DivergedError as stop:
-        divergences.append(stop.divergence)
+    with db.engine.connect() as conn:
+        ports = ReplayPorts(conn, settings, chain)
+        try:
+            run_intent(job, run.run_id, ports)
+        except DivergedError as stop:
+            divergences.append(stop.divergence)
     return ports, divergences
 
 
