@@ -33,10 +33,10 @@ from contracts.opa_run import OpaJob
 from policies.gate import check_step
 from worker._inputs import fresh_steps, resolve_input
 from worker._ports import Ports, Trace
-from worker._seed import draw, planner_seed
+from worker._seed import planner_seed
+from worker._settle import cut_at, settle
 from worker.coordinator.budgets import Spent
 from worker.coordinator.failures import is_hard
-from worker.coordinator.ladder import Ladder, applied, not_resent
 from worker.coordinator.repair import Repairs
 from worker.records import RunEnd, StepRecord
 
@@ -56,23 +56,6 @@ def _record(
         output_schema_ref=step.output_schema_ref,
         budgets=None if spent is None else spent.view_json(),
     )
-
-
-def _over(message: str) -> JsonObject:
-    """A step whose next call was not made: it would have crossed a budget."""
-    return {
-        "ok": False,
-        "op_key": None,
-        "output": {},
-        "error_code": ErrorCode.BUDGET_EXCEEDED.value,
-        "error_message": message,
-        "artifacts": [],
-    }
-
-
-def cut_at(step_id: str) -> str:
-    """The boundary of a cancel that cut a step off mid-way."""
-    return f"{step_id}#cut"
 
 
 def run_intent(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
@@ -243,16 +226,16 @@ class _Run:
                 # its first attempt checks this boundary for a cancel before it is claimed
                 "boundary": step.step_id,
             }
-            if step.driver_kind is not DriverKind.OPENCODE:  # its record, written with it
+            if step.driver_kind is DriverKind.OPENCODE:
+                call["executor_policy"] = profile.opencode.model_dump(mode="json")
+            else:  # its record, written with its call (an OpenCode turn's is written after)
                 call["record"] = {
                     "connector_id": step.connector_id,
                     "output_schema_ref": step.output_schema_ref,
                 }
-            if step.driver_kind is DriverKind.OPENCODE:
-                call["executor_policy"] = profile.opencode.model_dump(mode="json")
             if self.opa is not None:
                 call["opa"] = self.opa.model_dump(mode="json")
-            outcome, attempts = self.settle(call, profile, seed)
+            outcome, attempts = settle(ports, self.trace, spent, call, profile=profile, seed=seed)
             found = outcome.get("cancelled")
             if isinstance(found, dict):  # stopped at the step's boundary, nothing called
                 return self.cancelled(found, step.step_id, summary)
@@ -414,60 +397,3 @@ class _Run:
             return f"the repaired plan was refused: {gated.error_message}"
         self.trace.revision(gated.plan_digest)
         return gated.plan, gated.plan_digest
-
-    def settle(self, call: JsonObject, profile: PolicyProfile, seed: str) -> tuple[JsonObject, int]:
-        """One step's tool call, attempt after attempt until its outcome is known:
-        (outcome, attempts). An opencode turn that stalls climbs the timeout ladder."""
-        step_id = str(call["step_id"])
-        attempt = 1
-        ladder = Ladder(profile)
-        spent = self.spent
-        turn = call.get("driver_kind") == DriverKind.OPENCODE.value
-        while True:
-            exceeded = None if spent is None else spent.before(tool=True, model_turn=turn)
-            if exceeded is not None:  # the call is not made: it would cross a budget
-                return ladder.attach(_over(exceeded.message)), attempt
-            sent: JsonObject = {**call, "attempt": attempt}
-            if attempt > 1:
-                sent.pop("boundary", None)
-            record = call.get("record")
-            if isinstance(record, dict) and spent is not None:
-                sent["record"] = {**record, "spent": spent.state_json()}
-            else:
-                sent.pop("record", None)
-            if turn and spent is not None:  # the turn stops itself at what is left
-                sent["allowance"] = spent.allowance().model_dump(mode="json")
-            outcome = self.ports.tool_call(sent)
-            if isinstance(outcome.get("cancelled"), dict):
-                return outcome, attempt
-            self.trace.add(outcome)
-            if spent is not None:
-                spent.add_call(outcome, tool=True)
-                if spent.crossed() is not None:  # spent past a budget: the run ends next
-                    return ladder.attach(outcome), attempt
-            code = outcome.get("error_code")
-            if code == ErrorCode.OC_STALLED.value:
-                # Rung 1 happened inside the turn (aborted, reverted, digest checked).
-                if not ladder.climb(outcome, narrowed=bool(call.get("narrowed"))):
-                    return ladder.give_up(outcome), attempt
-                call = {**call, "narrowed": True}  # rung 2: once, narrowed
-            elif code == ErrorCode.TURN_INTERRUPTED.value and attempt < profile.max_attempts:
-                ladder.note(outcome)  # undone after a crash: sent again, new op_key
-            elif code == ErrorCode.CALL_IN_DOUBT.value:
-                # Never guess: a person says whether the interrupted call took effect.
-                op_key = str(outcome.get("op_key") or "")
-                resolved = self.ports.await_resolution(self.run_id, op_key, step_id)
-                self.trace.resolution(op_key, resolved)
-                if resolved == "applied":
-                    return applied(op_key), attempt
-                if self.ports.cancelled(self.run_id, cut_at(step_id)) is not None:
-                    return not_resent(op_key), attempt  # cancelled meanwhile: not sent again
-            elif code != ErrorCode.UPSTREAM_UNAVAILABLE.value or attempt >= profile.max_attempts:
-                return ladder.attach(outcome), attempt
-            else:  # certainly not applied: back off, then a new attempt
-                jitter = draw(seed, "backoff", self.run_id, step_id, str(attempt))
-                backoff = profile.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + jitter)
-                if spent is not None:
-                    spent.add_pause(backoff)
-                self.ports.pause(backoff)
-            attempt += 1  # (in doubt and not applied: send it again, as a new attempt)

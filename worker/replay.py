@@ -19,8 +19,7 @@ The ``gatehouse.replay`` workflow lets the shim ask a worker for a replay
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from dbos import DBOS
 from sqlalchemy.engine import Connection
@@ -84,12 +83,8 @@ class ReplayPorts:
         self.run = chain[0]
         self.served = 0
         self.trace_digest: str | None = None
-        # The run's cancel row (or its absence), read once: a finished run's is final.
-        self._cancel: tuple[Cancel | None] | None = None
-
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        yield self.conn
+        # Each run's cancel row (or its absence), read once: a finished run's is final.
+        self._cancels: dict[str, Cancel | None] = {}
 
     # -- whose ledger entries a call is
     def _owner(self, position: int | None) -> Lineage:
@@ -103,8 +98,7 @@ class ReplayPorts:
 
     def _serve(self, call: Call, _perform: Callable[[str], Performed]) -> JsonObject:
         """The ledger's answer to ``call``; ``_perform`` is never invoked."""
-        with self._read() as conn:
-            row = calls.lookup(conn, call.op_key)
+        row = calls.lookup(self.conn, call.op_key)
         replayed = digest_of(call.request)
         if row is None or (row.status == "started"):
             raise DivergedError(
@@ -205,21 +199,18 @@ class ReplayPorts:
         self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
     ) -> tuple[bool, str] | None:
         _ = profile, at
-        with self._read() as conn:
-            found = approvals.decision_for(conn, run_id, plan_digest)
+        found = approvals.decision_for(self.conn, run_id, plan_digest)
         if found is None:
             return None
         return found.decision is Decision.APPROVED, found.decided_by
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
         _ = profile
-        with self._read() as conn:
-            found = messages.get(conn, run_id, turn)
+        found = messages.get(self.conn, run_id, turn)
         return None if found is None else found.as_json()
 
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
-        with self._read() as conn:
-            problem = plan_problem(conn, run_id, plan_digest, history=True)
+        problem = plan_problem(self.conn, run_id, plan_digest, history=True)
         if problem is None:
             return GateResult(ok=True)
         return GateResult(ok=False, error_code=ErrorCode.PLAN_TAMPERED.value, error_message=problem)
@@ -237,27 +228,19 @@ class ReplayPorts:
         if spec.record is None or not settles_step(spec, result):
             return result
         # the step's record the live call wrote with its completion
-        ok, _output, code, message = step_verdict(
-            spec.step_id, result, spec.record.output_schema_ref
-        )
-        return {**result, "recorded": {"ok": ok, "error_code": code, "error_message": message}}
+        return {**result, "recorded": _verdict(spec.step_id, result, spec.record.output_schema_ref)}
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
         # Answered from what the live run recorded: the boundary it stopped at.
-        if self._cancel is None or run_id != self.run.run_id:
-            with self._read() as conn:
-                got = cancels.get(conn, run_id)
-            if run_id != self.run.run_id:
-                return None if got is None or got.observed_at != at else got.answer()
-            self._cancel = (got,)
-        found = self._cancel[0]
+        if run_id not in self._cancels:
+            self._cancels[run_id] = cancels.get(self.conn, run_id)
+        found = self._cancels[run_id]
         if found is None or found.observed_at != at:
             return None
         return found.answer()
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
-        with self._read() as conn:
-            row = calls.lookup(conn, op_key)
+        row = calls.lookup(self.conn, op_key)
         if row is None or row.status not in calls.RESOLVED:
             raise DivergedError(
                 ReplayDivergence(
@@ -275,13 +258,16 @@ class ReplayPorts:
         _ = seconds  # a replay does not wait out backoffs
 
     def record_step_result(self, record: StepRecord) -> JsonObject:
-        ok, _output, code, message = step_verdict(
-            record.step_id, record.outcome, record.output_schema_ref
-        )
-        return {"ok": ok, "error_code": code, "error_message": message}
+        return _verdict(record.step_id, record.outcome, record.output_schema_ref)
 
     def finish(self, end: RunEnd) -> None:
         self.trace_digest = end.trace_digest
+
+
+def _verdict(step_id: str, outcome: JsonObject, output_schema_ref: str | None) -> JsonObject:
+    """What recording the step answered live: its final ok / error_code / error_message."""
+    ok, _output, code, message = step_verdict(step_id, outcome, output_schema_ref)
+    return {"ok": ok, "error_code": code, "error_message": message}
 
 
 def _lineage(db: Database, run_id: str) -> list[Lineage]:

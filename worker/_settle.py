@@ -1,0 +1,96 @@
+"""One plan step's tool call, attempt after attempt, until its outcome is known.
+
+Part of the flow (``worker._flow``), run live and in a replay alike: a retry
+after a call that surely did not act (seeded backoff), the timeout ladder of a
+stalled OpenCode turn, an interrupted call a person must settle. No clock,
+randomness or I/O of its own: every such thing is a port.
+"""
+
+from __future__ import annotations
+
+from contracts import DriverKind, ErrorCode, JsonObject, PolicyProfile
+from worker._ports import Ports, Trace
+from worker._seed import draw
+from worker.coordinator.budgets import Spent
+from worker.coordinator.ladder import Ladder, applied, not_resent
+
+__all__ = ["cut_at", "settle"]
+
+
+def _over(message: str) -> JsonObject:
+    """A step whose next call was not made: it would have crossed a budget."""
+    return {
+        "ok": False,
+        "op_key": None,
+        "output": {},
+        "error_code": ErrorCode.BUDGET_EXCEEDED.value,
+        "error_message": message,
+        "artifacts": [],
+    }
+
+
+def cut_at(step_id: str) -> str:
+    """The boundary of a cancel that cut a step off mid-way."""
+    return f"{step_id}#cut"
+
+
+def settle(
+    ports: Ports,
+    trace: Trace,
+    spent: Spent,
+    call: JsonObject,
+    *,
+    profile: PolicyProfile,
+    seed: str,
+) -> tuple[JsonObject, int]:
+    """One step's tool call, attempt after attempt until its outcome is known:
+    (outcome, attempts). An opencode turn that stalls climbs the timeout ladder.
+    A cancel seen at the step's boundary answers ``{"cancelled": …}``, nothing called."""
+    run_id, step_id = str(call["run_id"]), str(call["step_id"])
+    attempt = 1
+    ladder = Ladder(profile)
+    turn = call.get("driver_kind") == DriverKind.OPENCODE.value
+    while True:
+        exceeded = spent.before(tool=True, model_turn=turn)
+        if exceeded is not None:  # the call is not made: it would cross a budget
+            return ladder.attach(_over(exceeded.message)), attempt
+        sent: JsonObject = {**call, "attempt": attempt}
+        if attempt > 1:
+            sent.pop("boundary", None)
+        record = call.get("record")
+        if isinstance(record, dict):  # the record needs the account before this call
+            sent["record"] = {**record, "spent": spent.state_json()}
+        if turn:  # the turn stops itself at what is left
+            sent["allowance"] = spent.allowance().model_dump(mode="json")
+        outcome = ports.tool_call(sent)
+        if isinstance(outcome.get("cancelled"), dict):
+            return outcome, attempt
+        trace.add(outcome)
+        spent.add_call(outcome, tool=True)
+        if spent.crossed() is not None:  # spent past a budget: the run ends next
+            return ladder.attach(outcome), attempt
+        code = outcome.get("error_code")
+        if code == ErrorCode.OC_STALLED.value:
+            # Rung 1 happened inside the turn (aborted, reverted, digest checked).
+            if not ladder.climb(outcome, narrowed=bool(call.get("narrowed"))):
+                return ladder.give_up(outcome), attempt
+            call = {**call, "narrowed": True}  # rung 2: once, narrowed
+        elif code == ErrorCode.TURN_INTERRUPTED.value and attempt < profile.max_attempts:
+            ladder.note(outcome)  # undone after a crash: sent again, new op_key
+        elif code == ErrorCode.CALL_IN_DOUBT.value:
+            # Never guess: a person says whether the interrupted call took effect.
+            op_key = str(outcome.get("op_key") or "")
+            resolved = ports.await_resolution(run_id, op_key, step_id)
+            trace.resolution(op_key, resolved)
+            if resolved == "applied":
+                return applied(op_key), attempt
+            if ports.cancelled(run_id, cut_at(step_id)) is not None:
+                return not_resent(op_key), attempt  # cancelled meanwhile: not sent again
+        elif code != ErrorCode.UPSTREAM_UNAVAILABLE.value or attempt >= profile.max_attempts:
+            return ladder.attach(outcome), attempt
+        else:  # certainly not applied: back off, then a new attempt
+            jitter = draw(seed, "backoff", run_id, step_id, str(attempt))
+            backoff = profile.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + jitter)
+            spent.add_pause(backoff)
+            ports.pause(backoff)
+        attempt += 1  # (in doubt and not applied: send it again, as a new attempt)
