@@ -161,8 +161,7 @@ class LivePorts:
                     "follow_ups": end.follow_ups or [],
                 }
             )
-        rec.finish_run(end)
-        if end.status is RunStatus.CANCELLED:
+        if rec.finish_run(end) is RunStatus.CANCELLED:
             _cancel.end_workflow()  # after the run's row is terminal: DBOS agrees
 
 

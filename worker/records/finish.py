@@ -15,6 +15,7 @@ from contracts.opa_run import OpaJob
 from ledger import evidence, now_iso, runs
 from policies.episodes import budget_episode, episode
 from worker.records._tx import exec_id, session, tx
+from worker.records.cancels import observe_cancel
 
 __all__ = ["RunEnd", "finish_run"]
 
@@ -29,12 +30,26 @@ _SUMMARY_STATUS: dict[RunStatus, ResultStatus] = {
 }
 
 
+# The boundary a cancel is seen at when it came after the run's last step.
+FINISH = "@finish"
+
+
 def _finish(arg: JsonObject) -> JsonObject:
     run_id = str(arg["run_id"])
     status = RunStatus(str(arg["status"]))
     code = arg.get("error_code")
     message = arg.get("error_message")
     s = session()
+    if status is RunStatus.SUCCEEDED:
+        # A cancel accepted after the last step's boundary still wins: it is seen
+        # here, in the commit that would have made the run succeeded.
+        found = observe_cancel(s, run_id, FINISH, exec_id())
+        if found is not None:
+            status, code = RunStatus.CANCELLED, ErrorCode.RUN_CANCELLED.value
+            reason = found.get("reason")
+            message = f"cancelled by {found.get('cancelled_by')} at {FINISH}" + (
+                f": {reason}" if reason else ""
+            )
     trace = arg.get("trace_digest")
     if isinstance(trace, str):
         runs.set_trace_digest(s, run_id, trace)
@@ -83,7 +98,7 @@ def _finish(arg: JsonObject) -> JsonObject:
             },
         ),
     )
-    return {}
+    return {"status": status.value}
 
 
 @dataclass(frozen=True)
@@ -101,8 +116,10 @@ class RunEnd:
     follow_ups: list[JsonValue] | None = None  # an interactive run's turns after the first
 
 
-def finish_run(end: RunEnd) -> None:
-    tx(
+def finish_run(end: RunEnd) -> RunStatus:
+    """Record how the run ended; the status it ended with (a succeeded run that a
+    cancel reached after its last step ends cancelled)."""
+    out = tx(
         "gatehouse.finish",
         _finish,
         {
@@ -115,3 +132,4 @@ def finish_run(end: RunEnd) -> None:
             "budgets": end.budgets,
         },
     )
+    return RunStatus(str(out["status"]))
