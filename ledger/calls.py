@@ -15,6 +15,7 @@ Steps 2 and 4 are one commit each; the DBOS step checkpoint is the third.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -34,6 +35,7 @@ __all__ = [
     "list_calls",
     "lookup",
     "mark_in_doubt",
+    "of_runs",
     "op_key",
     "resolve",
 ]
@@ -66,18 +68,16 @@ class CallRow:
     duration_ms: int | None = None
 
 
-def lookup(conn: Conn, key: str) -> CallRow | None:
-    row = conn.execute(
-        sa.text(
-            "SELECT op_key, status, request_digest, response_json, started_at, run_id, step_id,"
-            " target, duration_ms FROM calls WHERE op_key = :k"
-        ),
-        {"k": key},
-    ).first()
-    if row is None:
-        return None
+_ROW = (
+    "SELECT op_key, status, request_digest, response_json, started_at, run_id, step_id,"
+    " target, duration_ms FROM calls"
+)
+
+
+def _call_row(row: Sequence[object]) -> CallRow:
+    key = str(row[0])
     try:
-        response = None if row[3] is None else json.loads(row[3])
+        response = None if row[3] is None else json.loads(str(row[3]))
     except ValueError as exc:
         raise GatehouseError(
             ErrorCode.CORRUPT_RECORD, "a ledger response is not JSON", {"op_key": key}
@@ -87,7 +87,21 @@ def lookup(conn: Conn, key: str) -> CallRow | None:
             ErrorCode.CORRUPT_RECORD, "a ledger response is not an object", {"op_key": key}
         )
     duration = row[8] if isinstance(row[8], int) else None
-    return CallRow(row[0], row[1], row[2], response, row[4], row[5], row[6], row[7], duration)
+    return CallRow(
+        key, str(row[1]), str(row[2]), response, str(row[4]), str(row[5]), str(row[6]),
+        str(row[7]), duration,
+    )  # fmt: skip
+
+
+def lookup(conn: Conn, key: str) -> CallRow | None:
+    row = conn.execute(sa.text(f"{_ROW} WHERE op_key = :k"), {"k": key}).first()
+    return None if row is None else _call_row(tuple(row))
+
+
+def of_runs(conn: Conn, run_ids: list[str]) -> dict[str, CallRow]:
+    """Every entry of these runs by op_key, in one read (a replay serves from it)."""
+    stmt = sa.text(f"{_ROW} WHERE run_id IN :r").bindparams(sa.bindparam("r", expanding=True))
+    return {c.op_key: c for c in (_call_row(tuple(r)) for r in conn.execute(stmt, {"r": run_ids}))}
 
 
 def claim(

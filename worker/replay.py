@@ -85,6 +85,13 @@ class ReplayPorts:
         self.trace_digest: str | None = None
         # Each run's cancel row (or its absence), read once: a finished run's is final.
         self._cancels: dict[str, Cancel | None] = {}
+        # Every ledger entry of the lineage, read once: a finished run's entries are final.
+        self._calls: dict[str, calls.CallRow] | None = None
+
+    def _entry(self, key: str) -> calls.CallRow | None:
+        if self._calls is None:
+            self._calls = calls.of_runs(self.conn, [r.run_id for r in self.chain])
+        return self._calls.get(key)
 
     # -- whose ledger entries a call is
     def _owner(self, position: int | None) -> Lineage:
@@ -98,7 +105,7 @@ class ReplayPorts:
 
     def _serve(self, call: Call, _perform: Callable[[str], Performed]) -> JsonObject:
         """The ledger's answer to ``call``; ``_perform`` is never invoked."""
-        row = calls.lookup(self.conn, call.op_key)
+        row = self._entry(call.op_key)
         replayed = digest_of(call.request)
         if row is None or (row.status == "started"):
             raise DivergedError(
@@ -240,7 +247,7 @@ class ReplayPorts:
         return found.answer()
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
-        row = calls.lookup(self.conn, op_key)
+        row = self._entry(op_key)
         if row is None or row.status not in calls.RESOLVED:
             raise DivergedError(
                 ReplayDivergence(
