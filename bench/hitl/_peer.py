@@ -31,7 +31,7 @@ class PeerSystem(Protocol):
 
 class Peer:
     def __init__(self, module: str, url: str, log: Path) -> None:
-        self.name = module.rsplit(".", 1)[-1]
+        self.name, self.url = module.rsplit(".", 1)[-1], url
         with log.open("ab") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", module, url],

@@ -66,7 +66,8 @@ class GatehouseSystem:
         self.count_files = [folder / "shim.counts", folder / "worker.counts"]
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
-        env = {
+        self._folder, self._port = folder, port
+        self._env = {
             "GATEHOUSE_DATABASE_URL": url,
             "GATEHOUSE_TOKENS_FILE": str(tokens),
             "GATEHOUSE_EXECUTOR_ID": f"bench-{backend}",
@@ -74,27 +75,38 @@ class GatehouseSystem:
             "GATEHOUSE_OPENCODE_STATE": str(folder / "oc"),
             "GATEHOUSE_WORKER_CONCURRENCY": str(WORKER_CONCURRENCY),
         }
-        self.procs: list[subprocess.Popen[bytes]] = []
-        roles = (("shim", self.count_files[0]), ("worker", self.count_files[1]))
-        for role, counts in roles if worker else roles[:1]:
-            with (folder / f"{role}.log").open("ab") as log:
-                self.procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "bench.hitl._gh_proc", role, str(port)],
-                        env={**os.environ, **env, "BENCH_COUNT_FILE": str(counts)},
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    )
-                )
-            if role == "shim":
-                wait_healthy(self.base, self.procs[0])
+        self.procs: list[subprocess.Popen[bytes]] = [self._spawn("shim")]
+        wait_healthy(self.base, self.procs[0])
+        if worker:
+            self.procs.append(self._spawn("worker"))
         self.client = httpx.Client(base_url=self.base, timeout=60)
+        self._callers: list[httpx.Client] = []
         # Retryable error answers the client got and tried again, by status and code.
         self.retried: Counter[str] = Counter()
         self._lock = threading.Lock()
 
+    def _spawn(self, role: str) -> subprocess.Popen[bytes]:
+        counts = self.count_files[0 if role == "shim" else 1]
+        with (self._folder / f"{role}.log").open("ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "bench.hitl._gh_proc", role, str(self._port)],
+                env={**os.environ, **self._env, "BENCH_COUNT_FILE": str(counts)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill_worker(self) -> None:
+        """SIGKILL the worker (no shutdown of any kind), as a crash would."""
+        self.procs[1].kill()
+        self.procs[1].wait()
+
+    def restart_worker(self) -> None:
+        """A new worker process under the same executor id: DBOS recovers its runs."""
+        self.procs[1] = self._spawn("worker")
+
     def close(self) -> None:
-        self.client.close()
+        for c in [self.client, *self._callers]:
+            c.close()
         stop(self.procs)
 
     def submit(self, c: httpx.Client, steps: int = 3) -> httpx.Response:
@@ -108,10 +120,9 @@ class GatehouseSystem:
         started = time.perf_counter()
         r = self.submit(c, steps)
         run_id = str(r.json()["run_id"])
-        run = self._until(c, run_id, "waiting_approval")
-        digest = run["plan_card"]["plan_digest"]
-        self._call(c, "POST", f"/approve/{run_id}", self._app, {"plan_digest": digest})
-        self._until(c, run_id, "succeeded")
+        run = self.until(run_id, "waiting_approval", c)
+        self.approve(run_id, run["plan_card"]["plan_digest"], c)
+        self.until(run_id, "succeeded", c)
         ms = (time.perf_counter() - started) * 1000
         return {"run_id": run_id, "ms": ms, "seen_at_ms": time.time() * 1000}
 
@@ -133,7 +144,13 @@ class GatehouseSystem:
                 self.retried[f"{r.status_code} {r.json()['error']['code']}"] += 1
             time.sleep(0.05)
 
-    def _until(self, c: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
+    def approve(self, run_id: str, digest: str, client: httpx.Client | None = None) -> None:
+        body = {"plan_digest": digest}
+        self._call(client or self.client, "POST", f"/approve/{run_id}", self._app, body)
+
+    def until(self, run_id: str, status: str, client: httpx.Client | None = None) -> dict[str, Any]:
+        """The run once it has ``status`` (long polls); raises if it ends otherwise."""
+        c = client or self.client
         deadline = time.monotonic() + 60
         path = f"/runs/{run_id}/wait?until={status}&timeout_s=30"
         while time.monotonic() < deadline:
@@ -145,16 +162,22 @@ class GatehouseSystem:
         raise RuntimeError(f"gatehouse run {run_id} did not reach {status} in 60 s")
 
     def in_flight(self, n: int) -> float:
-        """n runs submitted at once, each approved when its card appears; runs/s."""
+        """n runs submitted at once, each approved when its card appears; runs/s.
 
-        def one(_: int) -> None:
-            with httpx.Client(base_url=self.base, timeout=60) as c:
-                self.one_run(client=c)
-
+        Each of the n callers keeps its HTTP client from one batch to the next, as a
+        real client keeps its connection: making an ``httpx.Client`` costs the
+        benchmark's process milliseconds of CPU (its TLS context), which is not
+        Gatehouse's work and would compete with it for the same two cores."""
+        while len(self._callers) < n:
+            self._callers.append(httpx.Client(base_url=self.base, timeout=60))
         started = time.perf_counter()
         with ThreadPoolExecutor(n) as pool:
-            list(pool.map(one, range(n)))
+            list(pool.map(lambda c: self.one_run(client=c), self._callers[:n]))
         return n / (time.perf_counter() - started)
+
+    def pids(self) -> list[int]:
+        """The shim's and the worker's process ids (the CPU this system is charged)."""
+        return [p.pid for p in self.procs]
 
     def counts(self) -> dict[str, dict[str, int]]:
         return {f.stem: read_counts(f) for f in self.count_files}

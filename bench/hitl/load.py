@@ -5,6 +5,9 @@
   for ``seconds``: accepted intents per second, latency p50 / p99, and the
   proof that nothing accepted was lost: every 202 has its run row and its
   DBOS queue entry.
+* ``replay_long`` — one run of the longest plan the default profile allows,
+  replayed again and again until ``steps`` tool calls have been served: the
+  steady rate of a long replay, where per-run reads no longer dominate.
 * ``replay`` — every finished run of a Gatehouse database replayed from its
   ledger in this process (no worker, no network): calls served per second.
 """
@@ -25,7 +28,7 @@ from ledger import open_database
 from worker.replay import replay_run
 from worker.settings import WorkerSettings
 
-__all__ = ["ingest", "replay_all"]
+__all__ = ["ingest", "replay_all", "replay_long"]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -125,5 +128,32 @@ def replay_all(url: str, tmp: Path) -> dict[str, Any]:
         "calls": calls,
         "calls_per_s": calls / elapsed if elapsed else 0.0,
         "median_ms_per_run": statistics.median(per_run) if per_run else 0.0,
+        "mismatched": mismatched,
+    }
+
+
+def replay_long(url: str, tmp: Path, run_id: str, steps: int) -> dict[str, Any]:
+    settings = WorkerSettings.from_env(
+        {"GATEHOUSE_DATABASE_URL": url, "GATEHOUSE_WORKSPACE_ROOT": str(tmp / "replay-ws")}
+    )
+    db = open_database(url)
+    try:
+        replay_run(db, settings, run_id)  # warm: imports, the first connection
+        served = mismatched = runs = 0
+        began = time.perf_counter()
+        while served < steps:
+            report = replay_run(db, settings, run_id)
+            served += report.calls
+            runs += 1
+            mismatched += 0 if report.match else 1
+            if report.calls == 0:
+                break
+        elapsed = time.perf_counter() - began
+    finally:
+        db.dispose()
+    return {
+        "steps_per_run": served // max(runs, 1),
+        "calls": served,
+        "calls_per_s": served / elapsed if elapsed else 0.0,
         "mismatched": mismatched,
     }

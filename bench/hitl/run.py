@@ -18,13 +18,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from bench.hitl._peer import Peer
+from bench.hitl._proc_stats import cpu_s, postgres_cpu_s
 from bench.hitl.gatehouse import GatehouseSystem
-from bench.hitl.load import ingest, replay_all
+from bench.hitl.load import ingest, replay_all, replay_long
 from bench.hitl.report import Results, section, write_section
+from policies import catalog
 from tests.support.stack import drop_database, fresh_database_url, postgres_available
 
 __all__ = ["main"]
@@ -84,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     flight: dict[str, list[float]] = {name: [] for name in SYSTEMS}
     gh_runs: dict[str, list[dict[str, Any]]] = {"postgres": [], "sqlite": []}
     urls: list[str] = []
+    cpu: dict[str, dict[str, float]] = {}
     closers: list[Callable[[], None]] = []
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -119,15 +125,44 @@ def main(argv: list[str] | None = None) -> int:
                 peer, variant = peers[name]
                 return float(peer.ask(op="flight", n=n, variant=variant)["runs_per_s"])
 
+            def database(name: str) -> str:
+                """The system's own database (SQLite Gatehouse: none on the server)."""
+                if name.startswith("gatehouse/"):
+                    return str(sa.engine.make_url(gh[name.split("/")[1]].url).database)
+                return str(sa.engine.make_url(peers[name][0].url).database)
+
+            def pids(name: str) -> list[int]:
+                if name.startswith("gatehouse/"):
+                    return gh[name.split("/")[1]].pids()
+                return [peers[name][0].proc.pid]
+
+            def charged(name: str, runs: int, work: Callable[[], Any]) -> Any:
+                """``work`` with the CPU it cost charged to ``name``: its own processes, this
+                process (Gatehouse's HTTP clients; a peer's caller only waits on a pipe) and
+                the PostgreSQL backends serving its database."""
+                db = database(name)
+                before = (sum(map(cpu_s, pids(name))), time.process_time(), postgres_cpu_s(db))
+                out = work()
+                after = (sum(map(cpu_s, pids(name))), time.process_time(), postgres_cpu_s(db))
+                got = cpu.setdefault(name, {"system": 0.0, "client": 0.0, "postgres": 0.0})
+                for key, a, b in zip(("system", "client", "postgres"), before, after, strict=True):
+                    got[key] += b - a
+                got["runs"] = got.get("runs", 0.0) + runs
+                return out
+
             for name in SYSTEMS:  # warm-up: connections, imports, first plans; not measured
                 run_seq(name, 1)
             gh_runs = {"postgres": [], "sqlite": []}
             for r in range(args.rounds):
                 order = SYSTEMS[r % len(SYSTEMS) :] + SYSTEMS[: r % len(SYSTEMS)]
                 for name in order:
-                    seq[name] += run_seq(name, args.per_round)
+                    seq[name] += charged(
+                        name, args.per_round, partial(run_seq, name, args.per_round)
+                    )
                 for name in order:
-                    flight[name].append(run_flight(name, args.in_flight))
+                    flight[name].append(
+                        charged(name, args.in_flight, partial(run_flight, name, args.in_flight))
+                    )
                 print(
                     f"round {r + 1}/{args.rounds}: "
                     + ", ".join(f"{n} {statistics.median(seq[n]):.0f} ms" for n in SYSTEMS),
@@ -143,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
             phases = {b: g.phases(gh_runs[b]) for b, g in gh.items()}
             retried = {b: dict(g.retried) for b, g in gh.items()}
             replay = {b: replay_all(g.url, tmp) for b, g in gh.items()}
+            longest = catalog.profile("default").model.max_steps
+            total = 200 if args.quick else 10_000
+            replay_steps = {
+                b: replay_long(g.url, tmp, g.one_run(longest)["run_id"], total)
+                for b, g in gh.items()
+            }
             for g in gh.values():  # the ingest stacks get the machine to themselves
                 g.close()
             clients, seconds = (4, 1.5) if args.quick else (16, 10.0)
@@ -166,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds=time.monotonic() - began,
         ingest=ingested,
         replay=replay,
+        cpu=cpu,
+        replay_long=replay_steps,
     )
     text = section(results)
     print(text)

@@ -1,0 +1,49 @@
+"""CPU time and resident memory of processes, read from ``/proc`` (Linux).
+
+The side-by-side report charges each system the CPU its own processes used
+(and its database's PostgreSQL backends', over the same window), so a throughput figure
+on a 2-core machine can be explained by where the cores went.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["cpu_s", "postgres_cpu_s", "rss_mib"]
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a live process has used (0.0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def postgres_cpu_s(database: str) -> float:
+    """CPU seconds of the PostgreSQL backends now connected to ``database`` (their
+    process title names it). Backends come and go: compare two readings only over a
+    window in which the system keeps its connections open."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").split()
+        except OSError:
+            continue
+        if title[:1] == [b"postgres:"] and database.encode() in title[1:5]:
+            total += cpu_s(int(entry.name))
+    return total
+
+
+def rss_mib(pid: int) -> float:
+    """Resident set size of a live process, MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
