@@ -118,6 +118,7 @@ class ErrorCode(Enum):
     DATABASE_UNAVAILABLE = "database_unavailable"
     CORRUPT_RECORD = "corrupt_record"
     NO_WORKER = "no_worker"
+    CONFIG_INVALID = "config_invalid"
     INTERNAL_ERROR = "internal_error"
 
     @property
@@ -467,6 +468,9 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         5004, 503, True, "No worker took the job in time; check that a worker is running."
     ),
     ErrorCode.INTERNAL_ERROR: ErrorSpec(5003, 500, True, "An unexpected error; see the logs."),
+    ErrorCode.CONFIG_INVALID: ErrorSpec(
+        5005, 500, False, "dbos-config.yaml cannot be read, is not YAML, or has a wrong value."
+    ),
 }
 
 

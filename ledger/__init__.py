@@ -5,6 +5,7 @@ transactions of their own, so the caller decides what commits together.
 """
 
 from ledger import calls, cancels, chain, evidence, intents, plan_cards, runs
+from ledger._config_file import CONFIG_FILE, resolve_database_url
 from ledger._db import (
     APP_SCHEMA,
     DEFAULT_DATABASE_URL,
@@ -18,6 +19,7 @@ from ledger._migrate import migrate, pending_migrations
 
 __all__ = [
     "APP_SCHEMA",
+    "CONFIG_FILE",
     "DEFAULT_DATABASE_URL",
     "Conn",
     "Database",
@@ -32,5 +34,6 @@ __all__ = [
     "open_database",
     "pending_migrations",
     "plan_cards",
+    "resolve_database_url",
     "runs",
 ]

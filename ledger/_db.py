@@ -21,6 +21,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from contracts import ErrorCode, GatehouseError
+from ledger._config_file import DEFAULT_DATABASE_URL
 
 __all__ = [
     "APP_SCHEMA",
@@ -35,8 +36,6 @@ __all__ = [
 ]
 
 APP_SCHEMA = "gatehouse"
-# The embedded default: one SQLite file, for one machine.
-DEFAULT_DATABASE_URL = "sqlite:///var/gatehouse.sqlite"
 
 # Ledger functions run on a plain connection (shim) or inside a DBOS
 # datasource transaction's session (worker); both execute SQL the same way.

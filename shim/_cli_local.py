@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import GatehouseError, Role
-from ledger import DEFAULT_DATABASE_URL, database_unreachable, migrate, open_database
+from ledger import database_unreachable, migrate, open_database, resolve_database_url
 from ledger.operator import read_only_query
 from shim._auth import add_token
 from shim._render import console, records
@@ -43,12 +43,10 @@ def _err(text: str) -> None:
 
 
 def database_url(args: argparse.Namespace) -> tuple[str, str]:
-    """(url, where it came from): the flag, the variable, or the default."""
+    """(url, where it came from): the flag, the variable, dbos-config.yaml, the default."""
     if args.database_url is not None:
         return args.database_url, "--database-url"
-    if "GATEHOUSE_DATABASE_URL" in os.environ:
-        return os.environ["GATEHOUSE_DATABASE_URL"], "GATEHOUSE_DATABASE_URL"
-    return DEFAULT_DATABASE_URL, "the default database URL"
+    return resolve_database_url()
 
 
 def _shown(url: str) -> str:

@@ -14,8 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from contracts import APP_VERSION, RunStatus
-from ledger import DEFAULT_DATABASE_URL
+from contracts import APP_VERSION, ErrorCode, GatehouseError, RunStatus
+from ledger import CONFIG_FILE, DEFAULT_DATABASE_URL
 from shim import __version__
 
 __all__ = ["COMMANDS", "EXIT_CODES", "build_parser", "main"]
@@ -104,7 +104,8 @@ def _db_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--database-url",
         help="sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
-        f" (default: GATEHOUSE_DATABASE_URL, else {DEFAULT_DB})",
+        f" (default: GATEHOUSE_DATABASE_URL, else system_database_url in ./{CONFIG_FILE},"
+        f" else {DEFAULT_DB})",
     )
 
 
@@ -265,6 +266,11 @@ def main(argv: list[str] | None = None) -> None:
         code = 141
     except KeyboardInterrupt:
         code = 130
+    except GatehouseError as exc:
+        if exc.code is not ErrorCode.CONFIG_INVALID:
+            raise
+        sys.stderr.write(f"gatehouse: {exc.message}\n")
+        code = 1
     sys.exit(code)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
-from ledger import DEFAULT_DATABASE_URL
+from ledger import resolve_database_url
 from opa_format import DEFAULT_TRUST_DIR
 
 __all__ = ["ShimSettings"]
@@ -31,7 +31,7 @@ class ShimSettings:
         max_body = _bytes(e, "GATEHOUSE_MAX_BODY_BYTES", 1024 * 1024)
         max_archive = _bytes(e, "GATEHOUSE_MAX_ARCHIVE_BYTES", 32 * 1024 * 1024)
         return cls(
-            database_url=e.get("GATEHOUSE_DATABASE_URL", DEFAULT_DATABASE_URL),
+            database_url=resolve_database_url(e)[0],
             app_version=e.get("GATEHOUSE_APP_VERSION", APP_VERSION),
             max_body_bytes=max_body,
             max_archive_bytes=max_archive,

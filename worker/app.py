@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Mapping
 
 from dbos import DBOS, DBOSConfig, SQLAlchemyDatasource
 from dbos._serialization import DBOSPortableJSON
 
-from contracts import INTENT_QUEUE, DriverKind
+from contracts import INTENT_QUEUE, DriverKind, GatehouseError
 from ledger import Database, database_unreachable, migrate, open_database
 from worker import workflow as _workflow  # registers the workflow with DBOS
 from worker._reaper import Reaper, heartbeat
@@ -154,7 +155,11 @@ def shutdown() -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
-    settings = WorkerSettings.from_env()
+    try:
+        settings = WorkerSettings.from_env()
+    except GatehouseError as exc:  # config_invalid, or a setting out of range
+        sys.stderr.write(f"gatehouse worker: {exc.message}\n")
+        sys.exit(1)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
-from ledger import DEFAULT_DATABASE_URL
+from ledger import resolve_database_url
 from opa_format import DEFAULT_TRUST_DIR, SigningKey
 from worker.opencode.pin import DEFAULT_DIR as DEFAULT_OPENCODE_DIR
 
@@ -61,7 +61,7 @@ class WorkerSettings:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> WorkerSettings:
         e = dict(os.environ) if env is None else env
-        url = e.get("GATEHOUSE_DATABASE_URL", DEFAULT_DATABASE_URL)
+        url = resolve_database_url(e)[0]
         try:
             concurrency = int(e.get("GATEHOUSE_WORKER_CONCURRENCY", "16"))
         except ValueError as exc:

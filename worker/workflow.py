@@ -16,6 +16,8 @@ from contracts import (
     INTENT_WORKFLOW,
     RESOLUTION_TOPIC,
     Decision,
+    ErrorCode,
+    GatehouseError,
     IntentJob,
     JsonObject,
     Mode,
@@ -23,6 +25,7 @@ from contracts import (
     RunStatus,
     ToolPool,
 )
+from ledger import runs
 from worker import cancel as _cancel
 from worker import explain as _explain  # registers the explain workflow with DBOS
 from worker import records as rec
@@ -168,4 +171,24 @@ class LivePorts:
 @DBOS.workflow(name=INTENT_WORKFLOW)
 def intent_workflow(raw_job: JsonObject) -> JsonObject:
     job = IntentJob.model_validate(raw_job)
-    return run_intent(job, DBOS.workflow_id or job.run_id, LivePorts())
+    run_id = DBOS.workflow_id or job.run_id
+    if run_id != job.run_id:
+        _registered_fork(run_id)
+    return run_intent(job, run_id, LivePorts())
+
+
+def _registered_fork(workflow_id: str) -> None:
+    """A workflow running another run's job is a fork; Gatehouse's own forks
+    (``gatehouse fork``) write their run first. One made behind Gatehouse's back
+    (``dbos workflow fork``) has no run: no approval, ledger or evidence would
+    hold what it did, so it ends in DBOS ``ERROR`` before doing anything.
+    Not a step: a run row, once written, is never deleted, so every execution
+    reads the same answer."""
+    with runtime().db.engine.connect() as conn:
+        known = runs.run_status(conn, workflow_id) is not None
+    if not known:
+        raise GatehouseError(
+            ErrorCode.RUN_NOT_FOUND,
+            f"workflow {workflow_id} has no Gatehouse run: a fork made through DBOS is"
+            " refused; fork with `gatehouse runs fork RUN_ID --from-step N`",
+        )
