@@ -41,6 +41,7 @@ from contracts import (
 from ledger import database_unreachable, opa_runs
 from shim._auth import Identity, TokenStore, bearer
 from shim._explain import explain
+from shim._metrics import add_metrics_route
 from shim._opa_runs import (
     ARCHIVE_MEDIA_TYPES,
     ArchiveUpload,
@@ -214,6 +215,7 @@ def create_app(
 
     # /readyz, /workers, /recipes and /policies: reads with no run behind them.
     add_read_routes(app, svc, auth)
+    add_metrics_route(app, lambda: svc().db, auth)
 
     @app.post("/intent")
     async def post_intent(

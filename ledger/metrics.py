@@ -1,0 +1,105 @@
+"""What ``GET /metrics`` reports, read from the database in one short transaction.
+
+Every figure comes from rows any shim can read, so two shims scraped at the same
+moment answer the same numbers. Counters are counts of rows that are never
+deleted (runs, calls, steps, decisions, security events), so they only grow;
+gauges are counts of rows in a state now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from ledger import executors
+from ledger._db import Conn, is_postgres
+
+__all__ = ["Snapshot", "snapshot"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    runs: list[tuple[str, str, int]]  # (status, phase, count)
+    calls: list[tuple[str, str, int, float]]  # (kind, status, count, seconds of finished ones)
+    steps: list[tuple[str, str, int]]  # (driver_kind, status, count)
+    step_errors: list[tuple[str, int]]  # (error_code, count)
+    approvals: list[tuple[str, int, float]]  # (decision, count, seconds from card to decision)
+    security_events: list[tuple[str, int]]  # (category, count)
+    queued: list[tuple[str, int]]  # (DBOS queue, workflows enqueued)
+    heartbeat_age_s: list[tuple[str, str, float]]  # (executor_id, app_version, age), not reaped
+
+
+def _seconds(conn: Conn, later: str, earlier: str) -> str:
+    """SQL for the seconds between two ISO 8601 text columns."""
+    if is_postgres(conn):
+        return (
+            f"EXTRACT(EPOCH FROM (CAST({later} AS timestamptz) - CAST({earlier} AS timestamptz)))"
+        )
+    return f"(julianday({later}) - julianday({earlier})) * 86400.0"
+
+
+def snapshot(conn: Conn) -> Snapshot:
+    def rows(sql: str) -> list[tuple[object, ...]]:
+        return [tuple(r) for r in conn.execute(sa.text(sql)).all()]
+
+    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    now = datetime.now(UTC)
+    ages = [
+        (
+            e.executor_id,
+            e.app_version,
+            (now - datetime.fromisoformat(e.heartbeat_at)).total_seconds(),
+        )
+        for e in executors.list_executors(conn)
+        if e.reaped_at is None
+    ]
+    took = _seconds(conn, "finished_at", "started_at")
+    waited = _seconds(conn, "a.decided_at", "v.created_at")
+    return Snapshot(
+        runs=[
+            (str(s), str(p), int(str(n)))
+            for s, p, n in rows("SELECT status, phase, COUNT(*) FROM runs GROUP BY status, phase")
+        ],
+        calls=[
+            (str(k), str(s), int(str(n)), float(str(t or 0)))
+            for k, s, n, t in rows(
+                f"SELECT kind, status, COUNT(*), SUM(CASE WHEN finished_at IS NULL THEN 0"  # noqa: S608  (fixed SQL)
+                f" ELSE {took} END) FROM calls GROUP BY kind, status"
+            )
+        ],
+        steps=[
+            (str(d), str(s), int(str(n)))
+            for d, s, n in rows(
+                "SELECT driver_kind, status, COUNT(*) FROM run_steps GROUP BY driver_kind, status"
+            )
+        ],
+        step_errors=[
+            (str(c), int(str(n)))
+            for c, n in rows(
+                "SELECT error_code, COUNT(*) FROM run_steps WHERE error_code IS NOT NULL"
+                " GROUP BY error_code"
+            )
+        ],
+        approvals=[
+            (str(d), int(str(n)), float(str(t or 0)))
+            for d, n, t in rows(
+                f"SELECT a.decision, COUNT(*), SUM({waited}) FROM plan_approvals a"  # noqa: S608
+                " JOIN plan_revisions v ON v.run_id = a.run_id AND v.plan_digest = a.plan_digest"
+                " GROUP BY a.decision"
+            )
+        ],
+        security_events=[
+            (str(c), int(str(n)))
+            for c, n in rows("SELECT category, COUNT(*) FROM security_events GROUP BY category")
+        ],
+        queued=[
+            (str(q), int(str(n)))
+            for q, n in rows(
+                f"SELECT queue_name, COUNT(*) FROM {wf} WHERE status = 'ENQUEUED'"  # noqa: S608
+                " AND queue_name IS NOT NULL GROUP BY queue_name"
+            )
+        ],
+        heartbeat_age_s=ages,
+    )

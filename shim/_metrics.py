@@ -1,0 +1,118 @@
+"""``GET /metrics``: Prometheus text, from the database at each scrape.
+
+An operator's token is needed (Prometheus: ``authorization: {credentials: TOKEN}``
+in the scrape config). Nothing is counted in the shim's memory, so every shim
+answers the same numbers, and a restart loses none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from contracts import Role
+from ledger import Database
+from ledger.metrics import Snapshot, snapshot
+from shim._read_routes import Auth
+
+__all__ = ["add_metrics_route"]
+
+
+def families(s: Snapshot) -> Iterator[Metric]:
+    runs = GaugeMetricFamily(
+        "gatehouse_runs", "Runs now in each status and phase", labels=["status", "phase"]
+    )
+    for status, phase, n in s.runs:
+        runs.add_metric([status, phase], n)
+    yield runs
+    yield CounterMetricFamily(
+        "gatehouse_runs_created", "Runs ever accepted", value=sum(n for *_, n in s.runs)
+    )
+    calls = CounterMetricFamily(
+        "gatehouse_ledger_calls",
+        "Ledger entries (provider and tool calls)",
+        labels=["kind", "status"],
+    )
+    took = CounterMetricFamily(
+        "gatehouse_ledger_call_seconds",
+        "Seconds the finished calls took, claim to completion (÷ calls: the mean)",
+        labels=["kind", "status"],
+    )
+    for kind, status, n, seconds in s.calls:
+        calls.add_metric([kind, status], n)
+        took.add_metric([kind, status], seconds)
+    yield calls
+    yield took
+    steps = CounterMetricFamily(
+        "gatehouse_steps", "Plan steps executed or refused", labels=["driver_kind", "status"]
+    )
+    for driver, status, n in s.steps:
+        steps.add_metric([driver, status], n)
+    yield steps
+    errors = CounterMetricFamily(
+        "gatehouse_step_errors",
+        "Steps ended by an error, by code (stalls: oc_stalled; timeouts: handler_timeout,"
+        " oc_timeout)",
+        labels=["error_code"],
+    )
+    for code, n in s.step_errors:
+        errors.add_metric([code], n)
+    yield errors
+    decided = CounterMetricFamily(
+        "gatehouse_approval_decisions", "Decisions on plan cards", labels=["decision"]
+    )
+    waited = CounterMetricFamily(
+        "gatehouse_approval_wait_seconds",
+        "Seconds from a plan card to its decision, summed (÷ decisions: the mean wait)",
+        labels=["decision"],
+    )
+    for decision, n, seconds in s.approvals:
+        decided.add_metric([decision], n)
+        waited.add_metric([decision], seconds)
+    yield decided
+    yield waited
+    security = CounterMetricFamily(
+        "gatehouse_security_events", "Refused requests, by category", labels=["category"]
+    )
+    for category, n in s.security_events:
+        security.add_metric([category], n)
+    yield security
+    queued = GaugeMetricFamily(
+        "gatehouse_queue_depth", "Intents and jobs waiting for a worker", labels=["queue"]
+    )
+    for queue, n in s.queued:
+        queued.add_metric([queue], n)
+    yield queued
+    age = GaugeMetricFamily(
+        "gatehouse_worker_heartbeat_age_seconds",
+        "Seconds since each worker's last heartbeat (reaped workers left out)",
+        labels=["executor_id", "app_version"],
+    )
+    for executor_id, version, seconds in s.heartbeat_age_s:
+        age.add_metric([executor_id, version], seconds)
+    yield age
+
+
+class _FromDatabase(Collector):
+    def __init__(self, db: Callable[[], Database]) -> None:
+        self._db = db
+
+    def collect(self) -> Iterator[Metric]:
+        with self._db().engine.connect() as conn:
+            found = snapshot(conn)
+        yield from families(found)
+
+
+def add_metrics_route(app: FastAPI, db: Callable[[], Database], auth: Auth) -> None:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_FromDatabase(db))
+
+    @app.get("/metrics")
+    def get_metrics(request: Request) -> Response:
+        auth(request, Role.OPERATOR)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,98 @@
+"""``GET /metrics``: Prometheus text that parses, read from the database, moving as runs go."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from contracts import Plan, digest_of
+from tests.support.stack import Stack
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def _scrape(stack: Stack) -> Samples:
+    r = stack.client.get("/metrics")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/plain; version=")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(r.text)
+        for s in family.samples
+    }
+
+
+def _value(
+    m: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float:
+    return m.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def _plan(steps: int) -> dict[str, Any]:
+    return {
+        "objective": "metrics",
+        "steps": [
+            {
+                "step_id": f"s{n}",
+                "verb": "note",
+                "connector_id": "note",
+                "driver_kind": "noop",
+                "input": {},
+            }
+            for n in range(1, steps + 1)
+        ],
+    }
+
+
+def test_counters_move_as_a_run_proceeds(stack: Stack) -> None:
+    before = _scrape(stack)
+    plan = _plan(2)
+    r = stack.submit({"recipe": "echo", "objective": "metrics", "mode": "run-plan", "plan": plan})
+    assert r.status_code == 202, r.text
+    run_id = r.json()["run_id"]
+    stack.wait(run_id, {"waiting_approval"})
+    waiting = _scrape(stack)
+    assert _value(waiting, "gatehouse_runs_created_total") == (
+        _value(before, "gatehouse_runs_created_total") + 1
+    )
+    assert _value(waiting, "gatehouse_runs", status="waiting_approval", phase="approval") >= 1
+    digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+    ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest})
+    assert ok.status_code == 200, ok.text
+    stack.wait(run_id, {"succeeded"})
+    after = _scrape(stack)
+    tool = {"kind": "tool", "status": "completed"}
+    assert _value(after, "gatehouse_ledger_calls_total", **tool) == (
+        _value(before, "gatehouse_ledger_calls_total", **tool) + 2
+    )
+    assert _value(after, "gatehouse_ledger_call_seconds_total", **tool) >= _value(
+        before, "gatehouse_ledger_call_seconds_total", **tool
+    )
+    noop = {"driver_kind": "noop", "status": "succeeded"}
+    assert _value(after, "gatehouse_steps_total", **noop) == (
+        _value(before, "gatehouse_steps_total", **noop) + 2
+    )
+    approved = {"decision": "approved"}
+    assert _value(after, "gatehouse_approval_decisions_total", **approved) == (
+        _value(before, "gatehouse_approval_decisions_total", **approved) + 1
+    )
+    assert _value(after, "gatehouse_approval_wait_seconds_total", **approved) > _value(
+        before, "gatehouse_approval_wait_seconds_total", **approved
+    )
+    ages = [v for (n, _), v in after.items() if n == "gatehouse_worker_heartbeat_age_seconds"]
+    assert ages and all(0 <= age < 60 for age in ages)
+
+
+def test_refused_requests_count_and_metrics_need_an_operator(stack: Stack) -> None:
+    before = _scrape(stack)
+    r = stack.client.get("/metrics", headers={"Authorization": "Bearer not-a-token"})
+    assert r.status_code == 401
+    r = stack.client.get("/metrics", headers=stack.auth("ann"))  # an approver only
+    assert r.status_code == 403
+    after = _scrape(stack)
+    refused = sum(v for (n, _), v in after.items() if n == "gatehouse_security_events_total")
+    assert (
+        refused
+        == sum(v for (n, _), v in before.items() if n == "gatehouse_security_events_total") + 2
+    )
