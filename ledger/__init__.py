@@ -15,7 +15,7 @@ from ledger._db import (
     now_iso,
     open_database,
 )
-from ledger._migrate import migrate, pending_migrations
+from ledger._migrate import migrate, pending_migrations, refresh_views
 
 __all__ = [
     "APP_SCHEMA",
@@ -34,6 +34,7 @@ __all__ = [
     "open_database",
     "pending_migrations",
     "plan_cards",
+    "refresh_views",
     "resolve_database_url",
     "runs",
 ]

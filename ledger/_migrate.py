@@ -4,20 +4,29 @@ Files ``ledger/migrations/NNNN_name.sql`` run in order; ``schema_migrations``
 records each. Concurrent first starts are safe: PostgreSQL takes an advisory
 lock for the transaction, SQLite's IMMEDIATE transaction holds the write lock.
 The operator views in ``ledger/views/`` are re-created in the same
-transaction, so they always match the code that migrated.
+transaction, so they always match the code that migrated. A view that joins
+DBOS's tables (``{{DBOS}}``) is created once those exist: DBOS makes them
+when a worker first launches, which then calls ``refresh_views``.
+
+View files are written once for both databases; ``_apply`` expands these:
+``{{BLOB}}``, ``{{DBOS}}`` (DBOS's schema prefix), ``{{EPOCH(expr)}}`` (seconds
+since 1970 of an ISO 8601 text), ``{{NOW_EPOCH}}`` and ``{{JSON(expr, a, b)}}``
+(the text at ``a.b`` in a JSON text, NULL when absent).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from importlib import resources
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledger._db import APP_SCHEMA, Database, ensure_postgres_database, now_iso
+from ledger.readonly import grant_views
 
-__all__ = ["migrate", "migration_files", "pending_migrations", "view_files"]
+__all__ = ["migrate", "migration_files", "pending_migrations", "refresh_views", "view_files"]
 
 _ADVISORY_LOCK = 0x6761746568  # "gateh"
 
@@ -44,10 +53,65 @@ def _statements(sql: str) -> list[str]:
     return [s.strip() for s in body.split(";") if s.strip()]
 
 
-def _apply(conn: Connection, sql: str, sqlite: bool) -> None:
+def _json(sqlite: bool) -> Callable[[re.Match[str]], str]:
+    def expand(m: re.Match[str]) -> str:
+        expr, *path = (part.strip() for part in m.group(1).split(","))
+        if sqlite:
+            return f"json_extract({expr}, '$.{'.'.join(path)}')"
+        return f"(CAST({expr} AS jsonb) #>> '{{{','.join(path)}}}')"
+
+    return expand
+
+
+def _expanded(sql: str, sqlite: bool) -> str:
     sql = sql.replace("{{BLOB}}", "BLOB" if sqlite else "BYTEA")
-    for stmt in _statements(sql):
+    sql = sql.replace("{{DBOS}}", "" if sqlite else "dbos.")
+    now = "(julianday('now') * 86400.0)" if sqlite else "EXTRACT(EPOCH FROM now())"
+    sql = sql.replace("{{NOW_EPOCH}}", now)
+    epoch = r"(julianday(\1) * 86400.0)"
+    if not sqlite:
+        epoch = r"EXTRACT(EPOCH FROM CAST(\1 AS timestamptz))"
+    sql = re.sub(r"\{\{EPOCH\(([^(){}]+)\)\}\}", epoch, sql)
+    return re.sub(r"\{\{JSON\(([^(){}]+)\)\}\}", _json(sqlite), sql)
+
+
+def _apply(conn: Connection, sql: str, sqlite: bool) -> None:
+    for stmt in _statements(_expanded(sql, sqlite)):
         conn.exec_driver_sql(stmt)
+
+
+def _has_dbos_tables(conn: Connection, sqlite: bool) -> bool:
+    if sqlite:
+        found = conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'workflow_status'"
+        ).first()
+    else:
+        found = conn.exec_driver_sql("SELECT to_regclass('dbos.workflow_status')").scalar()
+    return bool(found)
+
+
+def _create_views(conn: Connection, sqlite: bool) -> list[str]:
+    """Drop and create every view (those over DBOS's tables once they exist); their names.
+    On PostgreSQL the read-only role, if made, gets SELECT on them again."""
+    dbos = _has_dbos_tables(conn, sqlite)
+    made = []
+    for name, sql in view_files():
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
+        if dbos or "{{DBOS}}" not in sql:
+            _apply(conn, sql, sqlite)
+            made.append(name)
+    if not sqlite:
+        grant_views(conn, made)
+    return made
+
+
+def refresh_views(db: Database) -> list[str]:
+    """Create the views (again), those over DBOS's tables included once DBOS made them;
+    the names of the views made."""
+    with db.engine.begin() as conn:
+        if not db.is_sqlite:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK})
+        return _create_views(conn, db.is_sqlite)
 
 
 def migrate(db: Database) -> list[int]:
@@ -75,9 +139,7 @@ def migrate(db: Database) -> list[int]:
                 {"v": version, "n": name, "t": now_iso()},
             )
             applied.append(version)
-        for name, sql in view_files():
-            conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
-            _apply(conn, sql, db.is_sqlite)
+        _create_views(conn, db.is_sqlite)
     return applied
 
 

@@ -18,8 +18,15 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import GatehouseError, Role
-from ledger import database_unreachable, migrate, open_database, resolve_database_url
+from ledger import (
+    database_unreachable,
+    migrate,
+    open_database,
+    refresh_views,
+    resolve_database_url,
+)
 from ledger.operator import read_only_query
+from ledger.readonly import READONLY_ROLE, create_readonly_role
 from shim._auth import add_token
 from shim._render import console, records
 
@@ -118,6 +125,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     try:
         applied = migrate(db)
         DBOS.migrate(url)
+        refresh_views(db)  # with DBOS's tables made, the views that join them too
     except Exception as exc:
         if not database_unreachable(exc):
             raise
@@ -126,6 +134,39 @@ def run_migrate(args: argparse.Namespace) -> int:
     finally:
         db.dispose()
     sys.stdout.write(f"migrated: applied {applied or 'nothing new'}\n")
+    return 0
+
+
+def run_readonly_role(args: argparse.Namespace) -> int:
+    from dbos import DBOS  # noqa: PLC0415  (heavy to import: only this command needs it)
+
+    url, source = database_url(args)
+    if url.startswith("sqlite"):
+        _err(
+            "a read-only role is PostgreSQL's; a SQLite file is read without writing by"
+            " `gatehouse sql` or `sqlite3 -readonly`"
+        )
+        return USAGE
+    if _bad_url(url, source) is not None and (code := _refused(url, source)) is not None:
+        return code
+    db = open_database(url)
+    try:
+        migrate(db)
+        DBOS.migrate(url)
+        views = refresh_views(db)
+        password = os.environ.get("GATEHOUSE_READONLY_PASSWORD") or None
+        created = create_readonly_role(db, views, password)
+    except Exception as exc:
+        if not database_unreachable(exc):
+            raise
+        _err(_unreachable(url, source, exc))
+        return FAILED
+    finally:
+        db.dispose()
+    sys.stdout.write(
+        f"role {READONLY_ROLE} {'created' if created else 'already there'}: SELECT on"
+        f" {', '.join(views)} (schema gatehouse), nothing else\n"
+    )
     return 0
 
 

@@ -29,6 +29,7 @@ COMMANDS = {
     "shim": "run the HTTP API in the foreground",
     "worker": "run one worker in the foreground",
     "migrate": "create or upgrade the database schema",
+    "readonly-role": "PostgreSQL: make the role gatehouse_readonly, which may read the views only",
     "submit": "submit an intent",
     "runs": "list runs, or fork one: runs fork RUN_ID --from-step N",
     "show": "show one run: its plan card, digest, steps and decisions",
@@ -151,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("worker", epilog=_WORKER_ENV + "\n\n" + _EPILOG)
     _db_option(add("migrate"))
+    _db_option(
+        add(
+            "readonly-role",
+            epilog="GATEHOUSE_READONLY_PASSWORD, when set, becomes the role's password.",
+        )
+    )
     for name in API_COMMANDS:
         _api_options(add(name))
     _api_arguments(sub.choices)
@@ -301,6 +308,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     run = {
         "shim": _cli_local.run_shim,
         "migrate": _cli_local.run_migrate,
+        "readonly-role": _cli_local.run_readonly_role,
         "tokens": _cli_local.run_tokens,
         "sql": _cli_local.run_sql,
     }
