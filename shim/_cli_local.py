@@ -113,19 +113,16 @@ def _refused(url: str, source: str) -> int | None:
     return problem[0]
 
 
-def run_migrate(args: argparse.Namespace) -> int:
-    from dbos import DBOS  # noqa: PLC0415  (heavy to import: only this command needs it)
+def _set_up(url: str, source: str) -> tuple[list[int], list[str]] | int:
+    """Migrations, DBOS's tables, the views: (migrations applied now, views), or the exit
+    code after saying the database cannot be reached."""
+    from dbos import DBOS  # noqa: PLC0415  (heavy to import: only these commands need it)
 
-    url, source = database_url(args)
-    # (PostgreSQL: migrate creates the database when the server answers but it is missing)
-    checked = url.startswith("sqlite:///") or _bad_url(url, source)
-    if checked and (code := _refused(url, source)) is not None:
-        return code
     db = open_database(url)
     try:
         applied = migrate(db)
         DBOS.migrate(url)
-        refresh_views(db)  # with DBOS's tables made, the views that join them too
+        return applied, refresh_views(db)  # with DBOS's tables made, those that join them too
     except Exception as exc:
         if not database_unreachable(exc):
             raise
@@ -133,13 +130,22 @@ def run_migrate(args: argparse.Namespace) -> int:
         return FAILED
     finally:
         db.dispose()
-    sys.stdout.write(f"migrated: applied {applied or 'nothing new'}\n")
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    url, source = database_url(args)
+    # (PostgreSQL: migrate creates the database when the server answers but it is missing)
+    checked = url.startswith("sqlite:///") or _bad_url(url, source)
+    if checked and (code := _refused(url, source)) is not None:
+        return code
+    done = _set_up(url, source)
+    if isinstance(done, int):
+        return done
+    sys.stdout.write(f"migrated: applied {done[0] or 'nothing new'}\n")
     return 0
 
 
 def run_readonly_role(args: argparse.Namespace) -> int:
-    from dbos import DBOS  # noqa: PLC0415  (heavy to import: only this command needs it)
-
     url, source = database_url(args)
     if url.startswith("sqlite"):
         _err(
@@ -149,23 +155,18 @@ def run_readonly_role(args: argparse.Namespace) -> int:
         return USAGE
     if _bad_url(url, source) is not None and (code := _refused(url, source)) is not None:
         return code
+    done = _set_up(url, source)
+    if isinstance(done, int):
+        return done
     db = open_database(url)
     try:
-        migrate(db)
-        DBOS.migrate(url)
-        views = refresh_views(db)
         password = os.environ.get("GATEHOUSE_READONLY_PASSWORD") or None
-        created = create_readonly_role(db, views, password)
-    except Exception as exc:
-        if not database_unreachable(exc):
-            raise
-        _err(_unreachable(url, source, exc))
-        return FAILED
+        created = create_readonly_role(db, done[1], password)
     finally:
         db.dispose()
     sys.stdout.write(
         f"role {READONLY_ROLE} {'created' if created else 'already there'}: SELECT on"
-        f" {', '.join(views)} (schema gatehouse), nothing else\n"
+        f" {', '.join(done[1])} (schema gatehouse), nothing else\n"
     )
     return 0
 

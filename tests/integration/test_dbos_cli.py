@@ -22,28 +22,12 @@ from typing import Any
 
 import pytest
 
-from contracts import Plan, digest_of
 from ledger import migrate, open_database
+from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.stack import Stack, drop_database, fresh_database_url, shim_client
 
 ROOT = Path(__file__).resolve().parents[2]
 DBOS = Path(sys.executable).with_name("dbos")
-
-
-def _plan(steps: int) -> dict[str, Any]:
-    return {
-        "objective": "dbos cli",
-        "steps": [
-            {
-                "step_id": f"s{n}",
-                "verb": "note",
-                "connector_id": "note",
-                "driver_kind": "noop",
-                "input": {"n": n},
-            }
-            for n in range(1, steps + 1)
-        ],
-    }
 
 
 def dbos(url: str, *args: str) -> Any:
@@ -63,12 +47,12 @@ def dbos(url: str, *args: str) -> Any:
 
 
 def _submitted(stack: Stack, steps: int = 2) -> tuple[str, str]:
-    plan = _plan(steps)
+    plan = noop_plan(steps)
     r = stack.submit({"recipe": "echo", "objective": "dbos cli", "mode": "run-plan", "plan": plan})
     assert r.status_code == 202, r.text
     run_id = str(r.json()["run_id"])
     assert stack.wait(run_id, {"waiting_approval"})["status"] == "waiting_approval"
-    return run_id, digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+    return run_id, digest_of_plan(plan)
 
 
 def _succeeded(stack: Stack) -> str:
@@ -168,7 +152,7 @@ def shim_only(backend: str, tmp_path: Path) -> Iterator[tuple[str, Any]]:
 
 def test_queue_list_shows_intents_no_worker_took(shim_only: tuple[str, Any]) -> None:
     url, client = shim_only
-    body = {"recipe": "echo", "objective": "queued", "mode": "run-plan", "plan": _plan(1)}
+    body = {"recipe": "echo", "objective": "queued", "mode": "run-plan", "plan": noop_plan(1)}
     ids = []
     for _ in range(2):
         r = client.post("/intent", json=body)

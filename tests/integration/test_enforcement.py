@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from contracts import Plan, digest_of
+from tests.support.plans import ECHO, NOTE
 from tests.support.stack import Stack
 
 
@@ -41,16 +42,6 @@ def _run_plan(steps: list[dict[str, Any]], profile: str = "default") -> dict[str
         "policy_profile": profile,
         "plan": {"objective": "enforcement", "steps": steps},
     }
-
-
-NOTE = {"step_id": "n", "verb": "note", "connector_id": "note", "driver_kind": "noop", "input": {}}
-ECHO = {
-    "step_id": "e",
-    "verb": "run",
-    "connector_id": "workspace-shell",
-    "driver_kind": "restricted_shell",
-    "input": {"argv": ["echo", "hello"]},
-}
 
 
 def test_auto_read_only_profile_approves_only_read_only_plans(stack: Stack) -> None:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client.parser import text_string_to_metric_families
 
-from contracts import Plan, digest_of
+from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.stack import Stack
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -29,25 +27,9 @@ def _value(
     return m.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def _plan(steps: int) -> dict[str, Any]:
-    return {
-        "objective": "metrics",
-        "steps": [
-            {
-                "step_id": f"s{n}",
-                "verb": "note",
-                "connector_id": "note",
-                "driver_kind": "noop",
-                "input": {},
-            }
-            for n in range(1, steps + 1)
-        ],
-    }
-
-
 def test_counters_move_as_a_run_proceeds(stack: Stack) -> None:
     before = _scrape(stack)
-    plan = _plan(2)
+    plan = noop_plan(2)
     r = stack.submit({"recipe": "echo", "objective": "metrics", "mode": "run-plan", "plan": plan})
     assert r.status_code == 202, r.text
     run_id = r.json()["run_id"]
@@ -57,7 +39,7 @@ def test_counters_move_as_a_run_proceeds(stack: Stack) -> None:
         _value(before, "gatehouse_runs_created_total") + 1
     )
     assert _value(waiting, "gatehouse_runs", status="waiting_approval", phase="approval") >= 1
-    digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+    digest = digest_of_plan(plan)
     ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest})
     assert ok.status_code == 200, ok.text
     stack.wait(run_id, {"succeeded"})

@@ -9,17 +9,8 @@ from typing import Any
 
 from dbos import DBOS
 
-from contracts import Plan, digest_of
+from tests.support.plans import ECHO, NOTE, digest_of_plan
 from tests.support.stack import Stack
-
-NOTE = {"step_id": "n", "verb": "note", "connector_id": "note", "driver_kind": "noop", "input": {}}
-ECHO = {
-    "step_id": "e",
-    "verb": "run",
-    "connector_id": "workspace-shell",
-    "driver_kind": "restricted_shell",
-    "input": {"argv": ["echo", "hello"]},
-}
 
 
 def _run(stack: Stack, steps: list[dict[str, Any]], decide: str | None) -> str:
@@ -29,7 +20,7 @@ def _run(stack: Stack, steps: list[dict[str, Any]], decide: str | None) -> str:
     run_id = str(r.json()["run_id"])
     stack.wait(run_id, {"waiting_approval"})
     if decide is not None:
-        digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+        digest = digest_of_plan(plan)
         r = stack.client.post(f"/{decide}/{run_id}", json={"plan_digest": digest})
         assert r.status_code == 200, r.text
         stack.wait(run_id, {"succeeded", "failed", "rejected"})
@@ -134,6 +125,6 @@ def test_views_over_known_runs(stack: Stack) -> None:
 
     # the waiting run is decided, so the module's replay at teardown has finished runs only
     plan = {"objective": "views", "steps": [NOTE]}
-    digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+    digest = digest_of_plan(plan)
     assert stack.client.post(f"/reject/{waiting}", json={"plan_digest": digest}).status_code == 200
     stack.wait(waiting, {"rejected"})
