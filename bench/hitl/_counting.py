@@ -5,6 +5,10 @@ DBOS's (system database) alike. A commit is a *write* commit when its
 transaction ran an INSERT, UPDATE or DELETE; read-only transactions (status
 polls, queue polls that found nothing) are counted apart. The totals are
 written to a JSON file every 50 ms for the benchmark driver to read.
+
+Each count is kept twice: for the whole process, and (``wf_*``) for what ran
+inside a DBOS workflow (its steps and transactions, DBOS's checkpoints of
+them), which leaves out the background: queue polls, heartbeats, the reaper.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from dbos import DBOS
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
@@ -21,12 +26,16 @@ __all__ = ["install", "read_counts", "snapshot"]
 
 _WRITES = ("INSERT", "UPDATE", "DELETE", "MERGE")
 _lock = threading.Lock()
-_counts = {"statements": 0, "commits": 0, "write_commits": 0, "rollbacks": 0}
+_KEYS = ("statements", "commits", "write_commits", "rollbacks")
+_counts = dict.fromkeys((*_KEYS, *(f"wf_{k}" for k in _KEYS)), 0)
 
 
 def _bump(key: str) -> None:
+    in_workflow = DBOS.workflow_id is not None
     with _lock:
         _counts[key] += 1
+        if in_workflow:
+            _counts[f"wf_{key}"] += 1
 
 
 def _before_execute(conn: Connection, *args: Any) -> None:

@@ -18,6 +18,7 @@ from dbos import DBOS
 
 from bench.hitl import _counting
 from bench.hitl._peer import serve
+from bench.hitl.steps import DBOS_STEP
 from ledger._db import sqlalchemy_url
 
 STEPS = ["s1", "s2", "s3"]
@@ -29,7 +30,7 @@ def compile_step() -> str:
     return hashlib.sha256(json.dumps(STEPS).encode()).hexdigest()
 
 
-@DBOS.step()
+@DBOS.step(name=DBOS_STEP)
 def insert_step(run_id: str, step: str) -> None:
     with _engine[0].begin() as conn:
         conn.execute(

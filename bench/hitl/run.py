@@ -29,6 +29,7 @@ from bench.hitl._proc_stats import cpu_s, postgres_cpu_s
 from bench.hitl.gatehouse import GatehouseSystem
 from bench.hitl.load import ingest, replay_all, replay_long
 from bench.hitl.report import Results, section, write_section
+from bench.hitl.steps import DBOS_STEP, insert_floor_ms, step_times
 from policies import catalog
 from tests.support.stack import drop_database, fresh_database_url, postgres_available
 
@@ -176,6 +177,15 @@ def main(argv: list[str] | None = None) -> int:
             after = dbos.ask(op="counts")["counts"]
             dbos_per_run = {k: (after[k] - before[k]) / args.count_runs for k in after}
             phases = {b: g.phases(gh_runs[b]) for b, g in gh.items()}
+            since = time.time() * 1000  # a sequential pass, its steps timed by DBOS's records
+            for _ in range(args.count_runs):
+                gh["postgres"].one_run()
+            dbos.ask(op="seq", n=args.count_runs)
+            per_step = {
+                "gatehouse/postgres": step_times(gh["postgres"].url, "gatehouse.tool_call", since),
+                "dbos/postgres": step_times(dbos.url, DBOS_STEP, since),
+            }
+            floor_ms = insert_floor_ms(gh["postgres"].url)
             retried = {b: dict(g.retried) for b, g in gh.items()}
             replay = {b: replay_all(g.url, tmp) for b, g in gh.items()}
             longest = catalog.profile("default").model.max_steps
@@ -209,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         replay=replay,
         cpu=cpu,
         replay_long=replay_steps,
+        per_step=per_step,
+        floor_ms=floor_ms,
     )
     text = section(results)
     print(text)

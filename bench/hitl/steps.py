@@ -1,0 +1,74 @@
+"""Per step, from DBOS's own records: a Gatehouse tool call against a bare DBOS step.
+
+Both systems checkpoint every step in ``operation_outputs`` with its start and end
+(ms). For each workflow, the steps of one name in order give a step's own time
+(start → end) and its cost in the flow (one step's start → the next one's: the
+step, its checkpoint and whatever the flow does before the next). The floor: one
+``INSERT`` in autocommit on the same server, what a step's own write costs at least.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from itertools import pairwise
+from typing import Any
+
+import sqlalchemy as sa
+
+from ledger._db import sqlalchemy_url
+
+__all__ = ["DBOS_STEP", "insert_floor_ms", "step_times"]
+
+DBOS_STEP = "bench.insert_step"  # the bare DBOS peer's step, by its name in operation_outputs
+
+
+def step_times(url: str, function_name: str, since_ms: float) -> dict[str, Any]:
+    """Median ms of a step of ``function_name`` in the workflows (of a PostgreSQL
+    database) created from ``since_ms`` on: its own time, and start to next start."""
+    engine = sa.create_engine(sqlalchemy_url(url))
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT o.workflow_uuid, o.started_at_epoch_ms, o.completed_at_epoch_ms"
+                    " FROM dbos.operation_outputs o JOIN dbos.workflow_status w"
+                    " ON w.workflow_uuid = o.workflow_uuid"
+                    " WHERE o.function_name = :f AND w.created_at >= :t"
+                    " ORDER BY o.workflow_uuid, o.function_id"
+                ),
+                {"f": function_name, "t": int(since_ms)},
+            ).all()
+    finally:
+        engine.dispose()
+    own: list[float] = []
+    flow: list[float] = []
+    by_run: dict[str, list[tuple[float, float]]] = {}
+    for wf, began, ended in rows:
+        if began is not None and ended is not None:
+            by_run.setdefault(str(wf), []).append((float(began), float(ended)))
+    for steps in by_run.values():
+        own += [e - b for b, e in steps]
+        flow += [b2 - b1 for (b1, _), (b2, _) in pairwise(steps)]
+    return {
+        "steps": len(own),
+        "own_ms": statistics.median(own) if own else 0.0,
+        "flow_ms": statistics.median(flow) if flow else 0.0,
+    }
+
+
+def insert_floor_ms(url: str, n: int = 200) -> float:
+    """Median ms of one INSERT in autocommit (a fresh table, dropped after)."""
+    engine = sa.create_engine(sqlalchemy_url(url), isolation_level="AUTOCOMMIT")
+    took: list[float] = []
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS bench_floor (k TEXT PRIMARY KEY)")
+            for i in range(n):
+                began = time.perf_counter()
+                conn.execute(sa.text("INSERT INTO bench_floor (k) VALUES (:k)"), {"k": str(i)})
+                took.append((time.perf_counter() - began) * 1000)
+            conn.exec_driver_sql("DROP TABLE bench_floor")
+    finally:
+        engine.dispose()
+    return statistics.median(took)
