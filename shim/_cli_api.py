@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 from pydantic import BaseModel
 
-from contracts import JsonObject, JsonValue
+from contracts import JsonObject, JsonValue, RunView
 from shim._client import ApiError, Client, dump, explain_text
 from shim._render import (
     console,
@@ -115,6 +117,8 @@ def _command(api: Client, args: argparse.Namespace) -> int:
             _err("the run has no plan card yet; pass --digest")
             return USAGE
         decided = api.decide(args.run_id, cmd == "approve", digest, args.comment)
+        if args.wait is not None:
+            return _waited(api, args, args.run_id, decided=True)
         return _answer(args, f"Decision on {args.run_id}", decided)
     if cmd == "cancel":
         return _answer(args, f"Cancel of {args.run_id}", api.cancel(args.run_id, args.reason))
@@ -159,10 +163,70 @@ def _submit(api: Client, args: argparse.Namespace) -> int:
             _err(f"cannot read the plan {args.plan}: {exc}")
             return USAGE
     accepted = api.submit(intent, args.idempotency_key)
-    _answer(args, f"Run {accepted.run_id} {accepted.status}", accepted)
+    if args.wait is None:
+        _answer(args, f"Run {accepted.run_id} {accepted.status}", accepted)
     for warning in submit_warnings(*api.ready()):
         _err(f"warning: {warning}")
+    if args.wait is not None:
+        return _waited(api, args, accepted.run_id)
     return OK
+
+
+# Where ``--wait`` stops following a run: it is over, or a person must act on it.
+FINISHED = {"succeeded", "planned", "failed", "rejected", "cancelled"}
+NEEDS_A_PERSON = {"waiting_approval", "needs_operator", "waiting_input"}
+# How often a followed run's finished steps are looked for while its status stands still.
+STEP_LOOK_S = 2.0
+
+
+def follow(
+    api: Client,
+    run_id: str,
+    timeout_s: float,
+    say: Callable[[str], None],
+    decided: bool = False,
+) -> RunView:
+    """Follow a run until it is over or waits for a person, saying each status change
+    and each finished step; raises TimeoutError after ``timeout_s``. ``decided``: a
+    decision was just sent, so the wait for it that the run may still show is not where to stop."""
+    deadline = time.monotonic() + timeout_s
+    view, status, seen = api.run(run_id), "", set[str]()
+    skip = "waiting_approval" if decided else None
+    while True:
+        if view.status.value != status:
+            status = view.status.value
+            say(f"{run_id}: {status} ({view.phase})")
+            if status != skip:
+                skip = None
+        for step in view.steps:
+            if step.step_id not in seen:
+                seen.add(step.step_id)
+                code = f" {step.error_code}" if step.error_code else ""
+                say(f"  step {step.step_id}: {step.status}{code}")
+        if status in FINISHED or (status in NEEDS_A_PERSON and status != skip):
+            return view
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"run {run_id} is still {status} after {timeout_s:.0f} s")
+        view = api.changed(run_id, status, min(STEP_LOOK_S, left))
+
+
+def _progress(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _waited(api: Client, args: argparse.Namespace, run_id: str, decided: bool = False) -> int:
+    """``--wait``: follow the run (progress on stderr), then print its card. 0 when it
+    succeeded, was planned or waits for a person (the card says what to do); 1 when it
+    failed, was rejected or cancelled, or the wait ran out."""
+    try:
+        view = follow(api, run_id, float(args.wait), _progress, decided)
+    except TimeoutError as exc:
+        _err(f"{exc}; it goes on: gatehouse show {run_id}")
+        return FAILED
+    _show(args, dump(view), *run_card(view))
+    return FAILED if view.status.value in ("failed", "rejected", "cancelled") else OK
 
 
 # Queued longer than this behind live workers: the workers are likely full.

@@ -27,6 +27,7 @@ from contracts import (
     MessageAccepted,
     ReplayReport,
     RunList,
+    RunStatus,
     RunView,
     TextChannel,
 )
@@ -214,6 +215,14 @@ class Client:
     def artifacts(self, run_id: str) -> list[ArtifactRef]:
         raw = self._call("GET", f"/runs/{run_id}/artifacts")
         return _Artifacts.model_validate_json(raw).artifacts
+
+    def changed(self, run_id: str, status: str, timeout_s: float) -> RunView:
+        """The run once its status is no longer ``status``, or after ``timeout_s``
+        (a long poll: the shim answers the moment the status changes)."""
+        others = ",".join(s.value for s in RunStatus if s.value != status)
+        params = {"until": others, "timeout_s": f"{max(0.1, min(timeout_s, 60.0)):.1f}"}
+        raw = self._call("GET", f"/runs/{run_id}/wait", params=params, timeout=timeout_s + 30)
+        return RunView.model_validate_json(raw)
 
     def wait(
         self,

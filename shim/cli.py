@@ -194,6 +194,19 @@ def _api_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the API's answer as JSON")
 
 
+def _wait_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wait",
+        nargs="?",
+        type=float,
+        const=600.0,
+        metavar="SECONDS",
+        help="follow the run until it is over or waits for a person (status changes and"
+        " finished steps on stderr), then print its card; exit 1 if it failed, was"
+        " rejected or cancelled, or SECONDS (default 600) ran out",
+    )
+
+
 def _api_arguments(cmd: dict[str, argparse.ArgumentParser]) -> None:
     run_id = "the run's id (run_…)"
     sm = cmd["submit"]
@@ -214,6 +227,7 @@ def _api_arguments(cmd: dict[str, argparse.ArgumentParser]) -> None:
     )
     sm.add_argument("--plan", help="file with a plan (mode run-plan)")
     sm.add_argument("--idempotency-key", help="a repeated key returns the same run")
+    _wait_option(sm)
     r = cmd["runs"]
     r.add_argument(
         "action", nargs="?", choices=["list", "fork"], default="list", help="default: list"
@@ -241,6 +255,7 @@ def _api_arguments(cmd: dict[str, argparse.ArgumentParser]) -> None:
     lg.add_argument("action", choices=["show", "verify"], help="show the rows, or verify the chain")
     lg.add_argument("run_id", help=run_id)
     for name in ("approve", "reject"):
+        _wait_option(cmd[name])
         cmd[name].add_argument("run_id", help=run_id)
         cmd[name].add_argument(
             "--digest", help="the plan digest decided on (default: the plan card's)"

@@ -280,6 +280,8 @@ def test_a_worker_makes_it_ready_and_the_plan_card_renders(shim: Shim) -> None:
 
         _artifacts_round_trip(shim)
 
+        _follow_with_wait(shim)
+
         again = shim.gatehouse("submit", "--recipe", "echo", "--objective", "stop me", "--json")
         other = json.loads(again.stdout)["run_id"]
         _wait_status(shim, other, {"waiting_approval"})
@@ -288,6 +290,25 @@ def test_a_worker_makes_it_ready_and_the_plan_card_renders(shim: Shim) -> None:
         assert f"Cancel of {other}" in cancel.stdout and "not needed" in cancel.stdout
     finally:
         stop([worker])
+
+
+def _follow_with_wait(shim: Shim) -> None:
+    """``--wait``: submit follows the run to its plan card, approve to its end, reject
+    ends in exit 1; progress goes to stderr, the card (or its JSON) to stdout."""
+    argv = ("submit", "--recipe", "echo", "--objective", "follow me", "--wait", "50")
+    waited = shim.gatehouse(*argv, "--json")
+    assert waited.returncode == 0, waited.stderr
+    view = json.loads(waited.stdout)
+    run_id = view["run_id"]
+    assert view["status"] == "waiting_approval"
+    assert f"{run_id}: waiting_approval (approval)" in waited.stderr
+    followed = shim.gatehouse("approve", run_id, "--wait", who="bob")
+    assert followed.returncode == 0, followed.stderr
+    assert f"{run_id}: succeeded" in followed.stderr and "  step " in followed.stderr
+    assert "approved by bob" in followed.stdout and "succeeded" in followed.stdout
+    refused = json.loads(shim.gatehouse(*argv, "--json").stdout)["run_id"]
+    rejected = shim.gatehouse("reject", refused, "--wait", "50", who="bob")
+    assert rejected.returncode == 1 and f"{refused}: rejected" in rejected.stderr
 
 
 def _wait_status(shim: Shim, run_id: str, wanted: set[str]) -> dict[str, object]:
