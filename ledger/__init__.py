@@ -15,7 +15,7 @@ from ledger._db import (
     now_iso,
     open_database,
 )
-from ledger._migrate import migrate, pending_migrations, refresh_views
+from ledger._migrate import add_missing_views, migrate, pending_migrations
 
 __all__ = [
     "APP_SCHEMA",
@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "Conn",
     "Database",
+    "add_missing_views",
     "calls",
     "cancels",
     "chain",
@@ -34,7 +35,6 @@ __all__ = [
     "open_database",
     "pending_migrations",
     "plan_cards",
-    "refresh_views",
     "resolve_database_url",
     "runs",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "Database",
     "corrupt",
     "database_unreachable",
+    "epoch_sql",
     "is_postgres",
     "now_iso",
     "open_database",
@@ -154,6 +155,14 @@ def corrupt(table: str, key: str, exc: Exception) -> GatehouseError:
         f"a {table} row failed validation when read back",
         {"table": table, "key": key, "problem": str(exc)[:500]},
     )
+
+
+def epoch_sql(expr: str, sqlite: bool) -> str:
+    """SQL for the seconds since 1970 of ``expr``, an ISO 8601 text (column or ``'now'``)."""
+    if sqlite:
+        return f"(julianday({expr}) * 86400.0)"
+    moment = "now()" if expr == "'now'" else f"CAST({expr} AS timestamptz)"
+    return f"EXTRACT(EPOCH FROM {moment})"
 
 
 def is_postgres(conn: Conn) -> bool:

@@ -6,7 +6,7 @@ lock for the transaction, SQLite's IMMEDIATE transaction holds the write lock.
 The operator views in ``ledger/views/`` are re-created in the same
 transaction, so they always match the code that migrated. A view that joins
 DBOS's tables (``{{DBOS}}``) is created once those exist: DBOS makes them
-when a worker first launches, which then calls ``refresh_views``.
+when a worker first launches, which then calls ``add_missing_views``.
 
 View files are written once for both databases; ``_apply`` expands these:
 ``{{BLOB}}``, ``{{DBOS}}`` (DBOS's schema prefix), ``{{EPOCH(expr)}}`` (seconds
@@ -23,10 +23,10 @@ from importlib import resources
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ledger._db import APP_SCHEMA, Database, ensure_postgres_database, now_iso
+from ledger._db import APP_SCHEMA, Database, ensure_postgres_database, epoch_sql, now_iso
 from ledger.readonly import grant_views
 
-__all__ = ["migrate", "migration_files", "pending_migrations", "refresh_views", "view_files"]
+__all__ = ["add_missing_views", "migrate", "migration_files", "pending_migrations", "view_files"]
 
 _ADVISORY_LOCK = 0x6761746568  # "gateh"
 
@@ -66,12 +66,8 @@ def _json(sqlite: bool) -> Callable[[re.Match[str]], str]:
 def _expanded(sql: str, sqlite: bool) -> str:
     sql = sql.replace("{{BLOB}}", "BLOB" if sqlite else "BYTEA")
     sql = sql.replace("{{DBOS}}", "" if sqlite else "dbos.")
-    now = "(julianday('now') * 86400.0)" if sqlite else "EXTRACT(EPOCH FROM now())"
-    sql = sql.replace("{{NOW_EPOCH}}", now)
-    epoch = r"(julianday(\1) * 86400.0)"
-    if not sqlite:
-        epoch = r"EXTRACT(EPOCH FROM CAST(\1 AS timestamptz))"
-    sql = re.sub(r"\{\{EPOCH\(([^(){}]+)\)\}\}", epoch, sql)
+    sql = sql.replace("{{NOW_EPOCH}}", epoch_sql("'now'", sqlite))
+    sql = re.sub(r"\{\{EPOCH\(([^(){}]+)\)\}\}", lambda m: epoch_sql(m.group(1), sqlite), sql)
     return re.sub(r"\{\{JSON\(([^(){}]+)\)\}\}", _json(sqlite), sql)
 
 
@@ -90,12 +86,27 @@ def _has_dbos_tables(conn: Connection, sqlite: bool) -> bool:
     return bool(found)
 
 
-def _create_views(conn: Connection, sqlite: bool) -> list[str]:
-    """Drop and create every view (those over DBOS's tables once they exist); their names.
-    On PostgreSQL the read-only role, if made, gets SELECT on them again."""
+def _existing_views(conn: Connection, sqlite: bool) -> set[str]:
+    if sqlite:
+        rows = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'view'")
+    else:
+        rows = conn.execute(
+            sa.text("SELECT viewname FROM pg_views WHERE schemaname = :s"), {"s": APP_SCHEMA}
+        )
+    return {str(r[0]) for r in rows}
+
+
+def _create_views(conn: Connection, sqlite: bool, *, only_missing: bool) -> list[str]:
+    """Create the views (those over DBOS's tables once they exist): every one again, or
+    (``only_missing``) those not there yet; the names of the views there now. On
+    PostgreSQL the read-only role, if made, gets SELECT on them (again)."""
     dbos = _has_dbos_tables(conn, sqlite)
+    there = _existing_views(conn, sqlite) if only_missing else set()
     made = []
     for name, sql in view_files():
+        if name in there:
+            made.append(name)
+            continue
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
         if dbos or "{{DBOS}}" not in sql:
             _apply(conn, sql, sqlite)
@@ -105,13 +116,17 @@ def _create_views(conn: Connection, sqlite: bool) -> list[str]:
     return made
 
 
-def refresh_views(db: Database) -> list[str]:
-    """Create the views (again), those over DBOS's tables included once DBOS made them;
-    the names of the views made."""
+def add_missing_views(db: Database) -> list[str]:
+    """Create the views ``migrate`` could not yet: those over DBOS's tables, once DBOS
+    made them (a worker after it launched, ``gatehouse migrate`` after DBOS's own
+    migration). Every view is there after it; their names. Nothing missing: one read."""
+    with db.engine.connect() as conn:
+        if set(dict(view_files())) <= _existing_views(conn, db.is_sqlite):
+            return sorted(dict(view_files()))
     with db.engine.begin() as conn:
         if not db.is_sqlite:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK})
-        return _create_views(conn, db.is_sqlite)
+        return _create_views(conn, db.is_sqlite, only_missing=True)
 
 
 def migrate(db: Database) -> list[int]:
@@ -139,7 +154,7 @@ def migrate(db: Database) -> list[int]:
                 {"v": version, "n": name, "t": now_iso()},
             )
             applied.append(version)
-        _create_views(conn, db.is_sqlite)
+        _create_views(conn, db.is_sqlite, only_missing=False)
     return applied
 
 

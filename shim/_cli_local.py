@@ -19,10 +19,10 @@ from pydantic import ValidationError
 
 from contracts import GatehouseError, Role
 from ledger import (
+    add_missing_views,
     database_unreachable,
     migrate,
     open_database,
-    refresh_views,
     resolve_database_url,
 )
 from ledger.operator import read_only_query
@@ -122,7 +122,7 @@ def _set_up(url: str, source: str) -> tuple[list[int], list[str]] | int:
     try:
         applied = migrate(db)
         DBOS.migrate(url)
-        return applied, refresh_views(db)  # with DBOS's tables made, those that join them too
+        return applied, add_missing_views(db)  # DBOS's tables made: the views over them too
     except Exception as exc:
         if not database_unreachable(exc):
             raise

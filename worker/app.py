@@ -22,7 +22,7 @@ from dbos import DBOS, DBOSConfig, SQLAlchemyDatasource
 from dbos._serialization import DBOSPortableJSON
 
 from contracts import INTENT_QUEUE, DriverKind, GatehouseError
-from ledger import Database, database_unreachable, migrate, open_database, refresh_views
+from ledger import Database, add_missing_views, database_unreachable, migrate, open_database
 from worker import workflow as _workflow  # registers the workflow with DBOS
 from worker._reaper import Reaper, heartbeat
 from worker._runtime import Runtime, install, runtime
@@ -85,7 +85,7 @@ def _launch_once(
         install(rt)
         DBOS.listen_queues([INTENT_QUEUE])
         DBOS.launch()
-        refresh_views(db)  # the views over DBOS's tables, which exist from here on
+        add_missing_views(db)  # those over DBOS's tables, which exist from here on
         DBOS.register_queue(
             INTENT_QUEUE,
             worker_concurrency=settings.worker_concurrency,

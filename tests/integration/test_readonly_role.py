@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ledger import open_database, refresh_views
+from ledger import migrate, open_database
 from ledger.readonly import READONLY_ROLE
 from tests.support.stack import drop_database, fresh_database_url
 
@@ -65,7 +65,7 @@ def test_the_role_reads_every_view_and_no_table(pg_url: str) -> None:
         # migrations drop and re-create the views: the grants come back with them
         db = open_database(pg_url)
         try:
-            refresh_views(db)
+            migrate(db)
         finally:
             db.dispose()
         with engine.connect() as conn:
