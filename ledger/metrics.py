@@ -3,7 +3,8 @@
 Every figure comes from rows any shim can read, so two shims scraped at the same
 moment answer the same numbers. Counters are counts of rows that are never
 deleted (runs, calls, steps, decisions, security events), so they only grow;
-gauges are counts of rows in a state now.
+gauges are counts of rows in a state now (a call's status moves on, so calls by
+status are a gauge).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from ledger import executors
-from ledger._db import Conn, is_postgres
+from ledger._db import Conn, epoch_sql, is_postgres
 
 __all__ = ["Snapshot", "snapshot"]
 
@@ -22,22 +23,14 @@ __all__ = ["Snapshot", "snapshot"]
 @dataclass(frozen=True)
 class Snapshot:
     runs: list[tuple[str, str, int]]  # (status, phase, count)
-    calls: list[tuple[str, str, int, float]]  # (kind, status, count, seconds of finished ones)
+    calls: list[tuple[str, int, float]]  # (kind, entries ever, seconds the callees took)
+    open_calls: list[tuple[str, str, int]]  # (kind, status, count) now
     steps: list[tuple[str, str, int]]  # (driver_kind, status, count)
     step_errors: list[tuple[str, int]]  # (error_code, count)
     approvals: list[tuple[str, int, float]]  # (decision, count, seconds from card to decision)
     security_events: list[tuple[str, int]]  # (category, count)
     queued: list[tuple[str, int]]  # (DBOS queue, workflows enqueued)
     heartbeat_age_s: list[tuple[str, str, float]]  # (executor_id, app_version, age), not reaped
-
-
-def _seconds(conn: Conn, later: str, earlier: str) -> str:
-    """SQL for the seconds between two ISO 8601 text columns."""
-    if is_postgres(conn):
-        return (
-            f"EXTRACT(EPOCH FROM (CAST({later} AS timestamptz) - CAST({earlier} AS timestamptz)))"
-        )
-    return f"(julianday({later}) - julianday({earlier})) * 86400.0"
 
 
 def snapshot(conn: Conn) -> Snapshot:
@@ -55,19 +48,20 @@ def snapshot(conn: Conn) -> Snapshot:
         for e in executors.list_executors(conn)
         if e.reaped_at is None
     ]
-    took = _seconds(conn, "finished_at", "started_at")
-    waited = _seconds(conn, "a.decided_at", "v.created_at")
+    sqlite = not is_postgres(conn)
+    waited = f"{epoch_sql('a.decided_at', sqlite)} - {epoch_sql('v.created_at', sqlite)}"
     return Snapshot(
         runs=[
             (str(s), str(p), int(str(n)))
             for s, p, n in rows("SELECT status, phase, COUNT(*) FROM runs GROUP BY status, phase")
         ],
         calls=[
-            (str(k), str(s), int(str(n)), float(str(t or 0)))
-            for k, s, n, t in rows(
-                f"SELECT kind, status, COUNT(*), SUM(CASE WHEN finished_at IS NULL THEN 0"  # noqa: S608  (fixed SQL)
-                f" ELSE {took} END) FROM calls GROUP BY kind, status"
-            )
+            (str(k), int(str(n)), float(str(ms or 0)) / 1000)
+            for k, n, ms in rows("SELECT kind, COUNT(*), SUM(duration_ms) FROM calls GROUP BY kind")
+        ],
+        open_calls=[
+            (str(k), str(s), int(str(n)))
+            for k, s, n in rows("SELECT kind, status, COUNT(*) FROM calls GROUP BY kind, status")
         ],
         steps=[
             (str(d), str(s), int(str(n)))

@@ -34,20 +34,26 @@ def families(s: Snapshot) -> Iterator[Metric]:
         "gatehouse_runs_created", "Runs ever accepted", value=sum(n for *_, n in s.runs)
     )
     calls = CounterMetricFamily(
-        "gatehouse_ledger_calls",
-        "Ledger entries (provider and tool calls)",
-        labels=["kind", "status"],
+        "gatehouse_ledger_calls", "Ledger entries ever (provider and tool calls)", labels=["kind"]
     )
     took = CounterMetricFamily(
         "gatehouse_ledger_call_seconds",
-        "Seconds the finished calls took, claim to completion (÷ calls: the mean)",
-        labels=["kind", "status"],
+        "Seconds the callees took, as each call measured it (÷ calls: the mean)",
+        labels=["kind"],
     )
-    for kind, status, n, seconds in s.calls:
-        calls.add_metric([kind, status], n)
-        took.add_metric([kind, status], seconds)
+    for kind, n, seconds in s.calls:
+        calls.add_metric([kind], n)
+        took.add_metric([kind], seconds)
     yield calls
     yield took
+    by_status = GaugeMetricFamily(
+        "gatehouse_ledger_calls_by_status",
+        "Ledger entries in each status now (started and in_doubt are unfinished)",
+        labels=["kind", "status"],
+    )
+    for kind, status, n in s.open_calls:
+        by_status.add_metric([kind, status], n)
+    yield by_status
     steps = CounterMetricFamily(
         "gatehouse_steps", "Plan steps executed or refused", labels=["driver_kind", "status"]
     )

@@ -44,12 +44,15 @@ def test_counters_move_as_a_run_proceeds(stack: Stack) -> None:
     assert ok.status_code == 200, ok.text
     stack.wait(run_id, {"succeeded"})
     after = _scrape(stack)
-    tool = {"kind": "tool", "status": "completed"}
-    assert _value(after, "gatehouse_ledger_calls_total", **tool) == (
-        _value(before, "gatehouse_ledger_calls_total", **tool) + 2
+    assert _value(after, "gatehouse_ledger_calls_total", kind="tool") == (
+        _value(before, "gatehouse_ledger_calls_total", kind="tool") + 2
     )
-    assert _value(after, "gatehouse_ledger_call_seconds_total", **tool) >= _value(
-        before, "gatehouse_ledger_call_seconds_total", **tool
+    done = {"kind": "tool", "status": "completed"}
+    assert _value(after, "gatehouse_ledger_calls_by_status", **done) == (
+        _value(before, "gatehouse_ledger_calls_by_status", **done) + 2
+    )
+    assert _value(after, "gatehouse_ledger_call_seconds_total", kind="tool") >= _value(
+        before, "gatehouse_ledger_call_seconds_total", kind="tool"
     )
     noop = {"driver_kind": "noop", "status": "succeeded"}
     assert _value(after, "gatehouse_steps_total", **noop) == (
