@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 from pydantic import BaseModel
 
-from contracts import JsonObject, JsonValue, RunView
+from contracts import JsonObject, JsonValue, RunStatus, RunView
 from shim._client import ApiError, Client, dump, explain_text
 from shim._render import (
     console,
@@ -175,8 +175,6 @@ def _submit(api: Client, args: argparse.Namespace) -> int:
 # Where ``--wait`` stops following a run: it is over, or a person must act on it.
 FINISHED = {"succeeded", "planned", "failed", "rejected", "cancelled"}
 NEEDS_A_PERSON = {"waiting_approval", "needs_operator", "waiting_input"}
-# How often a followed run's finished steps are looked for while its status stands still.
-STEP_LOOK_S = 2.0
 
 
 def follow(
@@ -188,27 +186,26 @@ def follow(
 ) -> RunView:
     """Follow a run until it is over or waits for a person, saying each status change
     and each finished step; raises TimeoutError after ``timeout_s``. ``decided``: a
-    decision was just sent, so the wait for it that the run may still show is not where to stop."""
+    decision was just sent, so the wait for it that the run may still show is not
+    where to stop."""
     deadline = time.monotonic() + timeout_s
-    view, status, seen = api.run(run_id), "", set[str]()
-    skip = "waiting_approval" if decided else None
-    while True:
+    status, seen = "", set[str]()
+
+    def tell(view: RunView) -> None:
+        nonlocal status
         if view.status.value != status:
             status = view.status.value
             say(f"{run_id}: {status} ({view.phase})")
-            if status != skip:
-                skip = None
         for step in view.steps:
             if step.step_id not in seen:
                 seen.add(step.step_id)
                 code = f" {step.error_code}" if step.error_code else ""
                 say(f"  step {step.step_id}: {step.status}{code}")
-        if status in FINISHED or (status in NEEDS_A_PERSON and status != skip):
-            return view
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"run {run_id} is still {status} after {timeout_s:.0f} s")
-        view = api.changed(run_id, status, min(STEP_LOOK_S, left))
+
+    if decided:  # first past the wait for the decision just sent
+        others = {s.value for s in RunStatus} - {"waiting_approval"}
+        api.wait(run_id, others, timeout_s, tell)
+    return api.wait(run_id, FINISHED | NEEDS_A_PERSON, deadline - time.monotonic(), tell)
 
 
 def _progress(line: str) -> None:

@@ -63,6 +63,9 @@ class ApiError(Exception):
 
 
 class Client:
+    # While a waited-for run's status stands still, how often its steps are looked at.
+    look_s = 2.0
+
     def __init__(self, base_url: str, token: str | None, timeout: float = 30) -> None:
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -231,18 +234,22 @@ class Client:
         timeout: float,
         on_poll: Callable[[RunView], None] | None = None,
     ) -> RunView:
+        """The run once its status is one of ``statuses``; ``on_poll`` sees each view on
+        the way: at each status change (a long poll wakes on it) and every ``look_s``
+        while it stands still, so finished steps show. TimeoutError after ``timeout``."""
         deadline = time.monotonic() + timeout
+        view = self.run(run_id)
         while True:
-            view = self.run(run_id)
             if on_poll is not None:
                 on_poll(view)
             if view.status.value in statuses:
                 return view
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise TimeoutError(
                     f"run {run_id} is still {view.status.value} after {timeout:.0f} s"
                 )
-            time.sleep(0.25)
+            view = self.changed(run_id, view.status.value, min(self.look_s, left))
 
 
 def dump(value: BaseModel | list[CallView] | list[EpisodeView]) -> JsonValue:
