@@ -53,7 +53,7 @@ def _configured(path: Path, env: Mapping[str, str]) -> str | None:
         raise GatehouseError(
             ErrorCode.CONFIG_INVALID, f"{path}: system_database_url must be a string"
         )
-    return url.strip() or None if url else None
+    return (url or "").strip() or None
 
 
 def resolve_database_url(
