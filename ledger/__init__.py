@@ -4,8 +4,8 @@ Functions take a connection (or a DBOS datasource session) and never open
 transactions of their own, so the caller decides what commits together.
 """
 
-from ledger import calls, cancels, chain, evidence, intents, plan_cards, runs
-from ledger._config_file import CONFIG_FILE, resolve_database_url
+from ledger import calls, cancels, chain, events, evidence, intents, plan_cards, runs
+from ledger._config_file import CONFIG_FILE, Telemetry, resolve_database_url, resolve_telemetry
 from ledger._db import (
     APP_SCHEMA,
     DEFAULT_DATABASE_URL,
@@ -23,11 +23,13 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "Conn",
     "Database",
+    "Telemetry",
     "add_missing_views",
     "calls",
     "cancels",
     "chain",
     "database_unreachable",
+    "events",
     "evidence",
     "intents",
     "migrate",
@@ -36,5 +38,6 @@ __all__ = [
     "pending_migrations",
     "plan_cards",
     "resolve_database_url",
+    "resolve_telemetry",
     "runs",
 ]

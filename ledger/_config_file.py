@@ -19,13 +19,21 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from contracts import ErrorCode, GatehouseError
 
-__all__ = ["APP_NAME", "CONFIG_FILE", "DEFAULT_DATABASE_URL", "resolve_database_url"]
+__all__ = [
+    "APP_NAME",
+    "CONFIG_FILE",
+    "DEFAULT_DATABASE_URL",
+    "Telemetry",
+    "resolve_database_url",
+    "resolve_telemetry",
+]
 
 APP_NAME = "gatehouse"
 CONFIG_FILE = "dbos-config.yaml"
@@ -34,8 +42,8 @@ DEFAULT_DATABASE_URL = f"sqlite:///{APP_NAME}.sqlite"
 _VAR = re.compile(r"\$\{([^}]+)\}")
 
 
-def _configured(path: Path, env: Mapping[str, str]) -> str | None:
-    """``system_database_url`` from the file, or None (no file, not Gatehouse's, empty)."""
+def _load(path: Path, env: Mapping[str, str]) -> dict[str, object] | None:
+    """The file's settings, or None (no file, or another application's)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -47,6 +55,14 @@ def _configured(path: Path, env: Mapping[str, str]) -> str | None:
     except yaml.YAMLError as exc:
         raise GatehouseError(ErrorCode.CONFIG_INVALID, f"{path} is not YAML: {exc}") from exc
     if not isinstance(data, dict) or data.get("name") != APP_NAME:
+        return None
+    return {str(k): v for k, v in data.items()}
+
+
+def _configured(path: Path, env: Mapping[str, str]) -> str | None:
+    """``system_database_url`` from the file, or None (no file, not Gatehouse's, empty)."""
+    data = _load(path, env)
+    if data is None:
         return None
     url = data.get("system_database_url")
     if url is not None and not isinstance(url, str):
@@ -69,3 +85,61 @@ def resolve_database_url(
     if configured is not None:
         return configured, str(path)
     return DEFAULT_DATABASE_URL, "the default database URL"
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """OpenTelemetry traces through DBOS (``telemetry`` in ``dbos-config.yaml``)."""
+
+    enabled: bool = False
+    traces_endpoints: tuple[str, ...] = ()
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+def _endpoints(value: object, where: str) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value if value is not None else []
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise GatehouseError(
+            ErrorCode.CONFIG_INVALID, f"{where}: traces endpoints must be URLs (a list or a string)"
+        )
+    found = tuple(i.strip() for i in items if isinstance(i, str) and i.strip())
+    for url in found:
+        if not url.startswith(("http://", "https://")):
+            raise GatehouseError(
+                ErrorCode.CONFIG_INVALID, f"{where}: {url!r} is not an http(s) OTLP endpoint"
+            )
+    return found
+
+
+def resolve_telemetry(
+    env: Mapping[str, str] | None = None, folder: Path | None = None
+) -> Telemetry:
+    """Tracing settings, in DBOS's spelling: ``telemetry.OTLPExporter.tracesEndpoint``
+    (a list or a comma-separated string), ``telemetry.disable_otlp``,
+    ``telemetry.otlp_attributes``. ``GATEHOUSE_OTLP_TRACES_ENDPOINT`` (comma-separated)
+    and ``GATEHOUSE_OTLP`` (``on`` / ``off``) override the file. Tracing is on when an
+    endpoint is named, or when it is switched on without one (spans then go to the
+    tracer provider the process installed, as a test or an embedding program does)."""
+    e = os.environ if env is None else env
+    path = (folder or Path.cwd()) / CONFIG_FILE
+    data = _load(path, e) or {}
+    section = data.get("telemetry") or {}
+    if not isinstance(section, dict):
+        raise GatehouseError(ErrorCode.CONFIG_INVALID, f"{path}: telemetry must be a mapping")
+    exporter = section.get("OTLPExporter") or {}
+    if not isinstance(exporter, dict):
+        raise GatehouseError(ErrorCode.CONFIG_INVALID, f"{path}: OTLPExporter must be a mapping")
+    endpoints = _endpoints(exporter.get("tracesEndpoint"), str(path))
+    if e.get("GATEHOUSE_OTLP_TRACES_ENDPOINT", "").strip():
+        endpoints = _endpoints(
+            e["GATEHOUSE_OTLP_TRACES_ENDPOINT"], "GATEHOUSE_OTLP_TRACES_ENDPOINT"
+        )
+    attributes = section.get("otlp_attributes") or {}
+    if not isinstance(attributes, dict):
+        raise GatehouseError(ErrorCode.CONFIG_INVALID, f"{path}: otlp_attributes must be a mapping")
+    switch = e.get("GATEHOUSE_OTLP", "").strip().lower()
+    if switch not in ("", "on", "off"):
+        raise GatehouseError(ErrorCode.CONFIG_INVALID, "GATEHOUSE_OTLP must be on or off")
+    disabled = section.get("disable_otlp")
+    enabled = switch == "on" if switch else bool(endpoints) or disabled is False
+    return Telemetry(enabled, endpoints, {str(k): str(v) for k, v in attributes.items()})

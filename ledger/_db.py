@@ -34,6 +34,7 @@ __all__ = [
     "is_postgres",
     "now_iso",
     "open_database",
+    "rows_changed",
 ]
 
 APP_SCHEMA = "gatehouse"
@@ -41,6 +42,11 @@ APP_SCHEMA = "gatehouse"
 # Ledger functions run on a plain connection (shim) or inside a DBOS
 # datasource transaction's session (worker); both execute SQL the same way.
 Conn: TypeAlias = Connection | Session
+
+
+def rows_changed(result: object) -> int:
+    """How many rows a write touched (a session's result is a cursor result too)."""
+    return result.rowcount if isinstance(result, sa.CursorResult) else 0
 
 
 def now_iso() -> str:

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import ApprovalView, Decision, ErrorCode, GatehouseError
+from ledger import events
 from ledger._db import Conn, corrupt, now_iso
 
 __all__ = ["Decided", "approvals_of", "decision_for", "insert_decision"]
@@ -70,6 +71,13 @@ def insert_decision(
             "t": now_iso(),
         },
     ).first()
+    if inserted is not None:
+        events.emit(
+            conn,
+            run_id,
+            "approval",
+            {"decision": decision.value, "decided_by": decided_by, "plan_digest": plan_digest},
+        )
     on_record = decision_for(conn, run_id, plan_digest)
     if on_record is None:  # pragma: no cover - the row was just written or already there
         raise GatehouseError(ErrorCode.INTERNAL_ERROR, "decision vanished after insert")

@@ -22,8 +22,8 @@ import sqlalchemy as sa
 
 from contracts import CallView, ErrorCode, GatehouseError, JsonObject, canonical_json, digest_of
 from contracts._json import sha256_hex
-from ledger import chain
-from ledger._db import Conn, now_iso
+from ledger import chain, events
+from ledger._db import Conn, now_iso, rows_changed
 
 __all__ = [
     "RESOLVED",
@@ -135,6 +135,12 @@ def claim(
             "t": now_iso(),
         },
     ).first()
+    if got is not None:
+        events.emit(
+            conn, run_id, "step.started",
+            {"step_id": step_id, "attempt": attempt, "kind": kind, "target": target,
+             "op_key": key},
+        )  # fmt: skip
     return got is not None
 
 
@@ -149,7 +155,7 @@ def complete(
     duration_ms: int,
 ) -> CallRow:
     """Record the outcome of a claimed call and read the row back."""
-    conn.execute(
+    result = conn.execute(
         sa.text(
             "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"
             " error_code = :ec, finished_at = :t, duration_ms = :ms"
@@ -165,19 +171,34 @@ def complete(
             "k": key,
         },
     )
+    done = rows_changed(result)
     row = lookup(conn, key)
     if row is None:
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a claimed call vanished", {"op_key": key})
     chain.append(conn, key, run_id)
+    if done:
+        _written(conn, row, error_code=error_code)
     return row
+
+
+def _written(conn: Conn, row: CallRow, **extra: str | None) -> None:
+    events.emit(
+        conn, row.run_id, "ledger.written",
+        {"op_key": row.op_key, "step_id": row.step_id, "status": row.status,
+         "target": row.target, "duration_ms": row.duration_ms, **extra},
+    )  # fmt: skip
 
 
 def mark_in_doubt(conn: Conn, key: str) -> None:
     """An interrupted call to a callee without idempotency keys: wait for a person."""
-    conn.execute(
+    result = conn.execute(
         sa.text("UPDATE calls SET status = 'in_doubt' WHERE op_key = :k AND status = 'started'"),
         {"k": key},
     )
+    marked = rows_changed(result)
+    row = lookup(conn, key) if marked else None
+    if row is not None:
+        _written(conn, row)
 
 
 def resolve(
@@ -210,6 +231,8 @@ def resolve(
     row = lookup(conn, key)
     if row is None:
         raise GatehouseError(ErrorCode.CALL_NOT_FOUND, "no ledger entry has that op_key")
+    if changed is not None:
+        _written(conn, row, resolved_by=resolved_by)
     return row, changed is not None
 
 

@@ -16,7 +16,8 @@ from contracts import (
     canonical_json,
     sha256_hex,
 )
-from ledger._db import Conn, now_iso
+from ledger import events
+from ledger._db import Conn, now_iso, rows_changed
 
 __all__ = [
     "get_artifact",
@@ -84,7 +85,7 @@ def run_artifacts(conn: Conn, run_id: str) -> list[dict[str, str | int]]:
 
 def put_episode(conn: Conn, run_id: str, step_id: str | None, episode: Episode) -> None:
     """Episode ids are derived from what they record, so a re-run writes nothing new."""
-    conn.execute(
+    result = conn.execute(
         sa.text(
             "INSERT INTO episodes (episode_id, run_id, step_id, episode_type, result_status,"
             " body_json, recorded_at) VALUES (:i, :r, :s, :t, :st, :b, :at)"
@@ -100,6 +101,14 @@ def put_episode(conn: Conn, run_id: str, step_id: str | None, episode: Episode) 
             "at": episode.recorded_at,
         },
     )
+    added = rows_changed(result)
+    if added:
+        events.emit(
+            conn, run_id, "episode",
+            {"episode_id": episode.episode_id, "episode_type": episode.episode_type,
+             "result_status": episode.result_status, "step_id": step_id},
+            notify=episode.episode_type.startswith("security_event"),
+        )  # fmt: skip
 
 
 def list_episodes(conn: Conn, run_id: str) -> list[EpisodeView]:

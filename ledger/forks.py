@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from contracts import RunStatus
+from ledger import events
 from ledger._db import Conn, corrupt, now_iso
 
 __all__ = ["Lineage", "insert_fork", "lineage"]
@@ -79,6 +80,10 @@ def insert_fork(
         ),
         {**params, "st": RunStatus.QUEUED.value, "by": requested_by, "n": from_step},
     )
+    events.emit(
+        conn, run_id, "run.accepted",
+        {"parent_run_id": parent_run_id, "from_step": from_step, "submitted_by": requested_by},
+    )  # fmt: skip
     conn.execute(
         sa.text(
             "INSERT INTO plan_cards (run_id, plan_json, plan_digest, status, created_at,"

@@ -15,6 +15,7 @@ from contracts import (
     canonical_json,
     digest_of,
 )
+from ledger import events
 from ledger._db import Conn, now_iso
 
 __all__ = [
@@ -95,6 +96,11 @@ def insert_intent_and_run(
             "t": now,
         },
     )
+    events.emit(
+        conn, run_id, "run.accepted",
+        {"recipe": request.recipe, "mode": request.mode.value,
+         "submitted_by": request.submitted_by},
+    )  # fmt: skip
 
 
 def request_for_run(conn: Conn, run_id: str) -> IntentRequest | None:

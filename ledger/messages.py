@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from contracts import JsonObject
+from ledger import events
 from ledger._db import Conn, now_iso
 
 __all__ = ["Message", "add", "get", "last"]
@@ -78,4 +79,5 @@ def add(conn: Conn, run_id: str, text: str | None, ends: bool, sent_by: str) -> 
             "a": message.sent_at,
         },
     )
+    events.emit(conn, run_id, "message", {"turn": message.turn, "ends": ends, "sent_by": sent_by})
     return message

@@ -23,8 +23,8 @@ from contracts import (
     StepView,
     canonical_json,
 )
-from ledger import approvals, opa_runs, plan_cards
-from ledger._db import Conn, corrupt, is_postgres, now_iso
+from ledger import approvals, events, opa_runs, plan_cards
+from ledger._db import Conn, corrupt, is_postgres, now_iso, rows_changed
 
 __all__ = [
     "STATUS_CHANNEL",
@@ -54,6 +54,11 @@ _TERMINAL = [s.value for s in RunStatus if s.terminal]
 # PostgreSQL: every change of a run's status is announced on this channel
 # (payload: the run id), so the shim can answer clients waiting on a run.
 STATUS_CHANNEL = "gatehouse_run_status"
+# Phase changes someone may need to hear about: a person must act, or the run ended.
+NOTIFY_STATUSES = frozenset(
+    {RunStatus.WAITING_APPROVAL, RunStatus.NEEDS_OPERATOR, RunStatus.FAILED,
+     RunStatus.SUCCEEDED, RunStatus.REJECTED, RunStatus.CANCELLED, RunStatus.PLANNED}
+)  # fmt: skip
 
 
 def run_status(conn: Conn, run_id: str) -> RunStatus | None:
@@ -142,10 +147,12 @@ def list_runs(
     status: RunStatus | None,
     limit: int,
     before: str | None,
+    *,
     submitted_by: str | None = None,
+    recipe: str | None = None,
 ) -> list[RunSummary]:
     """Newest first; ``before`` is the created_at|run_id cursor of the last page;
-    ``submitted_by``: only the runs this identity submitted."""
+    ``submitted_by``: only the runs this identity submitted; ``recipe``: of it only."""
     clauses: list[str] = []
     params: dict[str, str | int] = {"lim": limit}
     if status is not None:
@@ -154,6 +161,9 @@ def list_runs(
     if submitted_by is not None:
         clauses.append("submitted_by = :by")
         params["by"] = submitted_by
+    if recipe is not None:
+        clauses.append("recipe = :rec")
+        params["rec"] = recipe
     if before is not None:
         created, _, rid = before.partition("|")
         clauses.append("(created_at < :c OR (created_at = :c AND run_id < :rid))")
@@ -208,7 +218,7 @@ def set_status(
     plan_digest: str | None = None,
 ) -> None:
     now = now_iso()
-    conn.execute(
+    result = conn.execute(
         sa.text(
             "UPDATE runs SET status = :s, phase = :p, updated_at = :t,"
             " error_code = COALESCE(:ec, error_code), error_message = COALESCE(:em, error_message),"
@@ -228,6 +238,14 @@ def set_status(
             "done": _TERMINAL,
         },
     )
+    changed = rows_changed(result)
+    # a records step run again (after a crash before its checkpoint) says nothing new
+    if changed and events.last_phase(conn, run_id) != (status.value, phase):
+        events.emit(
+            conn, run_id, "run.phase",
+            {"status": status.value, "phase": phase, "error_code": error_code},
+            notify=status in NOTIFY_STATUSES,
+        )  # fmt: skip
     if is_postgres(conn):  # delivered when this commits: wakes the shim's waiting clients
         conn.execute(sa.text("SELECT pg_notify(:c, :r)"), {"c": STATUS_CHANNEL, "r": run_id})
 
@@ -282,7 +300,7 @@ def record_step(
     error_code: str | None,
     error_message: str | None,
 ) -> None:
-    conn.execute(
+    result = conn.execute(
         sa.text(
             "INSERT INTO run_steps (run_id, step_id, position, driver_kind, connector_id, status,"
             " op_key, output_json, error_code, error_message, finished_at)"
@@ -303,3 +321,10 @@ def record_step(
             "t": now_iso(),
         },
     )
+    inserted = rows_changed(result)
+    if inserted:
+        events.emit(
+            conn, run_id, "step.finished",
+            {"step_id": step_id, "position": position, "status": status,
+             "error_code": error_code, "op_key": op_key},
+        )  # fmt: skip

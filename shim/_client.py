@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import httpx
+from httpx_sse import SSEError, connect_sse
 from pydantic import BaseModel
 
 from contracts import (
@@ -26,6 +27,7 @@ from contracts import (
     JsonValue,
     MessageAccepted,
     ReplayReport,
+    RunEvent,
     RunList,
     RunStatus,
     RunView,
@@ -226,6 +228,33 @@ class Client:
         params = {"until": others, "timeout_s": f"{max(0.1, min(timeout_s, 60.0)):.1f}"}
         raw = self._call("GET", f"/runs/{run_id}/wait", params=params, timeout=timeout_s + 30)
         return RunView.model_validate_json(raw)
+
+    def events(self, run_id: str, after: int = 0, retries: int = 5) -> Iterator[RunEvent]:
+        """The run's events after ``after`` until the stream ends; a dropped
+        connection is opened again from the last event seen (``Last-Event-ID``)."""
+        last, failures = after, 0
+        while True:
+            headers = {"Last-Event-ID": str(last)} if last else {}
+            try:
+                with connect_sse(
+                    self._http, "GET", f"/runs/{run_id}/events", headers=headers,
+                    timeout=httpx.Timeout(self._http.timeout.connect, read=60.0),
+                ) as source:  # fmt: skip
+                    if source.response.status_code >= 400:
+                        source.response.read()
+                        raise ApiError(source.response.status_code, source.response.json())
+                    for sse in source.iter_sse():
+                        data = json.loads(sse.data)
+                        if sse.event == "end":
+                            return
+                        event = RunEvent.model_validate(data)
+                        last, failures = event.seq, 0
+                        yield event
+            except (httpx.TransportError, SSEError) as exc:
+                failures += 1
+                if failures > retries:
+                    raise ConnectionError(f"the event stream of {run_id} broke: {exc}") from exc
+                time.sleep(min(0.2 * 2**failures, 5.0))
 
     def wait(
         self,

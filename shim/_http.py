@@ -1,0 +1,121 @@
+"""What every JSON route shares: reading a body in checked order, answering with a model.
+
+Bodies are read raw and checked in order — media type, size, JSON, schema,
+model — so every bad input gets its own stable code and a 4xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import NoReturn, TypeVar
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+
+from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, validate_instance
+
+__all__ = [
+    "BODY_READ_TIMEOUT_S",
+    "MAX_JSON_DEPTH",
+    "error_response",
+    "media_type",
+    "model_response",
+    "parse_json",
+    "problems",
+    "read_body",
+]
+
+M = TypeVar("M", bound=BaseModel)
+# A body whose bytes stop coming (Content-Length promising more than is sent) is
+# answered after this long instead of holding the connection.
+BODY_READ_TIMEOUT_S = 10.0
+MAX_JSON_DEPTH = 64
+
+
+def error_response(exc: GatehouseError) -> JSONResponse:
+    return JSONResponse({"error": exc.to_json()}, status_code=exc.code.http_status)
+
+
+def model_response(model: BaseModel | list[BaseModel], status: int = 200) -> JSONResponse:
+    if isinstance(model, list):
+        return JSONResponse([m.model_dump(mode="json") for m in model], status_code=status)
+    return JSONResponse(model.model_dump(mode="json"), status_code=status)
+
+
+def _not_json(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _depth(value: JsonValue) -> int:
+    """How deeply arrays and objects nest (iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def parse_json(raw: bytes) -> JsonValue:
+    """Strict JSON: no NaN or Infinity (they are not JSON, and once stored they make
+    every later answer about the record fail), at most ``MAX_JSON_DEPTH`` levels."""
+    try:
+        data: JsonValue = json.loads(raw, parse_constant=_not_json)
+    except RecursionError as exc:
+        raise GatehouseError(
+            ErrorCode.JSON_TOO_DEEP, f"the body nests deeper than {MAX_JSON_DEPTH} levels"
+        ) from exc
+    except ValueError as exc:  # includes UnicodeDecodeError
+        raise GatehouseError(ErrorCode.INVALID_JSON, f"the body is not JSON: {exc}") from exc
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise GatehouseError(
+            ErrorCode.JSON_TOO_DEEP, f"the body nests deeper than {MAX_JSON_DEPTH} levels"
+        )
+    return data
+
+
+def problems(exc: ValidationError) -> JsonObject:
+    """A validation error as an answer's details: each failing path and why (20 at most)."""
+    return {
+        "errors": [
+            {"path": "/" + "/".join(str(p) for p in e["loc"]), "problem": e["msg"]}
+            for e in exc.errors()[:20]
+        ]
+    }
+
+
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+async def read_body(request: Request, limit: int, schema: str, model: type[M]) -> M:
+    media = media_type(request)
+    if media != "application/json":
+        raise GatehouseError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            "send the body as application/json",
+            {"content_type": media},
+        )
+    try:
+        raw = await asyncio.wait_for(request.body(), timeout=BODY_READ_TIMEOUT_S)
+    except TimeoutError as exc:
+        raise GatehouseError(
+            ErrorCode.BODY_TIMEOUT,
+            f"the body did not arrive within {BODY_READ_TIMEOUT_S:.0f} s",
+        ) from exc
+    if len(raw) > limit:
+        raise GatehouseError(
+            ErrorCode.PAYLOAD_TOO_LARGE, f"the body is {len(raw)} bytes; the limit is {limit}"
+        )
+    data = parse_json(raw)
+    validate_instance(schema, data, ErrorCode.INVALID_REQUEST)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST, "the body breaks a rule of its contract", problems(exc)
+        ) from exc

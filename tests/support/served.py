@@ -1,0 +1,55 @@
+"""The shim's app served by uvicorn on a loopback port, in a thread of the test.
+
+For what a TestClient cannot do: a CLI talking HTTP, a stream read while it is
+still open, a browser."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import uvicorn
+
+from shim.app import create_app
+from shim.settings import ShimSettings
+
+__all__ = ["ServedShim"]
+
+
+class ServedShim:
+    """``with ServedShim(database_url, tokens_file) as url:`` a live shim at ``url``."""
+
+    def __init__(
+        self, database_url: str, tokens_file: Path, env: Mapping[str, str] | None = None
+    ) -> None:
+        settings = ShimSettings.from_env(
+            {
+                "GATEHOUSE_DATABASE_URL": database_url,
+                "GATEHOUSE_TOKENS_FILE": str(tokens_file),
+                **(env or {}),
+            }
+        )
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(
+            create_app(settings), log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]})
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the shim did not start"
+            time.sleep(0.05)
+        return self.url
+
+    def __exit__(self, *_: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.sock.close()
