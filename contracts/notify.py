@@ -1,0 +1,105 @@
+"""Who is told what: the notifications file (``GATEHOUSE_NOTIFICATIONS``, YAML or JSON).
+
+Example::
+
+    dashboard_url: https://gatehouse.example.com   # links in every notification
+    sinks:
+      - id: ops
+        kind: webhook                 # JSON, signed: Gatehouse-Signature v1=HMAC-SHA256
+        url: https://hooks.example.com/gatehouse
+        secret_env: GATEHOUSE_WEBHOOK_SECRET
+        events: [waiting_approval, needs_operator, failed, security_event]
+      - id: chat
+        kind: slack                   # Slack-compatible incoming-webhook payload
+        url: https://hooks.slack.com/services/...
+        events: [waiting_approval]
+      - id: approvers
+        kind: email
+        smtp: {host: smtp.example.com, port: 587, starttls: true,
+               username_env: SMTP_USER, password_env: SMTP_PASSWORD}
+        sender: gatehouse@example.com
+        to: [approvers@example.com]
+        events: [waiting_approval]
+    escalation_sinks: [oncall]        # told when an approval waits past the profile's
+                                      # approval.escalate_after_s
+
+Secrets are never in the file: a sink names the environment variable that holds them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from contracts._base import Closed, Identifier
+
+__all__ = ["NotifyConfig", "NotifyEvent", "Sink", "SmtpServer"]
+
+NotifyEvent = Literal[
+    "waiting_approval", "needs_operator", "finished", "failed", "security_event",
+    "approval_escalated",
+]  # fmt: skip
+
+
+def _env_name() -> str | None:
+    """The name of an environment variable holding a secret (optional)."""
+    found: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]{0,127}$")
+    return found
+
+
+class SmtpServer(Closed):
+    host: str = Field(min_length=1, max_length=255)
+    port: int = Field(default=25, ge=1, le=65535)
+    starttls: bool = False
+    username_env: str | None = _env_name()
+    password_env: str | None = _env_name()
+    timeout_s: float = Field(default=10, gt=0, le=120)
+
+
+class Sink(Closed):
+    id: Identifier
+    kind: Literal["webhook", "slack", "email"]
+    events: list[NotifyEvent] = Field(min_length=1)
+    url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$", max_length=2000)
+    # HMAC-SHA256 key for the Gatehouse-Signature header (webhook; slack optional)
+    secret_env: str | None = _env_name()
+    smtp: SmtpServer | None = None
+    sender: str | None = Field(default=None, max_length=320)
+    to: list[str] = Field(default_factory=list, max_length=100)
+    timeout_s: float = Field(default=10, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _complete(self) -> Sink:
+        if self.kind in ("webhook", "slack") and self.url is None:
+            raise ValueError(f"sink {self.id}: a {self.kind} sink needs a url")
+        if self.kind == "webhook" and self.secret_env is None:
+            raise ValueError(f"sink {self.id}: a webhook sink needs secret_env (it is signed)")
+        if self.kind == "email" and (self.smtp is None or self.sender is None or not self.to):
+            raise ValueError(f"sink {self.id}: an email sink needs smtp, sender and to")
+        return self
+
+
+class NotifyConfig(Closed):
+    dashboard_url: str = Field(
+        default="http://127.0.0.1:8000", pattern=r"^https?://[^\s]+$", max_length=2000
+    )
+    sinks: list[Sink] = Field(min_length=1)
+    escalation_sinks: list[Identifier] = Field(default_factory=list)
+    # Retries: after attempt n the next waits min(backoff_s * 2^(n-1), max_backoff_s).
+    max_attempts: int = Field(default=10, ge=1, le=100)
+    backoff_s: float = Field(default=1.0, gt=0, le=3600)
+    max_backoff_s: float = Field(default=300, gt=0, le=86400)
+    # How long a worker holds a delivery it is sending before another may take it.
+    lease_s: float = Field(default=60, gt=0, le=3600)
+    poll_s: float = Field(default=0.5, gt=0, le=60)
+
+    @model_validator(mode="after")
+    def _known_sinks(self) -> NotifyConfig:
+        ids = [s.id for s in self.sinks]
+        if len(set(ids)) != len(ids):
+            raise ValueError("two sinks share an id")
+        unknown = sorted(set(self.escalation_sinks) - set(ids))
+        if unknown:
+            raise ValueError(f"escalation_sinks names unknown sinks: {', '.join(unknown)}")
+        return self

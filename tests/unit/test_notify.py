@@ -1,0 +1,113 @@
+"""Notifications without a database: the file, the event names, payloads, signatures."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from pathlib import Path
+
+import pytest
+
+from contracts import ErrorCode, GatehouseError, JsonObject, NotifyConfig
+from ledger.notifications import PendingEvent, delivery_id
+from shim._events import resume_point
+from worker.notify import load_config
+from worker.notify.payload import (
+    email_message,
+    event_name,
+    payload,
+    signature,
+    slack_body,
+    webhook_headers,
+)
+
+SINKS = {
+    "sinks": [
+        {"id": "ops", "kind": "webhook", "url": "http://h/x", "secret_env": "S",
+         "events": ["failed", "finished"]},
+        {"id": "mail", "kind": "email", "events": ["waiting_approval"],
+         "smtp": {"host": "mx"}, "sender": "g@x", "to": ["a@x", "b@x"]},
+    ]
+}  # fmt: skip
+
+
+def _event(kind: str, body: JsonObject) -> PendingEvent:
+    return PendingEvent("run_1", 7, kind, body, "2026-01-01T00:00:00.000Z", "echo",
+                        "obj <b>", "alice", "ab" * 32)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "name"),
+    [
+        ("run.phase", {"status": "waiting_approval"}, "waiting_approval"),
+        ("run.phase", {"status": "needs_operator"}, "needs_operator"),
+        ("run.phase", {"status": "failed"}, "failed"),
+        ("run.phase", {"status": "succeeded"}, "finished"),
+        ("run.phase", {"status": "rejected"}, "finished"),
+        ("run.phase", {"status": "running"}, None),
+        ("run.phase", {"status": "no such status"}, None),
+        ("episode", {"episode_type": "security_event/refusal"}, "security_event"),
+        ("episode", {"episode_type": "execution/noop"}, None),
+        ("step.started", {}, None),
+    ],
+)
+def test_what_an_event_announces(kind: str, body: JsonObject, name: str | None) -> None:
+    assert event_name(_event(kind, body)) == name
+
+
+def test_payloads_are_stable_and_signed() -> None:
+    config = NotifyConfig.model_validate(SINKS)
+    event = _event("run.phase", {"status": "failed", "error_code": "x_y", "secret": "no"})
+    data = payload(config, config.sinks[0], "failed", event)
+    assert data == payload(config, config.sinks[0], "failed", event)  # the same every time
+    assert data["delivery_id"] == delivery_id("run_1", 7, "failed", "ops")
+    assert data["error_code"] == "x_y" and "secret" not in data
+    assert data["links"] == {"dashboard": "http://127.0.0.1:8000/dashboard/runs/run_1",
+                             "api": "http://127.0.0.1:8000/runs/run_1"}  # fmt: skip
+    body = json.dumps(data).encode()
+    headers = webhook_headers(data, body, "1700000000", b"k")
+    expected = hmac.new(b"k", b"1700000000." + body, hashlib.sha256).hexdigest()
+    assert headers["Gatehouse-Signature"] == f"v1={expected}" == signature(b"k", "1700000000", body)
+    assert headers["Gatehouse-Delivery"] == data["delivery_id"]
+    assert "Gatehouse-Signature" not in webhook_headers(data, body, "1", None)
+    slack = json.loads(slack_body(data))
+    assert "obj &lt;b&gt;" in slack["blocks"][0]["text"]["text"]
+    mail = email_message(data, config.sinks[1])
+    assert mail["To"] == "a@x, b@x" and mail["Message-ID"] == f"<{data['delivery_id']}@gatehouse>"
+    # each sink its own id: a receiver of two sinks can tell them apart
+    assert payload(config, config.sinks[1], "failed", event)["delivery_id"] != data["delivery_id"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("sinks: [", "is not YAML"),
+        ("sinks: []", "sinks"),
+        ("sinks: [{id: a, kind: webhook, events: [failed], url: 'http://h'}]", "secret_env"),
+        ("sinks: [{id: a, kind: email, events: [failed]}]", "smtp, sender and to"),
+        ("sinks: [{id: a, kind: slack, events: [nope], url: 'http://h'}]", "events"),
+        ("sinks: [{id: a, kind: slack, events: [failed], url: 'http://h'}]\n"
+         "escalation_sinks: [b]", "unknown sinks: b"),
+    ],
+)  # fmt: skip
+def test_a_bad_notifications_file_is_refused_with_its_reason(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    file = tmp_path / "n.yaml"
+    file.write_text(text)
+    with pytest.raises(GatehouseError) as refused:
+        load_config(file)
+    assert refused.value.code is ErrorCode.CONFIG_INVALID
+    assert problem in refused.value.message
+    with pytest.raises(GatehouseError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_resume_points() -> None:
+    assert resume_point(None, None) == 0
+    assert resume_point(None, 5) == 5
+    assert resume_point(" 12 ", 5) == 12  # the header wins
+    for bad in ("x", "-1", "1" * 13):
+        with pytest.raises(GatehouseError):
+            resume_point(bad, None)

@@ -1,0 +1,161 @@
+"""The notifier: a worker thread that turns run events into deliveries and sends them.
+
+Each pass (every ``poll_s``):
+
+1. fan out: every ``run_events`` row still marked ``notify_pending`` becomes one
+   delivery row per sink that asked for what it announces, and loses its mark,
+   in one transaction (two workers doing it at once write each row once);
+2. escalate: a run waiting for approval longer than its profile's
+   ``approval.escalate_after_s`` gets one ``approval_escalated`` delivery per
+   escalation sink (at most once per wait);
+3. deliver: due deliveries are claimed with a lease, sent, and marked delivered,
+   or retried after ``backoff_s * 2^(n-1)`` (at most ``max_backoff_s``), or given up
+   after ``max_attempts``. A worker killed mid-send loses its lease when it passes
+   and another sends the same delivery again: at least once, same delivery id.
+
+Nothing here is on a run's path: a slow or dead receiver delays only its own
+deliveries, and the database being away only pauses the notifier.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from contracts import GatehouseError, NotifyConfig, Sink
+from ledger import Database
+from ledger.notifications import (
+    add_delivery,
+    claim_due,
+    clear_pending,
+    mark_delivered,
+    mark_failed,
+    pending_events,
+    waiting_approvals,
+)
+from policies import catalog
+from worker.notify.payload import event_name, payload
+from worker.notify.senders import DeliveryError, send
+
+__all__ = ["Notifier"]
+
+_log = logging.getLogger("gatehouse.notify")
+_ESCALATION_EVERY_S = 2.0
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse(at: str) -> datetime:
+    return datetime.fromisoformat(at.replace("Z", "+00:00"))
+
+
+def _profile_escalation(profile_id: str) -> float | None:
+    try:
+        return catalog.profile(profile_id).model.approval.escalate_after_s
+    except GatehouseError:  # a profile gone since the run started: nothing to go by
+        _log.warning("notifier: no profile %s to escalate by", profile_id)
+        return None
+
+
+class Notifier(threading.Thread):
+    def __init__(
+        self,
+        db: Database,
+        config: NotifyConfig,
+        owner: str,
+        escalate_after: Callable[[str], float | None] | None = None,
+    ) -> None:
+        """``escalate_after``: a profile id's escalation time (default: the profile's
+        ``approval.escalate_after_s`` from the policy catalog)."""
+        super().__init__(name="gatehouse-notifier", daemon=True)
+        self.escalate_after = escalate_after or _profile_escalation
+        self.db = db
+        self.config = config
+        self.owner = owner
+        self.sinks: dict[str, Sink] = {s.id: s for s in config.sinks}
+        self.stop = threading.Event()
+        self._escalated_at = 0.0
+
+    def run(self) -> None:
+        while not self.stop.wait(self.config.poll_s):
+            try:
+                self.tick()
+            except Exception as exc:  # noqa: BLE001 - a notifier that dies tells nobody
+                # the database away, most likely: the next pass tries again
+                _log.warning("notifier: a pass failed (%s: %s)", type(exc).__name__, exc)
+
+    def tick(self) -> int:
+        """One pass; returns how many deliveries it sent successfully."""
+        self.fan_out()
+        if time.monotonic() - self._escalated_at >= _ESCALATION_EVERY_S:
+            self._escalated_at = time.monotonic()
+            self.escalate()
+        return self.deliver()
+
+    def fan_out(self) -> int:
+        added = 0
+        with self.db.engine.begin() as conn:
+            for event in pending_events(conn):
+                name = event_name(event)
+                for sink in self.config.sinks if name is not None else []:
+                    if name in sink.events:
+                        data = payload(self.config, sink, name, event)
+                        added += add_delivery(
+                            conn, run_id=event.run_id, seq=event.seq, event=name,
+                            sink_id=sink.id, payload=data,
+                        )  # fmt: skip
+                clear_pending(conn, event.run_id, event.seq)
+        return added
+
+    def escalate(self) -> int:
+        if not self.config.escalation_sinks:
+            return 0
+        now = datetime.now(UTC)
+        added = 0
+        with self.db.engine.begin() as conn:
+            for waiting in waiting_approvals(conn):
+                after = self.escalate_after(waiting.policy_profile)
+                if after is None or (now - _parse(waiting.since)).total_seconds() < after:
+                    continue
+                for sink_id in self.config.escalation_sinks:
+                    sink = self.sinks[sink_id]
+                    data = payload(self.config, sink, "approval_escalated", waiting)
+                    added += add_delivery(conn, run_id=waiting.run_id, seq=waiting.seq,
+                                          event="approval_escalated", sink_id=sink_id,
+                                          payload=data)  # fmt: skip
+        return added
+
+    def deliver(self) -> int:
+        now = datetime.now(UTC)
+        until = _iso(now + timedelta(seconds=self.config.lease_s))
+        with self.db.engine.begin() as conn:
+            claimed = claim_due(conn, self.owner, until)
+        sent = 0
+        for delivery in claimed:
+            sink = self.sinks.get(delivery.sink_id)
+            try:
+                if sink is None:
+                    raise DeliveryError(f"no sink {delivery.sink_id!r} in the notifications file")
+                send(sink, delivery.payload)
+            except DeliveryError as exc:
+                attempts = delivery.attempts + 1
+                wait = min(self.config.backoff_s * 2 ** (attempts - 1), self.config.max_backoff_s)
+                give_up = attempts >= self.config.max_attempts or sink is None
+                log = _log.error if give_up else _log.warning
+                log("notifier: delivery %s to %s failed (attempt %d%s): %s",
+                    delivery.delivery_id, delivery.sink_id, attempts,
+                    ", given up" if give_up else "", exc)  # fmt: skip
+                with self.db.engine.begin() as conn:
+                    mark_failed(conn, delivery.delivery_id, self.owner, error=str(exc),
+                                next_attempt_at=_iso(datetime.now(UTC) + timedelta(seconds=wait)),
+                                give_up=give_up)  # fmt: skip
+                continue
+            with self.db.engine.begin() as conn:
+                mark_delivered(conn, delivery.delivery_id, self.owner)
+            sent += 1
+        return sent
