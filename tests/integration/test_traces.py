@@ -1,0 +1,71 @@
+"""OpenTelemetry traces through DBOS: a span per run, a child span per step, with
+Gatehouse's attributes, caught by an in-process exporter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.conftest import require_backend
+from tests.support.plans import digest_of_plan, noop_plan
+from tests.support.stack import BACKENDS, Stack, running_stack
+
+_exporter = InMemorySpanExporter()
+
+
+def _install_provider() -> None:
+    """One global tracer provider per process (OpenTelemetry allows no second)."""
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_exporter))
+    trace.set_tracer_provider(provider)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def traced(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    require_backend(request.param)
+    _install_provider()
+    tmp = tmp_path_factory.mktemp(f"traces-{request.param}")
+    with running_stack(request.param, tmp, worker_env={"GATEHOUSE_OTLP": "on"}) as stack:
+        yield stack
+
+
+def _attrs(span: ReadableSpan) -> dict[str, object]:
+    return dict(span.attributes or {})
+
+
+def test_a_run_is_a_span_and_its_steps_are_its_children(traced: Stack) -> None:
+    _exporter.clear()
+    plan = noop_plan(2)
+    r = traced.submit({"recipe": "echo", "objective": "traced", "mode": "run-plan", "plan": plan})
+    run_id = r.json()["run_id"]
+    traced.wait(run_id, {"waiting_approval"})
+    ok = traced.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)})
+    assert ok.status_code == 200, ok.text
+    traced.wait(run_id, {"succeeded"})
+    traced.settle()
+    spans = [s for s in _exporter.get_finished_spans() if _attrs(s).get("operationUUID") == run_id]
+    runs = [s for s in spans if _attrs(s).get("operationType") == "workflow"]
+    assert len(runs) == 1, [s.name for s in spans]
+    run = runs[0]
+    assert _attrs(run)["gatehouse.run_id"] == run_id
+    assert str(_attrs(run)["gatehouse.executor_id"]).startswith("test-")
+    assert _attrs(run)["service.namespace"] == "gatehouse"  # the config file's attributes
+    calls = [s for s in spans if s.name == "gatehouse.tool_call"]
+    assert sorted(str(_attrs(s)["gatehouse.step_id"]) for s in calls) == ["s1", "s2"]
+    for call in calls:
+        a = _attrs(call)
+        assert a["operationType"] == "step" and a["gatehouse.kind"] == "tool"
+        assert a["gatehouse.attempt"] == 1 and len(str(a["gatehouse.op_key"])) == 64
+        assert call.parent is not None and run.context is not None
+        assert call.parent.span_id == run.context.span_id  # a child of the run's span
+        assert call.context is not None and call.context.trace_id == run.context.trace_id
