@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 from contracts._base import Closed
 from contracts._json import JsonObject
@@ -81,6 +81,17 @@ class GatehouseEnvelopeExt(Closed):
     narrowed: bool = False
     allowance: TurnAllowance | None = None  # opencode steps only
     opa: OpaJob | None = None  # the run came from an OPA archive (see contracts.opa_run)
+    # restricted_shell: "allowed" when the profile lets shell steps run without a
+    # sandbox on a worker that has none. Left out of the envelope when not set, so
+    # the envelopes (and request digests) of runs recorded before it are unchanged.
+    unsandboxed_shell: Literal["allowed"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
+        data: JsonObject = handler(self)
+        if data.get("unsandboxed_shell") is None:
+            data.pop("unsandboxed_shell", None)
+        return data
 
 
 class EnvelopeExtensions(Closed):

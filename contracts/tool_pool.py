@@ -108,6 +108,9 @@ class Approval(Closed):
     # How long one durable wait lasts before the workflow re-reads plan_approvals,
     # in case a decision's wake-up message was lost (the row is the authority).
     recheck_s: float = Field(default=300, gt=0)
+    # A plan still waiting this long is announced again, to the notifications
+    # file's escalation_sinks (event approval_escalated). None: never.
+    escalate_after_s: float | None = Field(default=None, gt=0)
 
 
 # Every OpenCode permission class. The server config sets each one explicitly
@@ -218,3 +221,7 @@ class PolicyProfile(Closed):
     prices: dict[str, Price] = Field(default_factory=dict)
     # Runs from OPA archives: which recipes, and whether unsigned ones run autonomously.
     opa: OpaPolicy = Field(default_factory=OpaPolicy)
+    # restricted_shell steps run in a kernel sandbox (worker/sandbox); on a worker
+    # that cannot make one they are refused (sandbox_unavailable) unless this says
+    # "allowed", in so many words.
+    unsandboxed_shell: Literal["refused", "allowed"] = "refused"

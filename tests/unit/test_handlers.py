@@ -385,8 +385,11 @@ def test_shell_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.Monke
     assert result.ok is True
     env = dict(line.split("=", 1) for line in str(result.output["stdout"]).splitlines())
     ws = str(tmp_path.resolve())
+    assert env.pop("PWD", ws) == ws  # the sandbox's working directory, said by bubblewrap
     assert env == {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": ws, "TMPDIR": f"{ws}/.tmp"}
     assert (tmp_path / ".tmp").is_dir()
+    box = result.output["sandbox"]
+    assert isinstance(box, dict) and box["tool"] == "bubblewrap"
 
 
 def test_shell_in_an_opa_run_gets_the_opa_variables(tmp_path: Path) -> None:

@@ -17,6 +17,10 @@ Why it is shaped this way:
   stdin is written from the same loop so a child that never reads it cannot
   deadlock us either.
 * A non-zero exit or a timeout is a *result* (``ok=False``), never an exception.
+* The program runs in the kernel sandbox of ``worker/sandbox`` (namespaces, no
+  network, read-only system, only the workspace writable, resource limits),
+  recorded in the output as ``sandbox``. Without one the step is refused
+  (``sandbox_unavailable``) unless the profile says ``unsandboxed_shell: allowed``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from worker.handlers._base import (
     describe_invalid,
     limits_of,
 )
+from worker.sandbox import Sandbox, limits_for
+from worker.sandbox.bwrap import current as current_sandbox
 
 __all__ = ["run"]
 
@@ -159,6 +165,30 @@ def _pump(proc: subprocess.Popen[bytes], stdin: bytes, cap: int, deadline: float
 
 
 def _execute(
+    command: list[str],
+    cwd: Path,
+    stdin: bytes,
+    limits: Limits,
+    extra: dict[str, str],
+    *,
+    sandbox: Sandbox | None,
+) -> _Outcome | HandlerResult:
+    """Run ``command``, in ``sandbox`` when one is given (see worker/sandbox)."""
+    if sandbox is None:
+        return _spawn(command, cwd, stdin, limits, extra)
+    box = limits_for(limits)
+    cgroup = sandbox.cgroup(box)
+    if cgroup is None:
+        return _spawn([*sandbox.run_prefix(cwd, box, None), *command], cwd, stdin, limits, extra)
+    try:
+        with cgroup as procs:
+            prefix = sandbox.run_prefix(cwd, box, procs)
+            return _spawn([*prefix, *command], cwd, stdin, limits, extra)
+    except OSError as exc:
+        return _failed(f"cannot set up the sandbox's pids cgroup: {exc}")
+
+
+def _spawn(
     command: list[str], cwd: Path, stdin: bytes, limits: Limits, extra: dict[str, str]
 ) -> _Outcome | HandlerResult:
     env = {
@@ -237,7 +267,26 @@ def _run(envelope: ExecutionEnvelope) -> HandlerResult:
 
     opa = envelope.gatehouse.opa  # an OPA run: the OPA_* variables, nothing else
     extra = {} if opa is None else opa_env(opa, workspace)
-    outcome = _execute([rule.path, *spec.argv[1:]], workspace, stdin, limits, extra)
+    found = current_sandbox()
+    if isinstance(found, str):
+        if envelope.gatehouse.unsandboxed_shell != "allowed":
+            return HandlerResult(
+                ok=False,
+                output={"sandbox": {"tool": "none", "reason": found}},
+                error_code=ErrorCode.SANDBOX_UNAVAILABLE,
+                error_message=f"not run: {found}",
+            )
+        evidence: JsonObject = {"tool": "none", "reason": found, "allowed_by": "profile"}
+        sandbox = None
+    else:
+        sandbox, evidence = found, found.profile(limits_for(limits))
+    if not os.access(rule.path, os.X_OK):
+        return _failed(f"cannot start {rule.path}: FileNotFoundError: no such program")
+    if sandbox is not None and not rule.path.startswith(("/usr/", "/bin/", "/sbin/")):
+        return _failed(f"cannot start {rule.path} in the sandbox: it shows only /usr")
+    outcome = _execute(
+        [rule.path, *spec.argv[1:]], workspace, stdin, limits, extra, sandbox=sandbox
+    )
     if isinstance(outcome, HandlerResult):
         return outcome
 
@@ -253,6 +302,7 @@ def _run(envelope: ExecutionEnvelope) -> HandlerResult:
         "stderr_bytes": len(err),
         "truncated": outcome.stdout.truncated or outcome.stderr.truncated,
         "argv": argv_json,
+        "sandbox": evidence,
     }
     artifacts = (
         Artifact(name="stdout", media_type="text/plain", content=out),

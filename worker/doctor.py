@@ -1,0 +1,137 @@
+"""``gatehouse doctor``: can this machine run a worker, and with what?
+
+``python -m worker.doctor [--json]`` (the CLI execs it: the shim never imports
+worker code). Each check says yes or no and why, with the fix:
+
+* sandbox  — bubblewrap found and really able to make its namespaces here (a
+  program is run in it), and whether a pids cgroup caps processes;
+* database — the URL this worker would use, where it came from, and that it answers;
+* opencode — the pinned OpenCode installed (needed by opencode steps only);
+* notifications, traces — what ``GATEHOUSE_NOTIFICATIONS`` and the telemetry
+  settings say (a bad file is a failed check).
+
+Exit 0 when the sandbox and the database are usable, else 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from rich.console import Console
+from rich.table import Table
+
+from contracts import GatehouseError, JsonObject
+from ledger import open_database, resolve_database_url, resolve_telemetry
+from worker.notify.config import load_config
+from worker.opencode.pin import DEFAULT_DIR, installed_pin
+from worker.sandbox import find_sandbox
+from worker.sandbox.bwrap import BWRAP_ENV
+
+__all__ = ["main", "report"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: not a pass/fail matter (informational)
+    detail: str
+
+    def to_json(self) -> JsonObject:
+        return {"check": self.name, "ok": self.ok, "detail": self.detail}
+
+
+def _sandbox() -> Check:
+    found = find_sandbox(os.environ.get(BWRAP_ENV))
+    if isinstance(found, str):
+        return Check(
+            "sandbox", False, f"{found}; shell steps will be refused (sandbox_unavailable)"
+        )
+    pids = f"processes capped by a pids cgroup under {found.pids}" if found.pids else (
+        "no writable pids cgroup: the process count is not capped (CPU, memory, file size"
+        " and open files still are)"
+    )  # fmt: skip
+    return Check("sandbox", True, f"bubblewrap {found.version} at {found.bwrap}: user, mount,"
+                 f" pid, ipc, uts, cgroup and network namespaces; {pids}")  # fmt: skip
+
+
+def _database() -> Check:
+    try:
+        url, source = resolve_database_url()
+        if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+            return Check("database", True, f"{url} (from {source}): made at the first start")
+        db = open_database(url)
+    except GatehouseError as exc:
+        return Check("database", False, exc.message)
+    try:
+        with db.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except sa.exc.SQLAlchemyError as exc:
+        first = str(exc).strip().splitlines()[0][:200]
+        return Check("database", False, f"{url} (from {source}) does not answer: {first}")
+    finally:
+        db.dispose()
+    return Check("database", True, f"{url} (from {source}) answers")
+
+
+def _opencode() -> Check:
+    directory = Path(os.environ.get("GATEHOUSE_OPENCODE_DIR") or DEFAULT_DIR)
+    try:
+        pin = installed_pin(directory)
+    except GatehouseError as exc:
+        return Check("opencode", None, f"{exc.message} (only opencode steps need it)")
+    return Check("opencode", True, f"{pin.package} {pin.version} installed, as pinned")
+
+
+def _notifications() -> Check:
+    path = os.environ.get("GATEHOUSE_NOTIFICATIONS")
+    if not path:
+        return Check("notifications", None, "GATEHOUSE_NOTIFICATIONS unset: nobody is told")
+    try:
+        config = load_config(Path(path))
+    except GatehouseError as exc:
+        return Check("notifications", False, exc.message)
+    kinds = ", ".join(f"{s.id} ({s.kind})" for s in config.sinks)
+    return Check("notifications", True, f"{path}: {kinds}")
+
+
+def _traces() -> Check:
+    try:
+        t = resolve_telemetry()
+    except GatehouseError as exc:
+        return Check("traces", False, exc.message)
+    if not t.enabled:
+        return Check("traces", None, "off (name an OTLP endpoint to switch them on)")
+    where = ", ".join(t.traces_endpoints) or "the process's own tracer provider"
+    return Check("traces", True, f"on, exported to {where}")
+
+
+def report() -> list[Check]:
+    return [_sandbox(), _database(), _opencode(), _notifications(), _traces()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    checks = report()
+    healthy = all(c.ok is not False for c in checks if c.name in ("sandbox", "database"))
+    if "--json" in args:
+        sys.stdout.write(
+            json.dumps({"ok": healthy, "checks": [c.to_json() for c in checks]}, indent=2) + "\n"
+        )
+    else:
+        table = Table(title="gatehouse doctor")
+        for column in ("check", "", "detail"):
+            table.add_column(column)
+        for c in checks:
+            mark = {True: "yes", False: "NO", None: "-"}[c.ok]
+            table.add_row(c.name, mark, c.detail)
+        Console(markup=False, emoji=False, highlight=False).print(table)
+    return 0 if healthy else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
