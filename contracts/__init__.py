@@ -36,6 +36,7 @@ from contracts.job import (
     IntentJob,
 )
 from contracts.messages import MessageAccepted, MessageRequest
+from contracts.notify import NotifyConfig, NotifyEvent, Sink, SmtpServer
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
 from contracts.recipe import Recipe
 from contracts.replay import (
@@ -60,6 +61,7 @@ from contracts.run import (
     RunView,
     StepView,
 )
+from contracts.run_events import RunEvent, RunEventKind
 from contracts.tool_pool import (
     Approval,
     CommandRule,
@@ -71,6 +73,7 @@ from contracts.tool_pool import (
     PolicyProfile,
     ToolPool,
 )
+from contracts.visible import canonical, visible
 
 __all__ = [
     "APPROVAL_TOPIC",
@@ -130,6 +133,8 @@ __all__ = [
     "MessageAccepted",
     "MessageRequest",
     "Mode",
+    "NotifyConfig",
+    "NotifyEvent",
     "OnError",
     "OpaPolicy",
     "OpencodePolicy",
@@ -142,21 +147,27 @@ __all__ = [
     "ReplayDivergence",
     "ReplayReport",
     "Role",
+    "RunEvent",
+    "RunEventKind",
     "RunList",
     "RunStatus",
     "RunSummary",
     "RunView",
     "SecurityEpisode",
+    "Sink",
+    "SmtpServer",
     "StepView",
     "TextChannel",
     "TokenEntry",
     "TokenFile",
     "ToolPool",
     "Verb",
+    "canonical",
     "canonical_json",
     "digest_of",
     "schema_id",
     "schema_registry",
     "sha256_hex",
     "validate_instance",
+    "visible",
 ]

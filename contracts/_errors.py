@@ -46,6 +46,8 @@ class ErrorCode(Enum):
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
     BUDGET_WIDENED = "budget_widened"
+    BODY_TIMEOUT = "body_timeout"
+    JSON_TOO_DEEP = "json_too_deep"
     # plan gate: the plan is refused (at compile time or again before a step runs)
     PLAN_INVALID = "plan_invalid"
     PLAN_CONTAINS_RESULTS = "plan_contains_results"
@@ -93,6 +95,7 @@ class ErrorCode(Enum):
     EXPLAIN_UNAVAILABLE = "explain_unavailable"
     EXPLAIN_INVALID = "explain_invalid"
     BUDGET_EXCEEDED = "budget_exceeded"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
 
     # OPA archives: refused before anything is stored or extracted
     OPA_NOT_ZIP = "opa_not_zip"
@@ -162,6 +165,12 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ),
     ErrorCode.BUDGET_WIDENED: ErrorSpec(
         1013, 422, False, "The intent asks for a budget above its policy profile's limit."
+    ),
+    ErrorCode.BODY_TIMEOUT: ErrorSpec(
+        1014, 408, True, "The body did not arrive in time (fewer bytes than Content-Length said)."
+    ),
+    ErrorCode.JSON_TOO_DEEP: ErrorSpec(
+        1015, 400, False, "The body's JSON nests arrays and objects deeper than 64 levels."
     ),
     ErrorCode.PLAN_INVALID: ErrorSpec(2001, 422, False, "The plan does not match its schema."),
     ErrorCode.PLAN_CONTAINS_RESULTS: ErrorSpec(
@@ -326,6 +335,13 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         "The run spent one of its budgets (steps, model turns, tokens, cost, wall time);"
         " it was stopped, and the budget is named.",
     ),
+    ErrorCode.SANDBOX_UNAVAILABLE: ErrorSpec(
+        4019,
+        503,
+        False,
+        "A shell step needs a sandbox and this worker cannot set one up (no bubblewrap, or"
+        " it cannot create namespaces: see gatehouse doctor); it was not run bare.",
+    ),
     ErrorCode.OPA_NOT_ZIP: ErrorSpec(
         1101,
         415,
@@ -469,7 +485,11 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ),
     ErrorCode.INTERNAL_ERROR: ErrorSpec(5003, 500, True, "An unexpected error; see the logs."),
     ErrorCode.CONFIG_INVALID: ErrorSpec(
-        5005, 500, False, "dbos-config.yaml cannot be read, is not YAML, or has a wrong value."
+        5005,
+        500,
+        False,
+        "dbos-config.yaml or the notifications file cannot be read, is not YAML,"
+        " or has a wrong value.",
     ),
 }
 

@@ -30,6 +30,7 @@ from shim._render import (
     run_list,
     short,
 )
+from shim._watch import watch
 
 __all__ = ["STALE_QUEUE_S", "run_api", "submit_warnings"]
 
@@ -251,6 +252,11 @@ def submit_warnings(ready: bool, report: JsonValue) -> list[str]:
 
 
 def _runs(api: Client, args: argparse.Namespace) -> int:
+    if args.action == "watch":
+        if not args.run_id:
+            _err("runs watch RUN_ID")
+            return USAGE
+        return watch(api, args.run_id, console())
     if args.action == "fork":
         if not args.run_id or args.from_step is None:
             _err("runs fork RUN_ID --from-step N")

@@ -40,6 +40,7 @@ from opa_format import (
 )
 from policies import catalog
 from shim._auth import Identity
+from shim._http import problems
 from shim._service import Service
 
 __all__ = [
@@ -223,14 +224,7 @@ def _intent(
         opa_signer = None if signer is None else OpaSigner.model_validate(signer.model_dump())
     except ValidationError as exc:
         raise GatehouseError(
-            ErrorCode.INVALID_REQUEST,
-            "the archive cannot be made an intent",
-            {
-                "errors": [
-                    {"path": "/" + "/".join(str(p) for p in e["loc"]), "problem": e["msg"]}
-                    for e in exc.errors()[:20]
-                ]
-            },
+            ErrorCode.INVALID_REQUEST, "the archive cannot be made an intent", problems(exc)
         ) from exc
     return request, opa_runs.Intake(job=job, signer=opa_signer, content=upload.content)
 

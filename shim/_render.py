@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from contracts import CallView, JsonValue, RunList, RunView, StepView
+from contracts import CallView, JsonValue, RunList, RunView, StepView, canonical, visible
 
 __all__ = [
     "console",
@@ -100,7 +100,7 @@ def run_card(view: RunView) -> list[Table]:
         "run": view.run_id,
         "status": view.status.value + (f" (phase {view.phase})" if view.phase else ""),
         "recipe": f"{view.recipe} ({view.mode})",
-        "objective": view.objective,
+        "objective": visible(view.objective),
         "submitted by": view.submitted_by,
         "policy": f"profile {view.policy_profile}, tool pool {view.tool_pool}",
         "created": view.created_at,
@@ -164,8 +164,8 @@ def run_card(view: RunView) -> list[Table]:
             step.step_id,
             step.driver_kind.value,
             step.connector_id,
-            short(step.title or "", 40),
-            short(given, 50),
+            visible(step.title or ""),
+            canonical(given, indent=None),  # every argument, in full, nothing hidden
             _step_outcome(executed.get(step.step_id)),
         )
     out.append(steps)

@@ -289,13 +289,21 @@ class Service:
         return view
 
     def runs(
-        self, status: RunStatus | None, limit: int, cursor: str | None, who: Identity | None = None
+        self,
+        status: RunStatus | None,
+        limit: int,
+        cursor: str | None,
+        who: Identity | None = None,
+        *,
+        recipe: str | None = None,
     ) -> RunList:
         """A page of runs, newest first. A submitter lists only its own runs;
         approvers and operators list all (as they may read any)."""
         mine = None if who is None or who.has(Role.OPERATOR, Role.APPROVER) else who.name
         with self.db.engine.connect() as conn:
-            found = runs.list_runs(conn, status, limit + 1, cursor, submitted_by=mine)
+            found = runs.list_runs(
+                conn, status, limit + 1, cursor, submitted_by=mine, recipe=recipe
+            )
         more = len(found) > limit
         page = found[:limit]
         nxt = f"{page[-1].created_at}|{page[-1].run_id}" if more and page else None

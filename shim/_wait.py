@@ -82,12 +82,8 @@ class RunWatch:
         """Until ``status()`` is one of ``until`` (True) or ``timeout_s`` passed (False)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        woken = asyncio.Event()
-        entry = (loop, woken)
-        if self._postgres:
-            self._listen()
-        with self._lock:
-            self._waiters.setdefault(run_id, set()).add(entry)
+        entry = self._register(run_id)
+        woken = entry[1]
         recheck = _PG_RECHECK_S if self._postgres else _SQLITE_RECHECK_S
         try:
             while True:
@@ -101,12 +97,33 @@ class RunWatch:
                 with contextlib.suppress(TimeoutError):  # looked at again, woken or not
                     await asyncio.wait_for(woken.wait(), timeout=min(left, recheck))
         finally:
-            with self._lock:
-                entries = self._waiters.get(run_id)
-                if entries is not None:
-                    entries.discard(entry)
-                    if not entries:
-                        del self._waiters[run_id]
+            self._forget(run_id, entry)
+
+    async def nudged(self, run_id: str, timeout_s: float) -> None:
+        """Return when the run's status may have changed, or after ``timeout_s``."""
+        entry = self._register(run_id)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(entry[1].wait(), timeout=timeout_s)
+        finally:
+            self._forget(run_id, entry)
+
+    def _register(self, run_id: str) -> tuple[asyncio.AbstractEventLoop, asyncio.Event]:
+        """A wake-up for this run's next announced change (call from the event loop)."""
+        entry = (asyncio.get_running_loop(), asyncio.Event())
+        if self._postgres:
+            self._listen()
+        with self._lock:
+            self._waiters.setdefault(run_id, set()).add(entry)
+        return entry
+
+    def _forget(self, run_id: str, entry: tuple[asyncio.AbstractEventLoop, asyncio.Event]) -> None:
+        with self._lock:
+            entries = self._waiters.get(run_id)
+            if entries is not None:
+                entries.discard(entry)
+                if not entries:
+                    del self._waiters[run_id]
 
     # ------------------------------------------------------------ PostgreSQL
     def _listen(self) -> None:

@@ -7,16 +7,14 @@ built from the contract models. A lost database answers 503, never 500.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal
 
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -36,11 +34,12 @@ from contracts import (
     MessageRequest,
     Role,
     RunStatus,
-    validate_instance,
 )
 from ledger import database_unreachable, opa_runs
 from shim._auth import Identity, TokenStore, bearer
+from shim._events import add_event_routes
 from shim._explain import explain
+from shim._http import error_response, media_type, model_response, read_body
 from shim._metrics import add_metrics_route
 from shim._opa_runs import (
     ARCHIVE_MEDIA_TYPES,
@@ -52,12 +51,12 @@ from shim._opa_runs import (
 from shim._read_routes import add_read_routes
 from shim._service import Service
 from shim._wait import parse_until
+from shim.dashboard import add_dashboard_routes
 from shim.settings import ShimSettings
 
 __all__ = ["create_app"]
 
 _log = logging.getLogger("gatehouse.shim")
-M = TypeVar("M", bound=BaseModel)
 
 RunId = Annotated[str, Path(pattern=r"^run_[0-9a-f]{32}$")]
 Sha256 = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
@@ -71,53 +70,6 @@ ArchiveName = Annotated[
 ]
 ArchiveMode = Annotated[Literal["batch", "autonomous", "interactive"] | None, Query()]
 QueryId = Annotated[str | None, Query(pattern=r"^[a-z0-9][a-z0-9._:-]{0,63}$")]
-
-
-def error_response(exc: GatehouseError) -> JSONResponse:
-    return JSONResponse({"error": exc.to_json()}, status_code=exc.code.http_status)
-
-
-def _model(model: BaseModel | list[BaseModel], status: int = 200) -> JSONResponse:
-    if isinstance(model, list):
-        return JSONResponse([m.model_dump(mode="json") for m in model], status_code=status)
-    return JSONResponse(model.model_dump(mode="json"), status_code=status)
-
-
-def _media_type(request: Request) -> str:
-    return request.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-async def _body(request: Request, limit: int, schema: str, model: type[M]) -> M:
-    media = _media_type(request)
-    if media != "application/json":
-        raise GatehouseError(
-            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-            "send the body as application/json",
-            {"content_type": media},
-        )
-    raw = await request.body()
-    if len(raw) > limit:
-        raise GatehouseError(
-            ErrorCode.PAYLOAD_TOO_LARGE, f"the body is {len(raw)} bytes; the limit is {limit}"
-        )
-    try:
-        data: JsonValue = json.loads(raw)
-    except ValueError as exc:  # includes UnicodeDecodeError
-        raise GatehouseError(ErrorCode.INVALID_JSON, f"the body is not JSON: {exc}") from exc
-    validate_instance(schema, data, ErrorCode.INVALID_REQUEST)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise GatehouseError(
-            ErrorCode.INVALID_REQUEST,
-            "the body breaks a rule of its contract",
-            {
-                "errors": [
-                    {"path": "/" + "/".join(str(p) for p in e["loc"]), "problem": e["msg"]}
-                    for e in exc.errors()[:20]
-                ]
-            },
-        ) from exc
 
 
 def create_app(
@@ -156,8 +108,7 @@ def create_app(
             GatehouseError(ErrorCode.DATABASE_UNAVAILABLE, "the database cannot be reached")
         )
 
-    @app.exception_handler(GatehouseError)
-    async def _gatehouse_error(request: Request, exc: GatehouseError) -> JSONResponse:
+    async def record_refusal(request: Request, exc: GatehouseError) -> None:
         if holder:
             try:
                 # A database write: off the event loop, like the routes' own work.
@@ -173,6 +124,10 @@ def create_app(
                     raise
                 # The refusal stands; only its record is lost while the database is away.
                 _log.warning("could not record a refusal: the database is away")
+
+    @app.exception_handler(GatehouseError)
+    async def _gatehouse_error(request: Request, exc: GatehouseError) -> JSONResponse:
+        await record_refusal(request, exc)
         return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
@@ -215,6 +170,8 @@ def create_app(
 
     # /readyz, /workers, /recipes and /policies: reads with no run behind them.
     add_read_routes(app, svc, auth)
+    add_event_routes(app, svc, auth)
+    add_dashboard_routes(app, svc, lambda: stores[0], record_refusal)
     add_metrics_route(app, lambda: svc().db, auth)
 
     @app.post("/intent")
@@ -229,7 +186,7 @@ def create_app(
         tool_pool: QueryId = None,
     ) -> JSONResponse:
         who = auth(request, Role.SUBMITTER)
-        if _media_type(request) in ARCHIVE_MEDIA_TYPES:
+        if media_type(request) in ARCHIVE_MEDIA_TYPES:
             upload = ArchiveUpload(
                 name=name or "archive.opa",
                 content=await read_capped(request, settings.max_archive_bytes),
@@ -242,23 +199,25 @@ def create_app(
             created, accepted = await run_in_threadpool(
                 submit_archive, svc(), settings.opa_trust_dir, upload, idempotency_key, who
             )
-            return _model(accepted, 202 if created else 200)
+            return model_response(accepted, 202 if created else 200)
         if any(q is not None for q in (name, mode, recipe, policy_profile, tool_pool)):
             raise GatehouseError(
                 ErrorCode.INVALID_REQUEST,
                 "query parameters name, mode, recipe, policy_profile and tool_pool go with an"
                 " archive upload; a JSON intent says these in its body",
             )
-        body = await _body(request, settings.max_body_bytes, "env.intent_request_v1", IntentRequest)
+        body = await read_body(
+            request, settings.max_body_bytes, "env.intent_request_v1", IntentRequest
+        )
         created, accepted = svc().submit(body, idempotency_key, who)
-        return _model(accepted, 202 if created else 200)
+        return model_response(accepted, 202 if created else 200)
 
     async def _decide(request: Request, run_id: str, decision: Decision) -> JSONResponse:
         who = auth(request, Role.APPROVER)
-        body = await _body(
+        body = await read_body(
             request, settings.max_body_bytes, "env.approval_request_v1", ApprovalRequest
         )
-        return _model(svc().decide(run_id, body, decision, who))
+        return model_response(svc().decide(run_id, body, decision, who))
 
     @app.post("/approve/{run_id}")
     async def approve(request: Request, run_id: RunId) -> JSONResponse:
@@ -272,16 +231,20 @@ def create_app(
     async def cancel(request: Request, run_id: RunId) -> JSONResponse:
         # Its submitter or an operator; the service checks which runs a submitter owns.
         who = auth(request, Role.SUBMITTER, Role.OPERATOR)
-        body = await _body(request, settings.max_body_bytes, "env.cancel_request_v1", CancelRequest)
-        return _model(await run_in_threadpool(svc().cancel, run_id, body, who))
+        body = await read_body(
+            request, settings.max_body_bytes, "env.cancel_request_v1", CancelRequest
+        )
+        return model_response(await run_in_threadpool(svc().cancel, run_id, body, who))
 
     @app.post("/runs/{run_id}/messages")
     async def post_message(request: Request, run_id: RunId) -> JSONResponse:
         # Its submitter or an operator: the next turn of an interactive OPA run.
         who = auth(request, Role.SUBMITTER, Role.OPERATOR)
-        body = await _body(request, settings.max_body_bytes, "env.run_message_v1", MessageRequest)
+        body = await read_body(
+            request, settings.max_body_bytes, "env.run_message_v1", MessageRequest
+        )
         accepted = await run_in_threadpool(svc().message, run_id, body, who)
-        return _model(accepted, status=202)
+        return model_response(accepted, status=202)
 
     @app.get("/runs")
     def list_runs(
@@ -292,12 +255,12 @@ def create_app(
     ) -> JSONResponse:
         # Submitters list their own runs; approvers and operators all (the service filters).
         who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
-        return _model(svc().runs(status, limit, cursor, who))
+        return model_response(svc().runs(status, limit, cursor, who))
 
     @app.get("/runs/{run_id}")
     def get_run(request: Request, run_id: RunId) -> JSONResponse:
         who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
-        return _model(svc().run(run_id, who))
+        return model_response(svc().run(run_id, who))
 
     @app.get("/runs/{run_id}/wait")
     async def wait_run(
@@ -322,7 +285,7 @@ def create_app(
 
             await service.watch.wait(run_id, status, wanted, timeout_s)
             view = await run_in_threadpool(service.run, run_id, who)
-        answer = _model(view)
+        answer = model_response(view)
         answer.headers["Gatehouse-Wait"] = "reached" if view.status in wanted else "timeout"
         return answer
 
@@ -353,27 +316,27 @@ def create_app(
     def replay(request: Request, run_id: RunId) -> JSONResponse:
         # Sync: FastAPI runs it in a worker thread while a worker replays the run.
         auth(request, Role.OPERATOR)
-        return _model(svc().replay(run_id))
+        return model_response(svc().replay(run_id))
 
     @app.get("/runs/{run_id}/explain")
     def get_explain(request: Request, run_id: RunId) -> JSONResponse:
         # Sync: FastAPI runs it in a worker thread while a worker asks the model.
         who = auth(request, Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
-        return _model(explain(svc(), run_id, who))
+        return model_response(explain(svc(), run_id, who))
 
     @app.post("/runs/{run_id}/fork")
     async def fork(request: Request, run_id: RunId) -> JSONResponse:
         who = auth(request, Role.APPROVER)
-        body = await _body(request, settings.max_body_bytes, "env.fork_request_v1", ForkRequest)
-        return _model(await run_in_threadpool(svc().fork, run_id, body, who), 202)
+        body = await read_body(request, settings.max_body_bytes, "env.fork_request_v1", ForkRequest)
+        return model_response(await run_in_threadpool(svc().fork, run_id, body, who), 202)
 
     @app.post("/calls/{op_key}/resolve")
     async def resolve(request: Request, op_key: OpKey) -> JSONResponse:
         who = auth(request, Role.OPERATOR)
-        body = await _body(
+        body = await read_body(
             request, settings.max_body_bytes, "env.call_resolution_v1", CallResolution
         )
-        return _model(await run_in_threadpool(svc().resolve, op_key, body, who))
+        return model_response(await run_in_threadpool(svc().resolve, op_key, body, who))
 
     @app.get("/runs/{run_id}/episodes")
     def get_episodes(request: Request, run_id: RunId) -> JSONResponse:

@@ -28,10 +28,11 @@ COMMANDS = {
     "up": "start the shim and workers as supervised processes",
     "shim": "run the HTTP API in the foreground",
     "worker": "run one worker in the foreground",
+    "doctor": "check what a worker here can do: the sandbox, the database, OpenCode, settings",
     "migrate": "create or upgrade the database schema",
     "readonly-role": "PostgreSQL: make the role gatehouse_readonly, which may read the views only",
     "submit": "submit an intent",
-    "runs": "list runs, or fork one: runs fork RUN_ID --from-step N",
+    "runs": "list runs, watch one live: runs watch RUN_ID, or fork one: runs fork RUN_ID",
     "show": "show one run: its plan card, digest, steps and decisions",
     "approve": "approve a run's plan (by its digest)",
     "reject": "reject a run's plan (by its digest)",
@@ -151,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the tokens file (default: GATEHOUSE_TOKENS_FILE, else var/tokens.json)",
     )
     add("worker", epilog=_WORKER_ENV + "\n\n" + _EPILOG)
+    doctor = add("doctor", epilog="Exit 0 when the sandbox and the database are usable.")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     _db_option(add("migrate"))
     _db_option(
         add(
@@ -230,9 +233,13 @@ def _api_arguments(cmd: dict[str, argparse.ArgumentParser]) -> None:
     _wait_option(sm)
     r = cmd["runs"]
     r.add_argument(
-        "action", nargs="?", choices=["list", "fork"], default="list", help="default: list"
+        "action",
+        nargs="?",
+        choices=["list", "fork", "watch"],
+        default="list",
+        help="default: list; watch RUN_ID follows a run's events live until it ends",
     )
-    r.add_argument("run_id", nargs="?", help="the run to fork")
+    r.add_argument("run_id", nargs="?", help="the run to fork or watch")
     r.add_argument(
         "--status",
         help=f"list only runs in this status: {', '.join(st.value for st in RunStatus)}",
@@ -310,6 +317,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if cmd == "worker":
         # The shim never imports worker code: the worker is its own program.
         os.execv(sys.executable, [sys.executable, "-m", "worker"])  # noqa: S606  (fixed argv, no shell)
+    if cmd == "doctor":  # the worker's own checks, as its own program too
+        extra = ["--json"] if args.json else []
+        os.execv(sys.executable, [sys.executable, "-m", "worker.doctor", *extra])  # noqa: S606
     if cmd == "opa":
         from shim._opa_cli import run_opa
 

@@ -33,6 +33,7 @@ from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_o
 from ledger import calls, database_unreachable, evidence
 from worker._crash import maybe_crash
 from worker._runtime import runtime
+from worker._tracing import annotate
 from worker.handlers._base import Artifact
 
 __all__ = ["Call", "Performed", "call_step", "refusal", "through_ledger"]
@@ -183,6 +184,8 @@ def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObjec
 def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     rt = runtime()
     key = call.op_key
+    annotate(run_id=call.run_id, step_id=call.step_id, attempt=call.attempt, op_key=key,
+             kind=call.kind, target=call.target)  # fmt: skip
     maybe_crash(rt.settings.crash_point, "before_claim", call.step_id)
     # One transaction: the boundary check, then the claim (or the row a claim
     # that lost found).

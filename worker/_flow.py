@@ -233,6 +233,9 @@ class _Run:
                     "connector_id": step.connector_id,
                     "output_schema_ref": step.output_schema_ref,
                 }
+                shell = step.driver_kind is DriverKind.RESTRICTED_SHELL
+                if shell and profile.unsandboxed_shell == "allowed":
+                    call["unsandboxed_shell"] = "allowed"
             if self.opa is not None:
                 call["opa"] = self.opa.model_dump(mode="json")
             outcome, attempts = settle(ports, self.trace, spent, call, profile=profile, seed=seed)

@@ -26,7 +26,9 @@ from ledger import Database, add_missing_views, database_unreachable, migrate, o
 from worker import workflow as _workflow  # registers the workflow with DBOS
 from worker._reaper import Reaper, heartbeat
 from worker._runtime import Runtime, install, runtime
+from worker._tracing import set_tracing
 from worker.handlers._base import Handler
+from worker.notify import Notifier
 from worker.opencode.supervisor import stop_running_server
 from worker.settings import WorkerSettings
 
@@ -41,6 +43,7 @@ __all__ = [
 _log = logging.getLogger("gatehouse.worker")
 _ = _workflow
 _reapers: list[Reaper] = []
+_notifiers: list[Notifier] = []
 
 # Waiting for the database: first retry after this, doubling up to the cap.
 _RETRY_FIRST_S = 0.25
@@ -52,6 +55,7 @@ class LaunchStoppedError(Exception):
 
 
 def dbos_config(settings: WorkerSettings) -> DBOSConfig:
+    traces = settings.telemetry
     return {
         "name": "gatehouse",
         "system_database_url": settings.database_url,
@@ -62,6 +66,11 @@ def dbos_config(settings: WorkerSettings) -> DBOSConfig:
         "sys_db_pool_size": 10,
         # SQLite has no LISTEN/NOTIFY: DBOS polls for the messages that wake waits.
         "notification_listener_polling_interval_sec": settings.wake_poll_s,
+        # OpenTelemetry: a span per run and per step, exported over OTLP/HTTP when
+        # endpoints are named, else to the tracer provider this process installed.
+        "enable_otlp": traces.enabled,
+        "otlp_traces_endpoints": list(traces.traces_endpoints) or None,
+        "otlp_attributes": {"gatehouse.executor_id": settings.executor_id, **traces.attributes},
     }
 
 
@@ -76,6 +85,7 @@ def _launch_once(
         # heartbeat must not hand over the runs it is about to recover itself.
         heartbeat(settings, db)
         settings.workspace_root.mkdir(parents=True, exist_ok=True)
+        set_tracing(settings.telemetry.enabled)
         DBOS(config=dbos_config(settings))
         constructed = True
         ds = SQLAlchemyDatasource.create(
@@ -140,6 +150,10 @@ def launch(
         reaper = Reaper(rt, settings.heartbeat_s, settings.dead_after_s)
         reaper.start()
         _reapers.append(reaper)
+        if settings.notifications is not None:
+            notifier = Notifier(rt.db, settings.notifications, settings.executor_id)
+            notifier.start()
+            _notifiers.append(notifier)
         return rt
 
 
@@ -149,6 +163,10 @@ def shutdown() -> None:
         reaper = _reapers.pop()
         reaper.stop.set()
         reaper.join(timeout=10)
+    while _notifiers:
+        notifier = _notifiers.pop()
+        notifier.stop.set()
+        notifier.join(timeout=30)
     DBOS.destroy(workflow_completion_timeout_sec=0)
     stop_running_server()  # the OpenCode server stops with its worker
     rt.db.dispose()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts import APP_VERSION, ErrorCode, GatehouseError
-from ledger import resolve_database_url
+from contracts import APP_VERSION, ErrorCode, GatehouseError, NotifyConfig
+from ledger import Telemetry, resolve_database_url, resolve_telemetry
 from opa_format import DEFAULT_TRUST_DIR, SigningKey
+from worker.notify.config import load_config
 from worker.opencode.pin import DEFAULT_DIR as DEFAULT_OPENCODE_DIR
 
 __all__ = ["WorkerSettings"]
@@ -40,6 +41,10 @@ class WorkerSettings:
     # The trust store a run's archive is checked against again (as the shim's).
     opa_trust_dir: Path = Path(DEFAULT_TRUST_DIR)
     opa_signing_key: SigningKey | None = None  # signs output archives when set
+    # GATEHOUSE_NOTIFICATIONS: who is told about run events (worker/notify); None: nobody.
+    notifications: NotifyConfig | None = None
+    # OpenTelemetry traces through DBOS (dbos-config.yaml's telemetry; GATEHOUSE_OTLP*)
+    telemetry: Telemetry = field(default_factory=Telemetry)
 
     def planners(self) -> tuple[str, ...]:
         """The recipe planners this worker can run (its heartbeat says so): a template
@@ -101,7 +106,17 @@ class WorkerSettings:
             or e.get("GATEHOUSE_MODEL_NAME", "planner"),
             opa_trust_dir=Path(e.get("GATEHOUSE_OPA_TRUST_DIR") or DEFAULT_TRUST_DIR),
             opa_signing_key=_signing_key(e),
+            notifications=_notifications(e),
+            telemetry=resolve_telemetry(e),
         )
+
+
+def _notifications(env: dict[str, str]) -> NotifyConfig | None:
+    """The notifications file, read at start: a bad one stops the worker with its reason."""
+    path = env.get("GATEHOUSE_NOTIFICATIONS")
+    if not path:
+        return None
+    return load_config(Path(path))
 
 
 def _seconds(env: dict[str, str], name: str, default: str) -> float:

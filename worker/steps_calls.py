@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from sqlalchemy.engine import Connection
 
@@ -108,6 +109,7 @@ class ToolCall(Closed):
     narrowed: bool = False
     allowance: TurnAllowance | None = None  # what is left of the run's budgets
     opa: OpaJob | None = None  # the run came from an OPA archive
+    unsandboxed_shell: Literal["allowed"] | None = None  # the profile allows it in so many words
     # The step boundary checked for a cancel before the call is claimed (its first
     # attempt only), and what the step's record needs when the call settles it.
     boundary: str | None = None
@@ -303,6 +305,7 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
         narrowed=spec.narrowed,
         allowance=spec.allowance,
         opa=spec.opa,
+        unsandboxed_shell=spec.unsandboxed_shell,
     )
 
     def delivered() -> ExecutionEnvelope:

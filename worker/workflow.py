@@ -33,6 +33,7 @@ from worker import replay as _replay  # registers the replay workflow with DBOS
 from worker._crash import RUN, maybe_crash
 from worker._flow import run_intent
 from worker._runtime import runtime
+from worker._tracing import annotate
 from worker.opa import pack_output
 from worker.records import BeginResult, GateResult, RunEnd, StepRecord
 from worker.steps_calls import planner_call, tool_call
@@ -172,6 +173,7 @@ class LivePorts:
 def intent_workflow(raw_job: JsonObject) -> JsonObject:
     job = IntentJob.model_validate(raw_job)
     run_id = DBOS.workflow_id or job.run_id
+    annotate(run_id=run_id)
     if run_id != job.run_id:
         _registered_fork(run_id)
     return run_intent(job, run_id, LivePorts())

@@ -59,6 +59,8 @@ class _LostDatabase(Service):
         limit: int,
         cursor: str | None,
         who: Identity | None = None,
+        *,
+        recipe: str | None = None,
     ) -> RunList:
         raise self.loss()
 

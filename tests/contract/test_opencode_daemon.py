@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -29,7 +30,7 @@ from worker.opencode.ban import refuse_parent
 from worker.opencode.client import OpencodeClient
 from worker.opencode.pin import read_pin
 from worker.opencode.runner import server_of, turn_spec
-from worker.opencode.supervisor import OpencodeServer, stop_running_server
+from worker.opencode.supervisor import REGISTRY_ENV, OpencodeServer, stop_running_server
 from worker.opencode.turn import TurnSpec, marker_of, reconcile, run_turn, session_for
 from worker.scripted_model import ScriptedModel, load_script
 from worker.settings import WorkerSettings
@@ -128,8 +129,41 @@ def settings(model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory) -> 
     )
 
 
+class _Registry:
+    """A stand-in npm registry on loopback that only counts what asks it for code."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                registry.asked.append(self.path)
+                self.send_response(404)
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
 @pytest.fixture(scope="module")
-def server(settings: WorkerSettings) -> Iterator[OpencodeServer]:
+def registry() -> Iterator[_Registry]:
+    found = _Registry()
+    os.environ[REGISTRY_ENV] = found.url
+    try:
+        yield found
+    finally:
+        del os.environ[REGISTRY_ENV]
+        found.httpd.shutdown()
+        found.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(settings: WorkerSettings, registry: _Registry) -> Iterator[OpencodeServer]:
     yield server_of(settings)
     stop_running_server()
 
@@ -324,3 +358,17 @@ def test_watchdog_restarts_a_dead_server(server: OpencodeServer) -> None:
     assert httpx.get(
         f"{server.url}/session", auth=("opencode", server.password), timeout=5
     ).is_success
+
+
+def test_a_server_and_its_turns_fetch_no_code(
+    server: OpencodeServer, settings: WorkerSettings, registry: _Registry
+) -> None:
+    """After every turn above (compiles, edits, asks, stalls, a restart), OpenCode has
+    asked no package registry for anything: what it would install comes from the
+    pinned set-up, and its provider is built in."""
+    time.sleep(2)  # OpenCode's background install would have asked by now
+    assert registry.asked == []
+    seeded = settings.opencode_state / "contract" / ".config" / "opencode"
+    plugin = seeded / "node_modules" / "@opencode-ai" / "plugin"
+    assert plugin.is_symlink() and (plugin / "package.json").is_file()
+    assert not (settings.opencode_state / "contract" / ".cache" / "opencode" / "packages").exists()

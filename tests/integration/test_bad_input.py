@@ -76,7 +76,15 @@ def http(url: str) -> dict[str, Any]:
 
 JSON = {"content-type": "application/json"}
 
+
 # (id, raw body bytes, headers, status, error code)
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": [value]}
+    return value
+
+
 RAW_CASES: list[tuple[str, bytes, dict[str, str], int, str]] = [
     ("malformed-json", b'{"recipe": "echo", "objective": ', JSON, 400, "invalid_json"),
     ("not-utf8", b'{"recipe": "\xff\xfe"}', JSON, 400, "invalid_json"),
@@ -96,6 +104,44 @@ RAW_CASES: list[tuple[str, bytes, dict[str, str], int, str]] = [
         "payload_too_large",
     ),
     ("json-array", b"[1, 2, 3]", JSON, 422, "invalid_request"),
+    # not JSON, though Python's decoder takes them; stored, they would break every read
+    (
+        "nan",
+        b'{"recipe": "echo", "objective": "x", "parameters": {"n": NaN}}',
+        JSON,
+        400,
+        "invalid_json",
+    ),
+    (
+        "infinity",
+        b'{"recipe": "echo", "objective": "x", "parameters": {"n": Infinity}}',
+        JSON,
+        400,
+        "invalid_json",
+    ),
+    (
+        "minus-infinity",
+        b'{"recipe": "echo", "objective": "x", "parameters": {"n": -Infinity}}',
+        JSON,
+        400,
+        "invalid_json",
+    ),
+    # past the decoder's recursion limit, and at the schema validator's
+    ("deep-json", b"[" * 5000 + b"]" * 5000, JSON, 400, "json_too_deep"),
+    (
+        "deep-parameters",
+        json.dumps(intent(parameters={"n": _nested(400)})).encode(),
+        JSON,
+        400,
+        "json_too_deep",
+    ),
+    (
+        "deep-plan-input",
+        json.dumps(plan_intent(step(input={"m": _nested(300)}))).encode(),
+        JSON,
+        400,
+        "json_too_deep",
+    ),
 ]
 
 # (id, body, status, error code)
@@ -263,4 +309,59 @@ def test_bad_idempotency_key_header(stack: Stack) -> None:
     r = stack.submit(intent(), key="has spaces and /slashes")
     assert r.status_code == 422, r.text
     assert error_of(r)["code"] == "invalid_request"
+    assert row_counts(stack) == before
+
+
+def test_nesting_within_the_limit_is_accepted(stack: Stack) -> None:
+    r = stack.submit(intent(mode="plan-only", parameters={"n": 1, "deep": _nested(30)}))
+    assert r.status_code in (202, 422), r.text  # accepted, or refused by the recipe's schema
+    assert r.json().get("error", {}).get("code") != "json_too_deep"
+
+
+def _read_answer(conn: Any) -> str:
+    """One HTTP/1.1 answer: its headers, then as many body bytes as they announce."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return data.decode()
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.decode().split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        body += chunk
+    return (head + b"\r\n\r\n" + body).decode()
+
+
+def test_a_body_that_stops_coming_is_answered(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Content-Length promises more than is sent: the shim answers 408 instead of waiting
+    for as long as the client holds the connection."""
+    import socket
+
+    from shim import _http
+    from tests.support.served import ServedShim
+
+    monkeypatch.setattr(_http, "BODY_READ_TIMEOUT_S", 1.0)
+    before = row_counts(stack)
+    token = stack.client.people.tokens["alice"]
+    with ServedShim(stack.database_url, stack.client.people.file) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(
+                b"POST /intent HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Authorization: Bearer {token}\r\n".encode()
+                + b'Content-Length: 1000\r\n\r\n{"recipe": '
+            )
+            answer = _read_answer(conn)
+    assert answer.startswith("HTTP/1.1 408"), answer[:200]
+    assert '"body_timeout"' in answer
     assert row_counts(stack) == before

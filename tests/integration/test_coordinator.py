@@ -180,6 +180,10 @@ def test_runs_share_nothing(unruly: Stack) -> None:
     assert listed["status"] == "succeeded", listed
     [look] = _ledger(unruly, listed["run_id"])
     assert "mine.json" not in look["response"]["output"]["stdout"]
+    # the sandbox it ran in is in its evidence
+    box = look["response"]["output"]["sandbox"]
+    assert box["tool"] == "bubblewrap" and box["network"] is False
+    assert box["limits"]["processes"] == 64 and "net" in box["namespaces"]
 
     # Naming another run's workspace is refused before anything is stored.
     plan = {"objective": "peek", "steps": [_shell("peek", "ls", f"../{owner}")]}

@@ -13,8 +13,6 @@ import hashlib
 import io
 import json
 import random
-import socket
-import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -23,17 +21,15 @@ from typing import Any
 
 import opa
 import pytest
-import uvicorn
 from cryptography.hazmat.primitives import serialization
 
 from ledger import opa_runs, open_database
 from opa_format import Manifest, fingerprint, trust_add, write_archive
-from shim.app import create_app
 from shim.cli import main
-from shim.settings import ShimSettings
 from tests.conftest import require_backend
 from tests.security.opa._build import Pki, make_pki
 from tests.support.opa import OPA_MEDIA
+from tests.support.served import ServedShim
 from tests.support.stack import BACKENDS, Stack, running_stack
 
 PROMPT = "Summarise {{archive_name}}/data/notes.txt for {{agent}}."
@@ -307,36 +303,13 @@ def test_output_archive_route(stack: Stack) -> None:
     )
 
 
-class _Shim:
-    """The shim's app served by uvicorn on a loopback port, for the CLI."""
-
-    def __init__(self, stack: Stack, trust_dir: Path) -> None:
-        settings = ShimSettings.from_env(
-            {
-                "GATEHOUSE_DATABASE_URL": stack.database_url,
-                "GATEHOUSE_TOKENS_FILE": str(stack.client.people.file),
-                "GATEHOUSE_OPA_TRUST_DIR": str(trust_dir),
-            }
-        )
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(create_app(settings), log_level="warning", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]})
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the shim did not start"
-            time.sleep(0.05)
-        return self.url
-
-    def __exit__(self, *_: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
-        self.sock.close()
+def _shim(stack: Stack, trust_dir: Path) -> ServedShim:
+    """The shim served on loopback, for the CLI."""
+    return ServedShim(
+        stack.database_url,
+        stack.client.people.file,
+        {"GATEHOUSE_OPA_TRUST_DIR": str(trust_dir)},
+    )
 
 
 def cli(argv: list[str]) -> int:
@@ -351,7 +324,7 @@ def test_cli_opa_run_and_output(
     token = stack.client.people.tokens["alice"]
     file = tmp_path / "notes.opa"
     file.write_bytes(unsigned())
-    with _Shim(stack, trust_dir) as url:
+    with _shim(stack, trust_dir) as url:
         api = ["--url", url, "--token", token]
         assert cli(["opa", "run", str(file), "--recipe", "echo", *api]) == 0
         accepted = json.loads(capsys.readouterr().out)

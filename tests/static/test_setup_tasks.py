@@ -20,7 +20,8 @@ def _tasks() -> dict[str, Any]:
 
 def test_the_demo_installs_no_opencode() -> None:
     tasks = _tasks()
-    assert tasks["demo"]["depends"] == ["setup"]
+    # the demo's shell steps run in the sandbox: it installs bubblewrap, never OpenCode
+    assert tasks["demo"]["depends"] == ["setup", "setup:sandbox"]
     assert tasks["setup"]["run"] == "bash scripts/setup.sh"
     assert tasks["setup:opencode"]["run"] == "bash scripts/setup.sh opencode"
 
@@ -28,7 +29,9 @@ def test_the_demo_installs_no_opencode() -> None:
 def test_the_tasks_that_run_opencode_install_it() -> None:
     tasks = _tasks()
     for name in NEEDS_OPENCODE:
-        assert tasks[name]["depends"] == ["setup:opencode"], name
+        assert tasks[name]["depends"][0] == "setup:opencode", name
+    # the browser test's Chromium comes with the end-to-end tests, and only there
+    assert tasks["test:e2e"]["depends"] == ["setup:opencode", "setup:sandbox", "setup:browser"]
 
 
 def test_setup_stops_before_opencode_unless_asked() -> None:
@@ -46,3 +49,10 @@ def test_setup_stops_before_opencode_unless_asked() -> None:
     assert asked.stdout == "would install OpenCode\n"
     # and the gate comes before anything npm does
     assert script.index(gate) < script.index("npm install")
+
+
+def test_mise_runs_without_being_trusted_first() -> None:
+    """mise refuses an untrusted mise.toml that sets variables or tools: a new user's
+    `npx -y @jdxcode/mise run demo` in a fresh clone would stop at `mise trust`."""
+    config = tomllib.loads((ROOT / "mise.toml").read_text("utf-8"))
+    assert set(config) == {"tasks"}, sorted(config)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from contracts import Connector, DriverKind, JsonObject, OpencodePolicy, sha256_hex
 from contracts.execution import (
     EnvelopeContext,
@@ -42,6 +44,7 @@ def build_envelope(
     narrowed: bool = False,
     allowance: TurnAllowance | None = None,
     opa: OpaJob | None = None,
+    unsandboxed_shell: Literal["allowed"] | None = None,
 ) -> ExecutionEnvelope:
     """The envelope of one attempt of one step. The gate has checked the step, so
     the connector's limits are present; the policy's timeout is the envelope's."""
@@ -66,6 +69,7 @@ def build_envelope(
                 narrowed=narrowed,
                 allowance=allowance,
                 opa=opa,
+                unsandboxed_shell=unsandboxed_shell,
             )
         ),
     )

@@ -38,6 +38,33 @@ _READY_TIMEOUT_S = 60.0
 _WATCH_EVERY_S = 1.0
 
 
+# A fresh OpenCode home would install @opencode-ai/plugin into its config folder
+# from the npm registry (in the background, at every start until it has). Its
+# provider package needs nothing: 1.18.33 has @ai-sdk/openai-compatible built in.
+REGISTRY_ENV = "GATEHOUSE_OPENCODE_NPM_REGISTRY"
+DEAD_REGISTRY = "http://127.0.0.1:9/"
+_SEEDED = ("@opencode-ai/plugin",)
+
+
+def seed_config_dir(folder: Path, opencode_dir: Path) -> None:
+    """Give OpenCode's config folder the packages it would fetch, from the pinned
+    install in ``opencode_dir`` (set-up installed them with their integrity checked):
+    a package.json and lock naming them, and node_modules linking to them, which is
+    what OpenCode checks before it installs anything there."""
+    wanted = json.loads((opencode_dir / "package.json").read_text("utf-8"))["dependencies"]
+    deps = {name: str(wanted[name]) for name in _SEEDED}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "package.json").write_text(json.dumps({"dependencies": deps}), "utf-8")
+    lock = {"name": "opencode", "lockfileVersion": 3, "requires": True,
+            "packages": {"": {"dependencies": deps}}}  # fmt: skip
+    (folder / "package-lock.json").write_text(json.dumps(lock), "utf-8")
+    for name in deps:
+        link = folder / "node_modules" / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to((opencode_dir / "node_modules" / name).resolve())
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     opencode_dir: Path  # vendor/opencode: pin.json and node_modules
@@ -119,6 +146,7 @@ class OpencodeServer:
     def _start(self) -> None:
         spec = self.spec
         spec.home.mkdir(parents=True, exist_ok=True)
+        seed_config_dir(spec.home / ".config" / "opencode", spec.opencode_dir)
         self._stop_leftover()
         password = secrets.token_urlsafe(24)
         config = server_config(spec.model_url, spec.model, spec.api_key, OpencodePolicy())
@@ -133,6 +161,13 @@ class OpencodeServer:
             "OPENCODE_CONFIG_CONTENT": json.dumps(config),
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            # the models.dev catalogue (data): the provider's models are in the config
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            # nothing is installed from a registry: an install the seed missed fails
+            **dict.fromkeys(
+                ("npm_config_registry", "NPM_CONFIG_REGISTRY", "BUN_CONFIG_REGISTRY"),
+                os.environ.get(REGISTRY_ENV) or DEAD_REGISTRY,
+            ),
             "NO_COLOR": "1",
         }
         log = (spec.home / "server.log").open("ab")
