@@ -62,7 +62,7 @@ def told(
     require_backend(request.param)
     tmp = tmp_path_factory.mktemp(f"notify-{request.param}")
     os.environ[ENV] = SECRET
-    with WebhookReceiver(fail_first=1) as hook, MailReceiver() as mail:
+    with WebhookReceiver(fail_first=1, fail_path="/ops") as hook, MailReceiver() as mail:
         config = _config(hook, mail)
         file = tmp / "notifications.yaml"
         file.write_text(json.dumps(config))  # JSON is YAML

@@ -1,9 +1,11 @@
 """Loopback receivers for notifications: an HTTP endpoint and an SMTP server.
 
 ``WebhookReceiver`` records every request (path, headers, body) and answers
-500 to the first ``fail_first`` of them; ``hold`` makes it take a request,
-record it and then hang without answering until released (a worker can be
-killed while it waits). ``MailReceiver`` is an aiosmtpd server on loopback."""
+500 to the first ``fail_first`` requests on ``fail_path`` (deliveries to
+several sinks go out in no fixed order, so the failure names its path);
+``hold`` makes it take a request, record it and then hang without answering
+until released (a worker can be killed while it waits). ``MailReceiver`` is
+an aiosmtpd server on loopback."""
 
 from __future__ import annotations
 
@@ -30,8 +32,9 @@ class Received:
 
 
 class WebhookReceiver:
-    def __init__(self, fail_first: int = 0) -> None:
+    def __init__(self, fail_first: int = 0, fail_path: str = "") -> None:
         self.fail_first = fail_first
+        self.fail_path = fail_path
         self.requests: list[Received] = []
         self.hold = threading.Event()  # set: take requests, record them, answer nothing
         self.release = threading.Event()
@@ -45,7 +48,8 @@ class WebhookReceiver:
                                self.rfile.read(size))  # fmt: skip
                 with receiver._lock:
                     receiver.requests.append(got)
-                    failing = len(receiver.requests) <= receiver.fail_first
+                    failing = len(receiver.on_locked(self.path)) <= receiver.fail_first
+                    failing = failing and self.path == receiver.fail_path
                 if receiver.hold.is_set():
                     receiver.release.wait(60)
                     return
@@ -71,7 +75,10 @@ class WebhookReceiver:
 
     def on(self, path: str) -> list[Received]:
         with self._lock:
-            return [r for r in self.requests if r.path == path]
+            return self.on_locked(path)
+
+    def on_locked(self, path: str) -> list[Received]:
+        return [r for r in self.requests if r.path == path]
 
     def wait_for(self, path: str, count: int, timeout: float = 30) -> list[Received]:
         deadline = time.monotonic() + timeout
