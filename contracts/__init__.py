@@ -73,7 +73,7 @@ from contracts.tool_pool import (
     PolicyProfile,
     ToolPool,
 )
-from contracts.visible import canonical, visible
+from contracts.visible import canonical, shown_input, visible
 
 __all__ = [
     "APPROVAL_TOPIC",
@@ -168,6 +168,7 @@ __all__ = [
     "schema_id",
     "schema_registry",
     "sha256_hex",
+    "shown_input",
     "validate_instance",
     "visible",
 ]

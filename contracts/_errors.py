@@ -59,6 +59,7 @@ class ErrorCode(Enum):
     TOO_MANY_STEPS = "too_many_steps"
     PLAN_TAMPERED = "plan_tampered"
     REPAIR_REFUSED = "repair_refused"
+    TAINTED_INPUT = "tainted_input"
     # approval
     RUN_NOT_FOUND = "run_not_found"
     STALE_PLAN_DIGEST = "stale_plan_digest"
@@ -196,6 +197,14 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ),
     ErrorCode.PLAN_TAMPERED: ErrorSpec(
         2009, 409, False, "The stored plan no longer matches the digest that was approved."
+    ),
+    ErrorCode.TAINTED_INPUT: ErrorSpec(
+        2013,
+        422,
+        False,
+        "A value from outside the approved plan (an earlier step's output) would fill a"
+        " position the profile does not mark as data: a destination, a program or its flags,"
+        " or an instruction to an agent.",
     ),
     ErrorCode.REPAIR_REFUSED: ErrorSpec(
         2012,

@@ -8,9 +8,15 @@ closed, so a planner cannot smuggle one in.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    model_serializer,
+    model_validator,
+)
 
 from contracts._base import Closed, Identifier, ShortText
 from contracts._json import JsonObject
@@ -55,9 +61,27 @@ StepId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
 Pointer = Annotated[str, StringConstraints(pattern=r"^(/[^\x00]*)?$", max_length=512)]
 
 
+# Where in the step's own input the earlier output goes: an existing object's new
+# key (``/json``, ``/json/name``) or the end of an existing list (``/argv/-``).
+Into = Annotated[str, StringConstraints(pattern=r"^(/[^\x00]*)+$", max_length=512)]
+
+
 class InputFrom(Closed):
+    """A value from an earlier step's output: outside data (tainted), never approved
+    as such. Without ``into`` it is the step's whole input; with ``into`` it fills
+    one position of the step's fixed ``input``, which the approver sees."""
+
     step_id: StepId
     pointer: Pointer = ""
+    into: Into | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_into(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Plans written before ``into`` existed keep their digests.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("into") is None:
+            data.pop("into", None)
+        return data
 
 
 class PlanStep(Closed):
@@ -73,7 +97,10 @@ class PlanStep(Closed):
 
     @model_validator(mode="after")
     def _one_input_source(self) -> PlanStep:
-        if (self.input is None) == (self.input_from is None):
+        if self.input_from is not None and self.input_from.into is not None:
+            if self.input is None:
+                raise ValueError("input_from.into names a position in input, which is missing")
+        elif (self.input is None) == (self.input_from is None):
             raise ValueError("a step takes exactly one of input or input_from")
         return self
 

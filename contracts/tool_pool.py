@@ -194,6 +194,9 @@ class OpaPolicy(Closed):
         return self
 
 
+TaintPosition = Annotated[str, StringConstraints(pattern=r"^(/[^\x00/]*)*$", max_length=256)]
+
+
 class PolicyProfile(Closed):
     schema_id: Literal["ds.gatehouse_policy_profile_v1"] = "ds.gatehouse_policy_profile_v1"
     profile_id: Identifier
@@ -225,3 +228,10 @@ class PolicyProfile(Closed):
     # that cannot make one they are refused (sandbox_unavailable) unless this says
     # "allowed", in so many words.
     unsandboxed_shell: Literal["refused", "allowed"] = "refused"
+    # Where a value from outside the approved plan (an earlier step's output, via
+    # input_from) may go, per driver kind: JSON Pointers into the step's input, "*"
+    # matching any one key or index. policies/taint.py keeps the positions that
+    # are never data (a URL, a program, a flag, an agent's prompt) whatever this says.
+    tainted_data: dict[DriverKind, list[TaintPosition]] = Field(
+        default_factory=lambda: {DriverKind.NOOP: [""], DriverKind.HTTP: ["/json"]}
+    )

@@ -14,8 +14,9 @@ import json
 import re
 
 from contracts._json import JsonValue
+from contracts.plan import PlanStep
 
-__all__ = ["canonical", "visible"]
+__all__ = ["canonical", "shown_input", "visible"]
 
 # C0 (but tab and newline) and C1 controls, DEL, soft hyphen, Arabic letter mark,
 # Hangul fillers, Mongolian vowel separator, zero-width and directional marks,
@@ -40,3 +41,17 @@ def canonical(value: JsonValue, *, indent: int | None = 2) -> str:
     """A JSON value in full, keys sorted, its strings' hidden characters escaped."""
     dumped = json.dumps(value, ensure_ascii=False, sort_keys=True, indent=indent)
     return visible(dumped, one_line=False)
+
+
+def shown_input(step: PlanStep, outside: bool, *, indent: int | None = 2) -> str:
+    """A step's input as the approver sees it: the fixed part in full, and where a
+    value from an earlier step goes. ``outside`` marks that value as outside data
+    (tainted): nobody approves it, it is only placed where data may go."""
+    fixed = canonical(step.input, indent=indent) if step.input is not None else ""
+    source = step.input_from
+    if source is None:
+        return fixed
+    kind = "OUTSIDE DATA (tainted)" if outside else "value from an earlier step"
+    taken = f"{source.step_id}{visible(source.pointer)}"
+    goes = visible(source.into) if source.into is not None else "the whole input"
+    return f"{fixed}\n[{kind}: output of {taken} fills {goes}]".lstrip("\n")

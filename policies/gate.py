@@ -24,6 +24,7 @@ from contracts import (
 from policies import catalog
 from policies.commands import check_argv
 from policies.destinations import match_destination
+from policies.taint import check_plan as check_taint
 
 __all__ = ["RESULT_KEYS", "check_step", "find_results", "gate_plan", "read_only"]
 
@@ -160,6 +161,9 @@ def gate_plan(plan: Plan, pool: ToolPool, profile: PolicyProfile) -> None:
             f" {profile.max_steps}",
             {"steps": len(plan.steps), "max_steps": profile.max_steps},
         )
+    # Where outside values go first: a step shaped to take its URL or program from
+    # one is refused for that, not for the part its fixed input lacks.
+    check_taint(plan, profile)
     for step in plan.steps:
         check_step(step, step.input, pool, profile)
 

@@ -42,6 +42,7 @@ _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.CHILD_SESSION_REFUSED: ("instruction_misuse", "high"),
     ErrorCode.PROTOCOL_VIOLATION: ("policy_violation", "high"),
     ErrorCode.REPAIR_REFUSED: ("policy_violation", "medium"),
+    ErrorCode.TAINTED_INPUT: ("instruction_misuse", "high"),
     # OPA archives: a hostile archive is an attempt on the machine (paths, bombs) or on
     # the record (signatures); a merely broken one is low.
     ErrorCode.OPA_NOT_ZIP: ("other", "low"),

@@ -16,7 +16,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from contracts import CallView, JsonValue, RunList, RunView, StepView, canonical, visible
+from contracts import CallView, JsonValue, RunList, RunView, StepView, shown_input, visible
+from policies.taint import tainted
 
 __all__ = [
     "console",
@@ -155,17 +156,16 @@ def run_card(view: RunView) -> list[Table]:
         out.append(changes)
     executed = {s.step_id: s for s in view.steps}
     steps = _table("#", "step", "driver", "connector", "title", "input", "outcome", title="Steps")
+    outside = tainted(card.plan)
     for i, step in enumerate(card.plan.steps, 1):
-        given: JsonValue = step.input
-        if given is None and step.input_from is not None:
-            given = {"input_from": step.input_from.model_dump(mode="json")}
         steps.add_row(
             str(i),
             step.step_id,
             step.driver_kind.value,
             step.connector_id,
             visible(step.title or ""),
-            canonical(given, indent=None),  # every argument, in full, nothing hidden
+            # every argument, in full, nothing hidden; outside data marked
+            shown_input(step, step.step_id in outside, indent=None),
             _step_outcome(executed.get(step.step_id)),
         )
     out.append(steps)

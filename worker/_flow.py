@@ -31,6 +31,7 @@ from contracts import (
 )
 from contracts.opa_run import OpaJob
 from policies.gate import check_step
+from policies.taint import check_resolved
 from worker._inputs import fresh_steps, resolve_input
 from worker._ports import Ports, Trace
 from worker._seed import planner_seed
@@ -200,6 +201,7 @@ class _Run:
             step = plan.steps[position]
             try:
                 step_input = resolve_input(step, outputs)
+                check_resolved(step, plan, profile, step_input)
                 connector = check_step(step, step_input, pool, profile)
             except GatehouseError as exc:
                 if (stop := self.stopped(step.step_id, summary)) is not None:

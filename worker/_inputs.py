@@ -4,9 +4,11 @@ workflow body)."""
 
 from __future__ import annotations
 
+import copy
 import re
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, PlanStep
+from policies.taint import position
 
 __all__ = ["fresh_steps", "resolve_input"]
 
@@ -35,11 +37,11 @@ def _walk(doc: JsonValue, pointer: str) -> JsonValue:
 
 
 def resolve_input(step: PlanStep, outputs: dict[str, JsonObject]) -> JsonObject:
-    if step.input is not None:
-        return step.input
     source = step.input_from
-    if source is None:  # pragma: no cover - the plan contract requires one of the two
-        raise GatehouseError(ErrorCode.PLAN_INVALID, f"step {step.step_id!r} has no input")
+    if source is None:
+        if step.input is None:  # pragma: no cover - the plan contract requires one of the two
+            raise GatehouseError(ErrorCode.PLAN_INVALID, f"step {step.step_id!r} has no input")
+        return step.input
     if source.step_id not in outputs:
         raise GatehouseError(
             ErrorCode.INPUT_RESOLUTION_FAILED,
@@ -54,6 +56,8 @@ def resolve_input(step: PlanStep, outputs: dict[str, JsonObject]) -> JsonObject:
             f"pointer {source.pointer!r} is not in the output of {source.step_id!r}",
             {"step_id": step.step_id, "from": source.step_id, "pointer": source.pointer},
         ) from exc
+    if source.into is not None and step.input is not None:
+        return _place(step, step.input, value)
     if not isinstance(value, dict):
         raise GatehouseError(
             ErrorCode.INPUT_RESOLUTION_FAILED,
@@ -61,6 +65,25 @@ def resolve_input(step: PlanStep, outputs: dict[str, JsonObject]) -> JsonObject:
             {"step_id": step.step_id, "from": source.step_id, "pointer": source.pointer},
         )
     return value
+
+
+def _place(step: PlanStep, fixed: JsonObject, value: JsonValue) -> JsonObject:
+    """The step's fixed input with ``value`` at its ``into`` position (a new key, or
+    the end of a list); the fixed input itself is left as it was approved."""
+    at = position(step)
+    *parents, last = [_unescape(t) for t in at.split("/")[1:]]
+    whole = copy.deepcopy(fixed)
+    node: JsonValue = whole
+    for token in parents:  # position() found each of them in the fixed input
+        if isinstance(node, dict):
+            node = node[token]
+        elif isinstance(node, list):
+            node = node[int(token)]
+    if isinstance(node, list):
+        node.append(value)
+    elif isinstance(node, dict):
+        node[last] = value
+    return whole
 
 
 def fresh_steps(steps: JsonValue, taken: set[str], prefix: str) -> list[JsonValue]:

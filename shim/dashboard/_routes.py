@@ -33,8 +33,10 @@ from contracts import (
     RunStatus,
     RunView,
     canonical,
+    shown_input,
     visible,
 )
+from policies.taint import tainted
 from shim._auth import Identity, TokenStore
 from shim._events import event_stream, resume_point
 from shim._health import workers
@@ -237,7 +239,10 @@ def add_dashboard_routes(
         durations = {c.step_id: f"{c.duration_ms} ms" for c in calls if c.duration_ms is not None}
         episodes = s.episodes(view.run_id) if operator else []
         card = view.plan_card
-        inputs = [_pretty(st.input) for st in card.plan.steps] if card is not None else []
+        inputs: list[str] = []
+        if card is not None:
+            outside = tainted(card.plan)
+            inputs = [shown_input(st, st.step_id in outside) for st in card.plan.steps]
         own = view.submitted_by == me.name
         return {
             "view": view,

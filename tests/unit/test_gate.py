@@ -336,13 +336,11 @@ def test_the_first_refused_step_decides() -> None:
 
 
 def test_input_from_step_passes_compile_time_but_resolved_input_is_checked() -> None:
-    shell = _step("run", "workspace-shell", DriverKind.RESTRICTED_SHELL, input_from="fetch")
-    http = _step("post", "local-http", DriverKind.HTTP, input_from="fetch", pointer="/next")
-    plan = _plan(
-        _step("fetch", "local-http", DriverKind.HTTP, {"url": "http://127.0.0.1:9/argv"}),
-        shell,
-        http,
-    )
+    # An untainted source (a noop note) may fill a shell step's whole input; the
+    # resolved input is checked again before the step runs.
+    shell = _step("run", "workspace-shell", DriverKind.RESTRICTED_SHELL, input_from="note")
+    http = _step("post", "local-http", DriverKind.HTTP, input_from="note", pointer="/next")
+    plan = _plan(_step("note", "note", DriverKind.NOOP, {"text": "x"}), shell, http)
     gate_plan(plan, DEFAULT_POOL, DEFAULT_PROFILE)
     assert check_step(shell, None, DEFAULT_POOL, DEFAULT_PROFILE).connector_id == "workspace-shell"
 
@@ -357,6 +355,18 @@ def test_input_from_step_passes_compile_time_but_resolved_input_is_checked() -> 
     assert code_of(http, {"url": "http://169.254.169.254/"}) is ErrorCode.DESTINATION_NOT_ALLOWED
     assert check_step(shell, {"argv": ["ls", "-l"]}, DEFAULT_POOL, DEFAULT_PROFILE)
     assert check_step(http, {"url": "http://127.0.0.1:9/ok"}, DEFAULT_POOL, DEFAULT_PROFILE)
+
+
+def test_an_http_body_cannot_choose_a_program_or_a_destination() -> None:
+    fetch = _step("fetch", "local-http", DriverKind.HTTP, {"url": "http://127.0.0.1:9/argv"})
+    for step in (
+        _step("run", "workspace-shell", DriverKind.RESTRICTED_SHELL, input_from="fetch"),
+        _step("post", "local-http", DriverKind.HTTP, input_from="fetch", pointer="/next"),
+    ):
+        with pytest.raises(GatehouseError) as info:
+            gate_plan(_plan(fetch, step), DEFAULT_POOL, DEFAULT_PROFILE)
+        assert info.value.code is ErrorCode.TAINTED_INPUT
+        assert info.value.details["step_id"] == step.step_id
 
 
 # --- find_results -----------------------------------------------------------------------------
@@ -550,7 +560,7 @@ def test_the_property_strategies_do_reach_allowed_plans() -> None:
     """Guard against a vacuous property: some generated plans of each kind must pass."""
     passed: set[DriverKind] = set()
 
-    @settings(max_examples=400, deadline=None, database=None, derandomize=True)
+    @settings(max_examples=800, deadline=None, database=None, derandomize=True)
     @given(plan=_plans(DEFAULT_POOL))
     def probe(plan: Plan) -> None:
         try:

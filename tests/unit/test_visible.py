@@ -31,3 +31,30 @@ def test_canonical_is_complete_sorted_and_escaped() -> None:
     assert text.index('"a"') < text.index('"b"')
     assert "x" * 500 in text  # nothing cut
     assert "\u202e" not in text and "y\\u202ez" in text
+
+
+def test_a_step_fed_by_outside_data_is_marked_for_the_approver() -> None:
+    from contracts import PlanStep, shown_input
+
+    step = PlanStep.model_validate(
+        {
+            "step_id": "post",
+            "verb": "write",
+            "connector_id": "local-http",
+            "driver_kind": "http",
+            "input": {"url": "http://127.0.0.1:9/x", "method": "POST"},
+            "input_from": {"step_id": "fetch", "pointer": "/items\u202e", "into": "/json"},
+        }
+    )
+    shown = shown_input(step, True, indent=None)
+    assert shown.startswith('{"method": "POST", "url": "http://127.0.0.1:9/x"}')
+    assert "[OUTSIDE DATA (tainted): output of fetch/items\\u202e fills /json]" in shown
+    plain = shown_input(step, False)
+    assert "tainted" not in plain and "value from an earlier step" in plain
+    assert step.input_from is not None
+    source = step.input_from.model_copy(update={"into": None})
+    whole = step.model_copy(update={"input": None, "input_from": source})
+    assert (
+        shown_input(whole, True)
+        == "[OUTSIDE DATA (tainted): output of fetch/items\\u202e fills the whole input]"
+    )

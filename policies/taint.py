@@ -1,0 +1,166 @@
+"""Taint: where a value from outside the approved plan may go.
+
+An approver approves the plan's own values. A step that takes ``input_from`` an
+earlier step gets a value nobody approved: an HTTP body, shell output, what an
+agent wrote, or something derived from them (a step fed by a tainted step is
+tainted in turn). Such a value may fill only a position the profile marks as
+data (``tainted_data``), and never one of the positions below, whatever the
+profile says: it cannot choose where a request goes, which program runs or
+with which flags, or what an agent is told to do.
+
+Pure and deterministic: the gate calls it on the plan before approval, and the
+workflow again on the resolved input right before the step runs.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from contracts import (
+    DriverKind,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    JsonValue,
+    Plan,
+    PlanStep,
+    PolicyProfile,
+)
+
+__all__ = ["NEVER_DATA", "OUTSIDE_DATA", "check_plan", "check_resolved", "position", "tainted"]
+
+# Handlers whose output comes from outside: the network, a program, an agent.
+OUTSIDE_DATA: Final = frozenset(
+    {DriverKind.HTTP, DriverKind.RESTRICTED_SHELL, DriverKind.OPENCODE, DriverKind.MCP_PROXY}
+)
+
+# Positions an outside value may never fill ("" is the whole input).
+NEVER_DATA: Final[dict[DriverKind, tuple[str, ...]]] = {
+    DriverKind.NOOP: (),
+    DriverKind.HTTP: ("/url", "/method", "/headers", "/save_as"),
+    DriverKind.RESTRICTED_SHELL: ("/argv/0",),
+    DriverKind.OPENCODE: ("",),  # a prompt or subgoal is an instruction
+    DriverKind.MCP_PROXY: ("",),
+}
+
+
+def _tokens(pointer: str) -> list[str]:
+    if pointer == "":
+        return []
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+
+
+def _covers(pattern: list[str], path: list[str]) -> bool:
+    """``pattern`` (with ``*`` for any one token) is ``path`` or one of its parents."""
+    if len(pattern) > len(path):
+        return False
+    return all(p in ("*", t) for p, t in zip(pattern, path, strict=False))
+
+
+def tainted(plan: Plan) -> set[str]:
+    """The ids of the steps whose output is outside data."""
+    out: set[str] = set()
+    for step in plan.steps:
+        fed = step.input_from is not None and step.input_from.step_id in out
+        if step.driver_kind in OUTSIDE_DATA or fed:
+            out.add(step.step_id)
+    return out
+
+
+def _refuse(step: PlanStep, message: str, at: str) -> GatehouseError:
+    source = step.input_from.step_id if step.input_from is not None else None
+    return GatehouseError(
+        ErrorCode.TAINTED_INPUT,
+        f"step {step.step_id!r}: {message}",
+        {"step_id": step.step_id, "from": source, "position": at},
+    )
+
+
+def position(step: PlanStep) -> str:
+    """The JSON Pointer, in the step's input, that its ``input_from`` value fills;
+    ``/argv/-`` is spelled with the index it will take. Raises ``plan_invalid``
+    when ``into`` names no place in the fixed input."""
+    source = step.input_from
+    if source is None or source.into is None:
+        return ""
+    *parents, last = _tokens(source.into)
+    node: JsonValue = step.input
+    for token in parents:
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            node = None
+            break
+    parent = "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in parents)
+    if isinstance(node, list) and last == "-":
+        return f"{parent}/{len(node)}"
+    if isinstance(node, dict) and last not in node:
+        return source.into
+    raise GatehouseError(
+        ErrorCode.PLAN_INVALID,
+        f"step {step.step_id!r}: input_from.into {source.into!r} must name a new key of an"
+        " object in its input, or the end of a list (/-)",
+        {"step_id": step.step_id, "into": source.into},
+    )
+
+
+def _check_position(step: PlanStep, at: str, profile: PolicyProfile) -> None:
+    path = _tokens(at)
+    for never in NEVER_DATA[step.driver_kind]:
+        fixed = _tokens(never)
+        if _covers(fixed, path) or _covers(path, fixed):
+            raise _refuse(
+                step,
+                f"a value from outside the plan may not fill {at or 'the whole input'!r}"
+                f" of a {step.driver_kind.value} step (it holds {never or 'everything'!r})",
+                at,
+            )
+    allowed = profile.tainted_data.get(step.driver_kind, [])
+    if not any(_covers(_tokens(data), path) for data in allowed):
+        raise _refuse(
+            step,
+            f"profile {profile.profile_id!r} does not mark {at or 'the whole input'!r} of a"
+            f" {step.driver_kind.value} step as data; a value from outside the plan may not"
+            " fill it",
+            at,
+        )
+
+
+def check_plan(plan: Plan, profile: PolicyProfile) -> None:
+    """Refuse the plan at the first step an outside value would fill wrongly."""
+    dirty = tainted(plan)
+    for step in plan.steps:
+        if step.input_from is not None and step.input_from.step_id in dirty:
+            _check_position(step, position(step), profile)
+
+
+def _flag(value: JsonValue) -> bool:
+    if isinstance(value, str):
+        return value.startswith("-")
+    if isinstance(value, list):
+        return any(_flag(v) for v in value)
+    return False
+
+
+def check_resolved(
+    step: PlanStep, plan: Plan, profile: PolicyProfile, step_input: JsonObject
+) -> None:
+    """Right before the step runs: the static check again, and the value itself (an
+    outside value that would be a command-line flag is refused)."""
+    if step.input_from is None or step.input_from.step_id not in tainted(plan):
+        return
+    at = position(step)
+    _check_position(step, at, profile)
+    if step.driver_kind is DriverKind.RESTRICTED_SHELL:
+        value: JsonValue = step_input
+        for token in _tokens(at):
+            if isinstance(value, dict):
+                value = value.get(token)
+            elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+                value = value[int(token)]
+            else:
+                value = None
+        if _flag(value):
+            raise _refuse(step, "a value from outside the plan may not be a flag", at)
