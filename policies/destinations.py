@@ -28,6 +28,22 @@ _UNSAFE_CHARS = re.compile(r"[\x00-\x20\x7f]")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215, local use only
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated; never a public target
+# IANA's special-purpose blocks that are not globally reachable (plus multicast and
+# the deprecated site-local block), checked by name because ``is_global`` depends on
+# the Python patch release: 3.11.7 calls 192.0.0.192 (Oracle Cloud's older metadata
+# address) and 192.0.0.8 global, and no 3.11 knows 3fff::/20 or 100:0:0:1::/64. 192.0.0.9 and
+# 192.0.0.10 (anycast PCP and TURN) are refused too: no step has reason to call them.
+_NOT_GLOBAL: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = tuple(
+    ipaddress.ip_network(block)
+    for block in (
+        "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+        "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15",
+        "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+        "::/128", "::1/128", "::ffff:0:0/96", "64:ff9b:1::/48", "100::/64", "100:0:0:1::/64",
+        "2001:2::/48", "2001:10::/28", "2001:db8::/32", "3fff::/20", "5f00::/16", "fc00::/7",
+        "fe80::/10", "fec0::/10", "ff00::/8",
+    )
+)  # fmt: skip
 
 
 def _refuse(message: str, url: str, **extra: str | int) -> GatehouseError:
@@ -114,13 +130,15 @@ def match_destination(url: str, connector: Connector) -> Destination:
 
 
 def _is_public(address: IPAddress) -> bool:
-    """``is_global`` plus the classes Python 3.11's ``is_global`` still lets through.
+    """``is_global``, and in none of the blocks it lets through on some Python.
 
-    In 3.11 multicast, ``fec0::/10`` and ``64:ff9b:1::/48`` report global, so
-    every non-unicast-public class is also checked by name.
+    In 3.11 multicast, ``fec0::/10``, ``64:ff9b:1::/48`` and parts of
+    ``192.0.0.0/24`` report global, so the non-global blocks are listed in
+    ``_NOT_GLOBAL`` and every non-unicast-public class is also checked by name.
     """
     return (
         address.is_global
+        and not any(address in block for block in _NOT_GLOBAL)
         and not address.is_private
         and not address.is_loopback
         and not address.is_link_local

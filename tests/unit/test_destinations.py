@@ -184,7 +184,15 @@ PRIVATE_OK = Destination(scheme="http", host="127.0.0.1", allow_private=True)
 
 @pytest.mark.parametrize(
     "address",
-    ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "2002:808:808::1", "64:ff9b::808:808"],
+    [
+        "8.8.8.8",
+        "1.1.1.1",
+        "2606:4700:4700::1111",
+        "2002:808:808::1",
+        "64:ff9b::808:808",
+        "::ffff:8.8.8.8",  # IPv4-mapped: the connection goes to 8.8.8.8
+        "2001:0:4136:e378:8000:63bf:f7f7:f7f7",  # Teredo, server and client public
+    ],
 )
 def test_public_addresses_are_allowed(address: str) -> None:
     assert address_allowed(ipaddress.ip_address(address), PUBLIC) is True
@@ -236,3 +244,45 @@ def test_cgnat_is_not_private_but_still_refused() -> None:
     ip = ipaddress.ip_address("100.64.0.1")
     assert not ip.is_private
     assert address_allowed(ip, PUBLIC) is False
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "192.0.0.192",  # Oracle Cloud's older metadata address; global in Python 3.11.7
+        "192.0.0.8",  # IPv4 dummy address; global in Python 3.11.7
+        "192.0.0.255",
+        "3fff::1",  # documentation (RFC 9637); global in Python 3.11
+        "100:0:0:1::1",  # dummy prefix (RFC 9780)
+        "5f00::1",  # SRv6 SIDs (RFC 9602)
+        "ff0e::1",  # global-scope multicast
+    ],
+)
+def test_blocks_is_global_lets_through_on_some_pythons_are_refused(address: str) -> None:
+    assert address_allowed(ipaddress.ip_address(address), PUBLIC) is False
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::ffff:192.0.0.192",
+        "::ffff:100.64.0.1",  # IPv4-mapped CGNAT
+        "::ffff:0:7f00:1",  # IPv4-translated (SIIT) 127.0.0.1
+        "64:ff9b::c000:c0",  # NAT64 of 192.0.0.192
+        "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
+        "2002:c000:c0::1",  # 6to4 of 192.0.0.192
+        "2002:6440:1::1",  # 6to4 of 100.64.0.1
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, public server, client 127.0.0.1
+        "2001:0:4136:e378:0:0:5601:5356",  # Teredo, client 169.254.169.254
+        "2001:0:7f00:1:8000:63bf:f7f7:f7f7",  # Teredo, server 127.0.0.1, client 8.8.8.8
+        "::a9fe:a9fe",  # IPv4-compatible 169.254.169.254
+    ],
+)
+def test_ipv6_is_judged_by_the_ipv4_address_it_embeds(address: str) -> None:
+    ip = ipaddress.ip_address(address)
+    assert address_allowed(ip, PUBLIC) is False
+    assert address_allowed(ip, PRIVATE_OK) is True
+
+
+def test_a_zone_id_is_refused_even_on_a_public_address() -> None:
+    assert address_allowed(ipaddress.ip_address("2606:4700::1111%eth0"), PUBLIC) is False
