@@ -225,3 +225,7 @@ class PolicyProfile(Closed):
     # that cannot make one they are refused (sandbox_unavailable) unless this says
     # "allowed", in so many words.
     unsandboxed_shell: Literal["refused", "allowed"] = "refused"
+    # opencode steps (and the opencode planner) drive an OpenCode server that runs in
+    # a kernel sandbox (worker/sandbox/server.py); on a worker that cannot make one
+    # they are refused (sandbox_unavailable) unless this says "allowed".
+    unsandboxed_opencode: Literal["refused", "allowed"] = "refused"
