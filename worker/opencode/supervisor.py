@@ -31,7 +31,7 @@ import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
@@ -82,6 +82,8 @@ class ServerSpec:
     model_url: str
     model: str
     api_key: str | None
+    # the permissions in the server's own config (each session sets its own too)
+    policy: OpencodePolicy = field(default_factory=OpencodePolicy)
 
 
 class OpencodeServer:
@@ -184,8 +186,7 @@ class OpencodeServer:
                 provider_url=spec.model_url,
             )
             model_url, port = jail.route.inside_url, jail.serve_port
-            self.sandbox = jail.evidence()
-        config = server_config(model_url, spec.model, spec.api_key, OpencodePolicy())
+        config = server_config(model_url, spec.model, spec.api_key, spec.policy)
         env = {
             # only what OpenCode needs: none of the worker's own environment
             "PATH": "/usr/bin:/bin" if jail else os.environ.get("PATH", "/usr/bin:/bin"),
@@ -210,9 +211,10 @@ class OpencodeServer:
         argv = [str(binary(spec.opencode_dir)), "serve", "--hostname", "127.0.0.1",
                 "--port", str(port)]  # fmt: skip
         if jail is not None:
-            argv = jail.argv(argv)
-            jail.start_relay()
             self._jail = jail
+            argv = jail.argv(argv)
+            self.sandbox = jail.evidence()
+            jail.start_relay()
         log = (spec.home / "server.log").open("ab")
         proc = subprocess.Popen(
             argv,

@@ -28,9 +28,11 @@ unaffected; the Host header then carries the moved port). Untested here: this
 machine reaches nothing on the internet, so only loopback providers are
 exercised by the tests.
 
-No resource limits are set on the server (it is long-running, and its runtime
-reserves more address space than a shell step's limit): CPU, memory and the
-number of processes are not capped inside it.
+No rlimits are set on the server (it is long-running, and its runtime reserves
+more address space than a shell step's limit): its CPU and memory are not
+capped. Where a pids cgroup can be made (``cgroup.py``) the server and all it
+starts share one, capped at ``SERVER_PROCESSES`` tasks (threads count), and
+whatever is left in it is killed when the server stops.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import ipaddress
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from functools import cache
@@ -46,6 +49,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from contracts import JsonObject, JsonValue
 from worker.sandbox.bwrap import _ETC, _USR_LINKS, NAMESPACES, Sandbox, current
+from worker.sandbox.cgroup import ENTER, PidsCgroup
 from worker.sandbox.relay import Relay
 
 __all__ = [
@@ -59,6 +63,7 @@ _INSIDE_BRIDGE = "/opt/gatehouse/bridge.py"
 _CERTS = ("/etc/ssl", "/etc/ca-certificates")
 _LOW_PORT_SHIFT = 10000
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+SERVER_PROCESSES = 1024  # tasks: OpenCode's own threads, its tools and what they start
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,7 @@ class Jail:
         (self.folder / "s").mkdir()
         (self.folder / "hosts").write_text(_hosts(self.route.hosts_name), "ascii")
         self.relay = Relay(self.folder / "s", (self.route.host, self.route.port))
+        self._cgroup: PidsCgroup | None = None
 
     def argv(self, program: list[str]) -> list[str]:
         """bwrap, then the bridge, then ``program`` (an absolute path under ``install``)."""
@@ -157,13 +163,22 @@ class Jail:
                  "--chdir", home, "--",
                  PYTHON, "-I", _INSIDE_BRIDGE, _INSIDE, str(self.route.inside_port),
                  str(self.serve_port), "--", *program]  # fmt: skip
+        if self.sandbox.pids is not None and self._cgroup is None:
+            cgroup = PidsCgroup(self.sandbox.pids, SERVER_PROCESSES)
+            try:
+                procs = cgroup.__enter__()  # left in close()
+            except OSError:
+                return args  # uncapped, and the evidence says so
+            self._cgroup = cgroup
+            args = [sys.executable, "-I", "-S", "-c", ENTER, str(procs), *args]
         return args
 
     def start_relay(self) -> None:
         self.relay.start()
 
     def evidence(self) -> JsonObject:
-        """What is recorded in a turn's output: the sandbox the server runs in."""
+        """What is recorded in a turn's output: the sandbox the server runs in (once
+        ``argv`` has been made)."""
         ns: list[JsonValue] = list(NAMESPACES)
         writable: list[JsonValue] = ["opencode_home", "workspace_root"]
         return {
@@ -175,10 +190,15 @@ class Jail:
             "capabilities": "none",
             "writable": writable,
             "limits": "none",
+            "processes_enforced_by": "pids cgroup" if self._cgroup is not None else "none",
         }
 
     def close(self) -> None:
+        """After the server stopped: anything left in its cgroup is killed."""
         self.relay.close()
+        if self._cgroup is not None:
+            self._cgroup.__exit__(None, None, None)
+            self._cgroup = None
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -196,7 +216,8 @@ def probe_server_sandbox(sandbox: Sandbox) -> str | None:
                     workspace_root=base / "ws", provider_url="http://127.0.0.1:9/")  # fmt: skip
         try:
             argv = jail.argv([])
-            probe = [*argv[: argv.index(PYTHON)], PYTHON, "-I", _INSIDE_BRIDGE, "--probe"]
+            start = argv.index(jail.sandbox.bwrap)  # after the cgroup's entry, if any
+            probe = [*argv[start : argv.index(PYTHON)], PYTHON, "-I", _INSIDE_BRIDGE, "--probe"]
             done = subprocess.run(probe, capture_output=True, text=True, timeout=20,
                                   check=False, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
         except (OSError, subprocess.SubprocessError) as exc:
