@@ -348,8 +348,9 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         4019,
         503,
         False,
-        "A shell step needs a sandbox and this worker cannot set one up (no bubblewrap, or"
-        " it cannot create namespaces: see gatehouse doctor); it was not run bare.",
+        "A shell step or an OpenCode turn needs a sandbox and this worker cannot set one up"
+        " (no bubblewrap, or it cannot create namespaces: see gatehouse doctor); it was not"
+        " run bare.",
     ),
     ErrorCode.OPA_NOT_ZIP: ErrorSpec(
         1101,

@@ -85,12 +85,15 @@ class GatehouseEnvelopeExt(Closed):
     # sandbox on a worker that has none. Left out of the envelope when not set, so
     # the envelopes (and request digests) of runs recorded before it are unchanged.
     unsandboxed_shell: Literal["allowed"] | None = None
+    # opencode: the same for the OpenCode server's sandbox, left out the same way.
+    unsandboxed_opencode: Literal["allowed"] | None = None
 
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
         data: JsonObject = handler(self)
-        if data.get("unsandboxed_shell") is None:
-            data.pop("unsandboxed_shell", None)
+        for name in ("unsandboxed_shell", "unsandboxed_opencode"):
+            if data.get(name) is None:
+                data.pop(name, None)
         return data
 
 

@@ -235,3 +235,7 @@ class PolicyProfile(Closed):
     tainted_data: dict[DriverKind, list[TaintPosition]] = Field(
         default_factory=lambda: {DriverKind.NOOP: [""], DriverKind.HTTP: ["/json"]}
     )
+    # opencode steps (and the opencode planner) drive an OpenCode server that runs in
+    # a kernel sandbox (worker/sandbox/server.py); on a worker that cannot make one
+    # they are refused (sandbox_unavailable) unless this says "allowed".
+    unsandboxed_opencode: Literal["refused", "allowed"] = "refused"

@@ -230,6 +230,8 @@ class _Run:
             }
             if step.driver_kind is DriverKind.OPENCODE:
                 call["executor_policy"] = profile.opencode.model_dump(mode="json")
+                if profile.unsandboxed_opencode == "allowed":
+                    call["unsandboxed_opencode"] = "allowed"
             else:  # its record, written with its call (an OpenCode turn's is written after)
                 call["record"] = {
                     "connector_id": step.connector_id,

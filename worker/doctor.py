@@ -7,6 +7,9 @@ worker code). Each check says yes or no and why, with the fix:
   program is run in it), and whether a pids cgroup caps processes;
 * database — the URL this worker would use, where it came from, and that it answers;
 * opencode — the pinned OpenCode installed (needed by opencode steps only);
+* opencode-sandbox — whether ``opencode serve`` can run in its sandbox here (the
+  server's layout and its network bridge are really started); without it opencode
+  steps are refused unless the profile allows them unsandboxed;
 * notifications, traces — what ``GATEHOUSE_NOTIFICATIONS`` and the telemetry
   settings say (a bad file is a failed check).
 
@@ -31,6 +34,7 @@ from worker.notify.config import load_config
 from worker.opencode.pin import DEFAULT_DIR, installed_pin
 from worker.sandbox import find_sandbox
 from worker.sandbox.bwrap import BWRAP_ENV
+from worker.sandbox.server import server_sandbox
 
 __all__ = ["main", "report"]
 
@@ -87,6 +91,17 @@ def _opencode() -> Check:
     return Check("opencode", True, f"{pin.package} {pin.version} installed, as pinned")
 
 
+def _opencode_sandbox() -> Check:
+    found = server_sandbox()
+    if isinstance(found, str):
+        return Check("opencode-sandbox", False, f"{found}; opencode steps and the opencode"
+                     " planner will be refused (sandbox_unavailable) unless the profile says"
+                     " unsandboxed_opencode: allowed")  # fmt: skip
+    return Check("opencode-sandbox", True, f"opencode serve runs in bubblewrap {found.version}:"
+                 " it writes only its own HOME and the workspace root; its network reaches the"
+                 " model provider only, through a bridge")  # fmt: skip
+
+
 def _notifications() -> Check:
     path = os.environ.get("GATEHOUSE_NOTIFICATIONS")
     if not path:
@@ -111,7 +126,7 @@ def _traces() -> Check:
 
 
 def report() -> list[Check]:
-    return [_sandbox(), _database(), _opencode(), _notifications(), _traces()]
+    return [_sandbox(), _database(), _opencode(), _opencode_sandbox(), _notifications(), _traces()]
 
 
 def main(argv: list[str] | None = None) -> int:

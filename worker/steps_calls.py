@@ -110,6 +110,7 @@ class ToolCall(Closed):
     allowance: TurnAllowance | None = None  # what is left of the run's budgets
     opa: OpaJob | None = None  # the run came from an OPA archive
     unsandboxed_shell: Literal["allowed"] | None = None  # the profile allows it in so many words
+    unsandboxed_opencode: Literal["allowed"] | None = None  # likewise, for opencode steps
     # The step boundary checked for a cancel before the call is claimed (its first
     # attempt only), and what the step's record needs when the call settles it.
     boundary: str | None = None
@@ -246,6 +247,7 @@ def prepare_planner(spec: PlannerCall, settings: WorkerSettings) -> Prepared:
             spec.call_id,
             compile_request(_planner_input(spec, recipe)),
             spec.profile.opencode,
+            unsandboxed=spec.profile.unsandboxed_opencode == "allowed",
         )
 
         def perform_opencode(key: str) -> Performed:
@@ -306,6 +308,7 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
         allowance=spec.allowance,
         opa=spec.opa,
         unsandboxed_shell=spec.unsandboxed_shell,
+        unsandboxed_opencode=spec.unsandboxed_opencode,
     )
 
     def delivered() -> ExecutionEnvelope:

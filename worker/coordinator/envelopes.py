@@ -45,6 +45,7 @@ def build_envelope(
     allowance: TurnAllowance | None = None,
     opa: OpaJob | None = None,
     unsandboxed_shell: Literal["allowed"] | None = None,
+    unsandboxed_opencode: Literal["allowed"] | None = None,
 ) -> ExecutionEnvelope:
     """The envelope of one attempt of one step. The gate has checked the step, so
     the connector's limits are present; the policy's timeout is the envelope's."""
@@ -70,6 +71,7 @@ def build_envelope(
                 allowance=allowance,
                 opa=opa,
                 unsandboxed_shell=unsandboxed_shell,
+                unsandboxed_opencode=unsandboxed_opencode,
             )
         ),
     )

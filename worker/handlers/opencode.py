@@ -7,6 +7,11 @@ On the timeout ladder's second rung (``narrowed`` in the envelope) the prompt is
 to its first sub-goal and the turn gets the policy's narrowed timeout. The envelope's
 ``allowance`` is what is left of the run's budgets: a turn that spends past it is cut
 short (aborted, reverted, its workspace restored) with ``budget_exceeded``.
+
+The OpenCode server runs in the worker's sandbox (``worker/sandbox/server.py``),
+recorded in the output as ``sandbox``. On a worker that cannot make one the step
+is refused (``sandbox_unavailable``) unless the profile says
+``unsandboxed_opencode: allowed``.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from contracts import ErrorCode, GatehouseError, OpencodePolicy
 from contracts._base import Closed
 from contracts.execution import ExecutionEnvelope, ExecutionResult
 from worker._runtime import runtime
-from worker.handlers._base import answer, describe_invalid, limits_of
-from worker.opencode.runner import narrow, server_of, turn_spec
+from worker.handlers._base import HandlerResult, answer, describe_invalid, limits_of
+from worker.opencode.runner import narrow, noted, sandbox_refusal, server_of, turn_spec
 from worker.opencode.turn import TurnSpec, reconcile, run_turn
 
 __all__ = ["OpencodeInput", "reconcile_turn", "run"]
@@ -57,16 +62,34 @@ def _spec(envelope: ExecutionEnvelope) -> TurnSpec:
     )
 
 
+def _refusal(envelope: ExecutionEnvelope) -> GatehouseError | None:
+    return sandbox_refusal(envelope.gatehouse.unsandboxed_opencode == "allowed")
+
+
 def run(envelope: ExecutionEnvelope) -> ExecutionResult:
+    refused = _refusal(envelope)
+    if refused is not None:
+        return answer(
+            envelope,
+            HandlerResult(
+                ok=False,
+                output=refused.details,
+                error_code=refused.code,
+                error_message=refused.message,
+            ),
+        )
     spec = _spec(envelope)
     server = server_of(runtime().settings)
-    result = run_turn(server, spec)
+    result = noted(run_turn(server, spec))
     if envelope.gatehouse.narrowed:
         result.output["narrowed_prompt"] = spec.prompt
     return answer(envelope, result)
 
 
 def reconcile_turn(envelope: ExecutionEnvelope) -> ExecutionResult | None:
-    """Settle a turn a crash cut off (see ``worker.opencode.turn.reconcile``)."""
+    """Settle a turn a crash cut off (see ``worker.opencode.turn.reconcile``); where
+    OpenCode may not run now, None: the call is made again, and refused."""
+    if _refusal(envelope) is not None:
+        return None
     settled = reconcile(server_of(runtime().settings), _spec(envelope))
-    return None if settled is None else answer(envelope, settled)
+    return None if settled is None else answer(envelope, noted(settled))

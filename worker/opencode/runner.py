@@ -8,11 +8,35 @@ from typing import Literal
 
 from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
 from contracts.execution import TurnAllowance
+from worker.handlers._base import HandlerResult
 from worker.opencode.supervisor import OpencodeServer, ServerSpec, running_server
 from worker.opencode.turn import TurnSpec
+from worker.sandbox.server import server_sandbox
 from worker.settings import WorkerSettings
 
-__all__ = ["narrow", "server_of", "turn_spec"]
+__all__ = ["narrow", "noted", "sandbox_refusal", "server_of", "turn_spec"]
+
+
+def sandbox_refusal(allowed: bool) -> GatehouseError | None:
+    """None when OpenCode may be driven on this worker: its server runs in the
+    sandbox, or the profile allows it without one (``allowed``); else the
+    ``sandbox_unavailable`` refusal, with the reason in its details."""
+    found = server_sandbox()
+    if not isinstance(found, str) or allowed:
+        return None
+    return GatehouseError(
+        ErrorCode.SANDBOX_UNAVAILABLE,
+        f"not run: OpenCode cannot be sandboxed here ({found})",
+        details={"sandbox": {"tool": "none", "reason": found}},
+    )
+
+
+def noted(result: HandlerResult) -> HandlerResult:
+    """A turn's result whose server ran unsandboxed says the profile allowed it."""
+    sandbox = result.output.get("sandbox")
+    if isinstance(sandbox, dict) and sandbox.get("tool") == "none":
+        sandbox["allowed_by"] = "profile"
+    return result
 
 
 def server_of(settings: WorkerSettings) -> OpencodeServer:
@@ -28,6 +52,7 @@ def server_of(settings: WorkerSettings) -> OpencodeServer:
         ServerSpec(
             opencode_dir=settings.opencode_dir,
             home=settings.opencode_state / safe_id,
+            workspace_root=settings.workspace_root,
             model_url=settings.opencode_model_url,
             model=settings.opencode_model,
             api_key=settings.model_api_key,

@@ -9,6 +9,14 @@ reconciled from them). Readiness is the server's own "listening on" line.
 A watchdog thread restarts a server that died; a server left behind by a
 worker that was killed is found by its pid file and stopped before a new
 one starts.
+
+Where the worker can make one, the server runs in a bubblewrap sandbox
+(``worker/sandbox/server.py``): it can write only its HOME and the workspace
+root, and its network is a bridge to the model provider and nothing else; the
+worker reaches its API through the bridge at the same kind of loopback URL.
+``sandbox`` says what the server runs in (recorded in every turn's output).
+Where none can be made the server runs as a plain process, and the callers
+refuse OpenCode work unless the profile allows it (``unsandboxed_opencode``).
 """
 
 from __future__ import annotations
@@ -23,12 +31,13 @@ import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts import ErrorCode, GatehouseError, OpencodePolicy
+from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
 from worker.opencode.config import server_config
 from worker.opencode.pin import OpencodePin, binary, installed_pin
+from worker.sandbox.server import Jail, server_sandbox
 
 __all__ = ["OpencodeServer", "ServerSpec", "running_server", "stop_running_server"]
 
@@ -69,9 +78,12 @@ def seed_config_dir(folder: Path, opencode_dir: Path) -> None:
 class ServerSpec:
     opencode_dir: Path  # vendor/opencode: pin.json and node_modules
     home: Path  # this worker's own HOME for the server
+    workspace_root: Path  # where the runs' workspaces are: the sandbox's writable place
     model_url: str
     model: str
     api_key: str | None
+    # the permissions in the server's own config (each session sets its own too)
+    policy: OpencodePolicy = field(default_factory=OpencodePolicy)
 
 
 class OpencodeServer:
@@ -82,6 +94,8 @@ class OpencodeServer:
         self.pin: OpencodePin = installed_pin(spec.opencode_dir)
         self.url = ""
         self.password = ""
+        self.sandbox: JsonObject = {}
+        self._jail: Jail | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.RLock()
         self._stopping = threading.Event()
@@ -120,6 +134,13 @@ class OpencodeServer:
                 proc.kill()
                 proc.wait(timeout=10)
         self._pidfile().unlink(missing_ok=True)
+        self._close_jail()
+
+    def _close_jail(self) -> None:
+        with self._lock:
+            jail, self._jail = self._jail, None
+        if jail is not None:
+            jail.close()
 
     def _pidfile(self) -> Path:
         return self.spec.home / "opencode.pid"
@@ -148,10 +169,27 @@ class OpencodeServer:
         spec.home.mkdir(parents=True, exist_ok=True)
         seed_config_dir(spec.home / ".config" / "opencode", spec.opencode_dir)
         self._stop_leftover()
+        self._close_jail()
         password = secrets.token_urlsafe(24)
-        config = server_config(spec.model_url, spec.model, spec.api_key, OpencodePolicy())
+        port = _free_port()  # `--port 0` means OpenCode's fixed default, not "any"
+        model_url, jail = spec.model_url, None
+        found = server_sandbox()
+        if isinstance(found, str):
+            self.sandbox = {"tool": "none", "reason": found}
+        else:
+            spec.workspace_root.mkdir(parents=True, exist_ok=True)
+            jail = Jail(
+                found,
+                install=spec.opencode_dir / "node_modules",
+                home=spec.home,
+                workspace_root=spec.workspace_root,
+                provider_url=spec.model_url,
+            )
+            model_url, port = jail.route.inside_url, jail.serve_port
+        config = server_config(model_url, spec.model, spec.api_key, spec.policy)
         env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            # only what OpenCode needs: none of the worker's own environment
+            "PATH": "/usr/bin:/bin" if jail else os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(spec.home),
             "XDG_CONFIG_HOME": str(spec.home / ".config"),
             "XDG_DATA_HOME": str(spec.home / ".local" / "share"),
@@ -170,9 +208,14 @@ class OpencodeServer:
             ),
             "NO_COLOR": "1",
         }
+        argv = [str(binary(spec.opencode_dir)), "serve", "--hostname", "127.0.0.1",
+                "--port", str(port)]  # fmt: skip
+        if jail is not None:
+            self._jail = jail
+            argv = jail.argv(argv)
+            self.sandbox = jail.evidence()
+            jail.start_relay()
         log = (spec.home / "server.log").open("ab")
-        port = str(_free_port())  # `--port 0` means OpenCode's fixed default, not "any"
-        argv = [str(binary(spec.opencode_dir)), "serve", "--hostname", "127.0.0.1", "--port", port]
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -185,9 +228,12 @@ class OpencodeServer:
         log.close()
         self._pidfile().write_text(str(proc.pid), "ascii")
         url = self._await_ready(proc)
+        if jail is not None:  # the API as the worker reaches it: through the bridge
+            url = f"http://127.0.0.1:{jail.relay.port}"
         self._proc, self.url, self.password = proc, url, password
         threading.Thread(target=self._drain, args=(proc,), daemon=True).start()
-        _log.info("opencode %s serving at %s (pid %d)", self.pin.version, url, proc.pid)
+        _log.info("opencode %s serving at %s (pid %d, sandbox: %s)", self.pin.version, url,
+                  proc.pid, self.sandbox.get("tool"))  # fmt: skip
 
     def _await_ready(self, proc: subprocess.Popen[bytes]) -> str:
         found: list[str] = []

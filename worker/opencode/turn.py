@@ -142,6 +142,7 @@ def _base(spec: TurnSpec, server: OpencodeServer, session_id: str) -> JsonObject
     return {
         "executor": "opencode",
         "opencode": {"version": server.pin.version, "integrity": server.pin.integrity},
+        "sandbox": dict(server.sandbox),  # what the server runs in (worker/sandbox/server.py)
         "session_id": session_id,
         "agent": spec.agent,
         "channel": "system_log",

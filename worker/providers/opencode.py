@@ -3,7 +3,9 @@
 The plan agent may read the workspace but not edit it (OpenCode's plan mode,
 and the profile's permission answers), and must answer through structured
 output in the plan contract's JSON schema (``format: json_schema``). What it
-returns is only a proposal: the gate checks it like any other plan.
+returns is only a proposal: the gate checks it like any other plan. Like
+opencode steps, it is refused (``sandbox_unavailable``) on a worker that cannot
+sandbox OpenCode unless the profile says ``unsandboxed_opencode: allowed``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from contracts import ErrorCode, JsonObject, OpencodePolicy
 from contracts._schemas import render_schema
 from contracts.plan import PLAN_SCHEMA_ID
 from worker.handlers._base import HandlerResult
-from worker.opencode.runner import server_of, turn_spec
+from worker.opencode.runner import noted, sandbox_refusal, server_of, turn_spec
 from worker.opencode.turn import TurnSpec, reconcile, run_turn
 from worker.providers.openai_compat import PlannerInput, planner_prompt
 from worker.settings import WorkerSettings
@@ -66,6 +68,7 @@ class CompileTurn:
     step_id: str
     request: JsonObject  # from compile_request
     policy: OpencodePolicy
+    unsandboxed: bool = False  # the profile allows it without a sandbox
 
     def spec(self, key: str) -> TurnSpec:
         return turn_spec(
@@ -82,8 +85,13 @@ class CompileTurn:
         )
 
     def run(self, key: str) -> HandlerResult:
-        return _as_plan(run_turn(server_of(self.settings), self.spec(key)))
+        refused = sandbox_refusal(self.unsandboxed)
+        if refused is not None:
+            raise refused
+        return _as_plan(noted(run_turn(server_of(self.settings), self.spec(key))))
 
     def reconcile(self, key: str) -> HandlerResult | None:
+        if sandbox_refusal(self.unsandboxed) is not None:
+            return None  # made again, and refused
         settled = reconcile(server_of(self.settings), self.spec(key))
-        return None if settled is None else _as_plan(settled)
+        return None if settled is None else _as_plan(noted(settled))
