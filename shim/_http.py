@@ -11,7 +11,9 @@ import json
 from typing import NoReturn, TypeVar
 
 from fastapi import Request
+from fastapi.dependencies.models import Dependant
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, validate_instance
@@ -119,3 +121,27 @@ async def read_body(request: Request, limit: int, schema: str, model: type[M]) -
         raise GatehouseError(
             ErrorCode.INVALID_REQUEST, "the body breaks a rule of its contract", problems(exc)
         ) from exc
+
+
+def known_query(request: Request) -> None:
+    """Refuse query parameters an API route does not take (an app-wide dependency): a
+    misspelt ``limt=5`` is an error the caller hears about, not a silent default.
+    The dashboard's pages are for browsers, which add what they like: not checked."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or route.path.startswith("/dashboard"):
+        return
+    taken: set[str] = set()
+    stack: list[Dependant] = [route.dependant]
+    while stack:
+        dependant = stack.pop()
+        taken.update(p.alias for p in dependant.query_params)
+        stack.extend(dependant.dependencies)
+    unknown = sorted(set(request.query_params) - taken)
+    if unknown:
+        shown = ", ".join(repr(u[:40]) for u in unknown[:5])
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST,
+            f"unknown query parameter(s) {shown}; this route takes"
+            f" {', '.join(sorted(taken)) or 'none'}",
+            {"unknown": list[JsonValue](unknown[:20])},
+        )

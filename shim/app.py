@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
-from fastapi import FastAPI, Header, Path, Query, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import OperationalError
@@ -39,7 +39,7 @@ from ledger import database_unreachable, opa_runs
 from shim._auth import Identity, TokenStore, bearer
 from shim._events import add_event_routes
 from shim._explain import explain
-from shim._http import error_response, media_type, model_response, read_body
+from shim._http import error_response, known_query, media_type, model_response, read_body
 from shim._metrics import add_metrics_route
 from shim._opa_runs import (
     ARCHIVE_MEDIA_TYPES,
@@ -48,6 +48,7 @@ from shim._opa_runs import (
     read_capped,
     submit_archive,
 )
+from shim._openapi import install_openapi
 from shim._read_routes import add_read_routes
 from shim._service import Service
 from shim._wait import parse_until
@@ -87,7 +88,12 @@ def create_app(
         holder.pop().close()
         stores.clear()
 
-    app = FastAPI(title="Gatehouse", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(
+        title="Gatehouse",
+        version="0.1.0",
+        lifespan=lifespan,
+        dependencies=[Depends(known_query)],
+    )
 
     def svc() -> Service:
         return holder[0]
@@ -380,4 +386,5 @@ def create_app(
             }
         )
 
+    install_openapi(app)
     return app
