@@ -6,7 +6,7 @@ Imports nothing else of Gatehouse; every other package imports this one.
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
 from contracts._schemas import SCHEMA_MODELS, schema_id, schema_registry, validate_instance
-from contracts.auth import Role, TokenEntry, TokenFile
+from contracts.auth import Role, TokenEntry, TokenFile, TokenId
 from contracts.budgets import BUDGET_KINDS, BudgetKind, Budgets, BudgetsView, BudgetUse, Price
 from contracts.cancel import CancelAccepted, CancelRequest, CancelSource
 from contracts.channels import (
@@ -160,6 +160,7 @@ __all__ = [
     "TextChannel",
     "TokenEntry",
     "TokenFile",
+    "TokenId",
     "ToolPool",
     "Verb",
     "canonical",

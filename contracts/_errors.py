@@ -48,6 +48,8 @@ class ErrorCode(Enum):
     BUDGET_WIDENED = "budget_widened"
     BODY_TIMEOUT = "body_timeout"
     JSON_TOO_DEEP = "json_too_deep"
+    TOKEN_EXPIRED = "token_expired"  # noqa: S105  (an error code, not a password)
+    TOKEN_REVOKED = "token_revoked"  # noqa: S105  (an error code, not a password)
     # plan gate: the plan is refused (at compile time or again before a step runs)
     PLAN_INVALID = "plan_invalid"
     PLAN_CONTAINS_RESULTS = "plan_contains_results"
@@ -173,6 +175,10 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ErrorCode.JSON_TOO_DEEP: ErrorSpec(
         1015, 400, False, "The body's JSON nests arrays and objects deeper than 64 levels."
     ),
+    ErrorCode.TOKEN_EXPIRED: ErrorSpec(
+        1016, 401, False, "The bearer token expired, or was rotated and its grace period ended."
+    ),
+    ErrorCode.TOKEN_REVOKED: ErrorSpec(1017, 401, False, "The bearer token was revoked."),
     ErrorCode.PLAN_INVALID: ErrorSpec(2001, 422, False, "The plan does not match its schema."),
     ErrorCode.PLAN_CONTAINS_RESULTS: ErrorSpec(
         2002, 422, False, "The plan carries execution results; a planner may only propose."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from pydantic import ValidationError
 
-from contracts import ApprovalView, Decision, ErrorCode, GatehouseError
+from contracts import ApprovalView, Decision, ErrorCode, GatehouseError, JsonValue
 from ledger import events
 from ledger._db import Conn, corrupt, now_iso
 
@@ -53,8 +53,12 @@ def insert_decision(
     decision: Decision,
     decided_by: str,
     comment: str | None,
+    token_id: str | None = None,
 ) -> Decided:
-    """First decision per (run, digest) wins; the one on record is returned."""
+    """First decision per (run, digest) wins; the one on record is returned.
+
+    ``token_id``, the public id of the token the decision came with, goes into the
+    run's ``approval`` event (the row keeps the identity only)."""
     inserted = conn.execute(
         sa.text(
             "INSERT INTO plan_approvals (approval_id, run_id, plan_digest, decision, decided_by,"
@@ -72,12 +76,14 @@ def insert_decision(
         },
     ).first()
     if inserted is not None:
-        events.emit(
-            conn,
-            run_id,
-            "approval",
-            {"decision": decision.value, "decided_by": decided_by, "plan_digest": plan_digest},
-        )
+        body: dict[str, JsonValue] = {
+            "decision": decision.value,
+            "decided_by": decided_by,
+            "plan_digest": plan_digest,
+        }
+        if token_id is not None:
+            body["token_id"] = token_id
+        events.emit(conn, run_id, "approval", body)
     on_record = decision_for(conn, run_id, plan_digest)
     if on_record is None:  # pragma: no cover - the row was just written or already there
         raise GatehouseError(ErrorCode.INTERNAL_ERROR, "decision vanished after insert")

@@ -17,6 +17,8 @@ Category: TypeAlias = SecurityCategory
 
 _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.UNAUTHORIZED: ("auth", "medium"),
+    ErrorCode.TOKEN_EXPIRED: ("auth", "medium"),
+    ErrorCode.TOKEN_REVOKED: ("auth", "medium"),
     ErrorCode.FORBIDDEN: ("authorization", "medium"),
     ErrorCode.FOUR_EYES: ("authorization", "high"),
     ErrorCode.STALE_PLAN_DIGEST: ("authorization", "medium"),

@@ -1,4 +1,4 @@
-"""The CLI commands that work on this machine: migrate, shim, tokens, sql.
+"""The CLI commands that work on this machine: migrate, shim, sql (tokens: ``_tokens_cli``).
 
 Each turns what goes wrong at the edge — a database that is down, a missing
 tokens file, a bad flag — into one line on stderr that names the fix, and a
@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 
 import sqlalchemy as sa
-from pydantic import ValidationError
 
-from contracts import GatehouseError, Role
+from contracts import GatehouseError
 from ledger import (
     add_missing_views,
     database_unreachable,
@@ -27,7 +26,6 @@ from ledger import (
 )
 from ledger.operator import read_only_query
 from ledger.readonly import READONLY_ROLE, create_readonly_role
-from shim._auth import add_token
 from shim._render import console, records
 
 __all__ = [
@@ -37,7 +35,6 @@ __all__ = [
     "run_migrate",
     "run_shim",
     "run_sql",
-    "run_tokens",
 ]
 
 DEFAULT_TOKENS_FILE = "var/tokens.json"
@@ -189,30 +186,6 @@ def run_shim(args: argparse.Namespace) -> int:
     os.environ["GATEHOUSE_TOKENS_FILE"] = str(tokens)
     os.environ["GATEHOUSE_DATABASE_URL"] = url
     uvicorn.run("shim.asgi:app", host=args.host, port=args.port)
-    return 0
-
-
-def run_tokens(args: argparse.Namespace) -> int:
-    names = [r.strip() for r in args.roles.split(",") if r.strip()]
-    valid = ", ".join(r.value for r in Role)
-    unknown = [n for n in names if n not in {r.value for r in Role}]
-    if unknown or not names:
-        what = f"unknown role {', '.join(map(repr, unknown))}" if unknown else "no role given"
-        _err(f"{what}: valid roles are {valid}")
-        return USAGE
-    roles = [Role(n) for n in names]
-    try:
-        token = add_token(Path(args.file), args.identity, roles)
-    except (OSError, ValueError, ValidationError) as exc:
-        _err(f"cannot add the token to {args.file}: {str(exc).splitlines()[0]}")
-        return USAGE
-    out = sys.stdout
-    out.write(f"token for {args.identity} ({', '.join(r.value for r in roles)}), shown once:\n")
-    out.write(token + "\n")
-    sys.stderr.write(
-        f"gatehouse: added to {args.file}; a running shim reads this file only when it starts:"
-        " restart it (gatehouse shim, or gatehouse up) before using the token\n"
-    )
     return 0
 
 

@@ -119,6 +119,7 @@ def decide(
                 decision=decision,
                 decided_by=body.decided_by,
                 comment=body.comment,
+                token_id=who.token_id,
             )
     answer = _answer(run_id, body, decision, on_record)
     if status.terminal:

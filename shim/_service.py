@@ -38,6 +38,7 @@ from contracts import (
     IntentJob,
     IntentRequest,
     JsonObject,
+    JsonValue,
     MessageAccepted,
     MessageRequest,
     Plan,
@@ -338,12 +339,22 @@ class Service:
             return evidence.list_security_events(conn, limit)
 
     def record_refusal(
-        self, exc: GatehouseError, who: str | None, route: str, run_id: str | None
+        self,
+        exc: GatehouseError,
+        who: str | None,
+        route: str,
+        run_id: str | None,
+        token_id: str | None = None,
     ) -> None:
-        """Every refused request leaves a MOVA security episode (not found is no refusal)."""
+        """Every refused request leaves a MOVA security episode (not found is no refusal).
+
+        ``token_id`` names the caller's token when one matched, refused or not."""
         if exc.code in _NOT_REFUSALS:
             return
         now = now_iso()
+        refused_token = exc.details.get("token_id")
+        token_id = token_id or (refused_token if isinstance(refused_token, str) else None)
+        tokens: dict[str, JsonValue] = {"token_id": token_id} if token_id else {}
         episode = security_episode(
             run_id=run_id,
             subject=f"request:{uuid.uuid4().hex}",
@@ -351,7 +362,7 @@ class Service:
             message=exc.message,
             executor_id="gatehouse-shim",
             recorded_at=now,
-            details={"route": route, "identity": who, "refusal": exc.details},
+            details={"route": route, "identity": who, **tokens, "refusal": exc.details},
         )
         with self.db.engine.begin() as conn:
             evidence.put_security_event(

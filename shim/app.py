@@ -36,7 +36,7 @@ from contracts import (
     RunStatus,
 )
 from ledger import database_unreachable, opa_runs
-from shim._auth import Identity, TokenStore, bearer
+from shim._auth import Identity, bearer
 from shim._events import add_event_routes
 from shim._explain import explain
 from shim._http import error_response, known_query, media_type, model_response, read_body
@@ -51,6 +51,7 @@ from shim._opa_runs import (
 from shim._openapi import install_openapi
 from shim._read_routes import add_read_routes
 from shim._service import Service
+from shim._tokens_live import LiveTokens
 from shim._wait import parse_until
 from shim.dashboard import add_dashboard_routes
 from shim.settings import ShimSettings
@@ -77,12 +78,12 @@ def create_app(
     settings: ShimSettings, service_factory: Callable[[ShimSettings], Service] = Service
 ) -> FastAPI:
     holder: list[Service] = []
-    stores: list[TokenStore] = []
+    stores: list[LiveTokens] = []
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # No tokens, no shim: there is no anonymous mode to fall back to.
-        stores.append(TokenStore.load(settings.tokens_file))
+        stores.append(LiveTokens.open(settings.tokens_file))
         holder.append(service_factory(settings))
         yield
         holder.pop().close()
@@ -100,10 +101,8 @@ def create_app(
 
     def auth(request: Request, *roles: Role) -> Identity:
         """The caller's identity from its bearer token; it must hold one of ``roles``."""
-        who = stores[0].identify(bearer(request.headers.get("authorization")))
-        if who is None:
-            raise GatehouseError(ErrorCode.UNAUTHORIZED, "the bearer token is not valid")
-        request.state.identity = who.name
+        who = stores[0].current().check(bearer(request.headers.get("authorization")))
+        request.state.identity, request.state.token_id = who.name, who.token_id
         if roles and not who.has(*roles):
             wanted = " or ".join(r.value for r in roles)
             raise GatehouseError(ErrorCode.FORBIDDEN, f"{who.name} is not {wanted}")
@@ -124,6 +123,7 @@ def create_app(
                     getattr(request.state, "identity", None),
                     f"{request.method} {request.url.path}",
                     request.path_params.get("run_id"),
+                    getattr(request.state, "token_id", None),
                 )
             except Exception as lost:
                 if not database_unreachable(lost):
@@ -177,7 +177,8 @@ def create_app(
     # /readyz, /workers, /recipes and /policies: reads with no run behind them.
     add_read_routes(app, svc, auth)
     add_event_routes(app, svc, auth)
-    add_dashboard_routes(app, svc, lambda: stores[0], record_refusal)
+    # stores[0] exists only once the app has started: look it up per request
+    add_dashboard_routes(app, svc, lambda: stores[0].current(), record_refusal)  # noqa: PLW0108
     add_metrics_route(app, lambda: svc().db, auth)
 
     @app.post("/intent")

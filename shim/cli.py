@@ -38,7 +38,8 @@ COMMANDS = {
     "reject": "reject a run's plan (by its digest)",
     "cancel": "cancel a run: a waiting run ends cancelled, a running one at its next step",
     "sql": "run a read-only SQL query against the database",
-    "tokens": "create a bearer token for an identity (stores only its digest)",
+    "tokens": "bearer tokens: tokens add NAME --roles … (printed once; only its digest is"
+    " stored), tokens list, tokens revoke ID, tokens rotate ID [--grace 1h]",
     "ledger": "show a run's ledger (ledger show RUN_ID), or verify its hash chain and name"
     " the first broken entry (ledger verify RUN_ID)",
     "replay": "replay a finished run from its ledger (no outbound calls); compare trace digests",
@@ -164,15 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name in API_COMMANDS:
         _api_options(add(name))
     _api_arguments(sub.choices)
-    t = add("tokens")
-    t.add_argument("action", choices=["add"], help="add: create a token and print it once")
-    t.add_argument("identity", help="who the token stands for, e.g. alice")
-    t.add_argument("--roles", required=True, help="comma-separated: submitter, approver, operator")
-    t.add_argument(
-        "--file",
-        default=os.environ.get("GATEHOUSE_TOKENS_FILE") or "var/tokens.json",
-        help="the tokens file (default: GATEHOUSE_TOKENS_FILE, else var/tokens.json)",
-    )
+    from shim._tokens_cli import add_tokens_parser  # add, list, revoke, rotate: one block
+
+    add_tokens_parser(add("tokens"))
     from shim._opa_cli import add_opa_parser  # the OPA archive commands: one block
 
     add_opa_parser(add("opa"))
@@ -324,6 +319,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from shim._opa_cli import run_opa
 
         return run_opa(args)
+    if cmd == "tokens":
+        from shim._tokens_cli import run_tokens
+
+        return run_tokens(args)
     if cmd in API_COMMANDS:
         from shim._cli_api import run_api
 
@@ -334,7 +333,6 @@ def _dispatch(args: argparse.Namespace) -> int:
         "shim": _cli_local.run_shim,
         "migrate": _cli_local.run_migrate,
         "readonly-role": _cli_local.run_readonly_role,
-        "tokens": _cli_local.run_tokens,
         "sql": _cli_local.run_sql,
     }
     return run[cmd](args)

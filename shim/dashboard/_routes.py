@@ -71,7 +71,21 @@ _ANY_ROLE = (Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
 
 
 class _LoginNeededError(Exception):
-    """No valid session: go to the login page."""
+    """No valid session: go to the login page (``refusal``: why a session's token was refused)."""
+
+    def __init__(self, refusal: GatehouseError | None = None) -> None:
+        super().__init__("login needed")
+        self.refusal = refusal
+
+
+_LOGIN_PROBLEMS = {
+    ErrorCode.TOKEN_EXPIRED: "That token has expired.",
+    ErrorCode.TOKEN_REVOKED: "That token was revoked.",
+}
+
+
+def _login_refused() -> GatehouseError:
+    return GatehouseError(ErrorCode.UNAUTHORIZED, "dashboard login refused")
 
 
 def _page(name: str, **context: object) -> HTMLResponse:
@@ -94,10 +108,14 @@ def add_dashboard_routes(
     record: Callable[[Request, GatehouseError], Awaitable[None]],
 ) -> None:
     def who(request: Request, *roles: Role) -> Identity:
-        found = identify(request, tokens())
-        if found is None:
+        token = session_token(request)
+        if token is None:
             raise _LoginNeededError
-        request.state.identity = found.name
+        try:
+            found = tokens().check(token)
+        except GatehouseError as exc:
+            raise _LoginNeededError(exc) from exc  # e.g. revoked since logging in
+        request.state.identity, request.state.token_id = found.name, found.token_id
         if roles and not found.has(*roles):
             wanted = " or ".join(r.value for r in roles)
             raise GatehouseError(ErrorCode.FORBIDDEN, f"{found.name} is not {wanted}")
@@ -121,7 +139,9 @@ def add_dashboard_routes(
     async def guarded(request: Request, make: Callable[[], Awaitable[Response]]) -> Response:
         try:
             return await make()
-        except _LoginNeededError:
+        except _LoginNeededError as needed:
+            if needed.refusal is not None:
+                await record(request, needed.refusal)
             target = quote(
                 request.url.path + (f"?{request.url.query}" if request.url.query else "")
             )
@@ -152,11 +172,16 @@ def add_dashboard_routes(
         token: Annotated[str, Form(max_length=500)],
         next: Annotated[str, Form(max_length=500)] = "/dashboard",
     ) -> Response:
-        found = tokens().identify(token.strip())
-        if found is None or not same_origin(request):
-            await record(request, GatehouseError(ErrorCode.UNAUTHORIZED, "dashboard login refused"))
-            return _page("login.html", http_status=401, who=None, next=next,
-                         problem="That token is not valid.")  # fmt: skip
+        refused = None if same_origin(request) else _login_refused()
+        try:
+            tokens().check(token.strip())
+        except GatehouseError as exc:
+            # An expired or revoked token is named as such (and by its id in the record).
+            refused = exc if exc.code in _LOGIN_PROBLEMS else _login_refused()
+        if refused is not None:
+            await record(request, refused)
+            problem = _LOGIN_PROBLEMS.get(refused.code, "That token is not valid.")
+            return _page("login.html", http_status=401, who=None, next=next, problem=problem)
         # only somewhere on this dashboard: never an open redirect
         target = next if next.startswith("/dashboard") and "//" not in next else "/dashboard"
         response = RedirectResponse(target, status_code=303)

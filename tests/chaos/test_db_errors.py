@@ -65,7 +65,12 @@ class _LostDatabase(Service):
         raise self.loss()
 
     def record_refusal(
-        self, exc: GatehouseError, who: str | None, route: str, run_id: str | None
+        self,
+        exc: GatehouseError,
+        who: str | None,
+        route: str,
+        run_id: str | None,
+        token_id: str | None = None,
     ) -> None:
         raise self.loss()
 

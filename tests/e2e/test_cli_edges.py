@@ -76,7 +76,7 @@ def test_shim_without_a_tokens_file_names_the_default_and_the_fix(tmp_path: Path
     assert other.returncode == 2 and f"no tokens file at {tmp_path / 't.json'}" in other.stderr
 
 
-def test_tokens_add_lists_valid_roles_and_says_to_restart(tmp_path: Path) -> None:
+def test_tokens_add_lists_valid_roles_and_says_when_it_counts(tmp_path: Path) -> None:
     bad = _run("tokens", "add", "alice", "--roles", "submitter,admin", cwd=tmp_path)
     assert bad.returncode == 2
     line = _one_line(bad)
@@ -87,7 +87,7 @@ def test_tokens_add_lists_valid_roles_and_says_to_restart(tmp_path: Path) -> Non
     assert good.returncode == 0, good.stderr
     assert (tmp_path / "var" / "tokens.json").is_file()  # the same default as the shim's
     assert good.stdout.splitlines()[-1].startswith("gh_")
-    assert "restart it" in _one_line(good)
+    assert "picks the change up within a second" in _one_line(good)
 
 
 def test_every_command_has_help_that_runs(tmp_path: Path) -> None:
