@@ -8,7 +8,9 @@ worker code). Each check says yes or no and why, with the fix:
 * database — the URL this worker would use, where it came from, and that it answers;
 * opencode — the pinned OpenCode installed (needed by opencode steps only);
 * notifications, traces — what ``GATEHOUSE_NOTIFICATIONS`` and the telemetry
-  settings say (a bad file is a failed check).
+  settings say (a bad file is a failed check);
+* anchors — where run checkpoints are appended, and whether they are signed
+  (``GATEHOUSE_SIGNING_KEY``; unset: written unsigned).
 
 Exit 0 when the sandbox and the database are usable, else 1.
 """
@@ -27,10 +29,12 @@ from rich.table import Table
 
 from contracts import GatehouseError, JsonObject
 from ledger import open_database, resolve_database_url, resolve_telemetry
+from ledger.anchors import DEFAULT_ANCHOR_FILE
 from worker.notify.config import load_config
 from worker.opencode.pin import DEFAULT_DIR, installed_pin
 from worker.sandbox import find_sandbox
 from worker.sandbox.bwrap import BWRAP_ENV
+from worker.settings import evidence_key
 
 __all__ = ["main", "report"]
 
@@ -110,8 +114,22 @@ def _traces() -> Check:
     return Check("traces", True, f"on, exported to {where}")
 
 
+def _anchors() -> Check:
+    where = Path(os.environ.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE).resolve()
+    try:
+        key = evidence_key(dict(os.environ))
+    except GatehouseError as exc:
+        return Check("anchors", False, exc.message)
+    if key is None:
+        return Check(
+            "anchors", None, f"{where}; GATEHOUSE_SIGNING_KEY unset: checkpoints are written"
+            " UNSIGNED (gatehouse evidence keygen makes a key)",
+        )  # fmt: skip
+    return Check("anchors", True, f"{where}; checkpoints signed by key id {key.public.keyid}")
+
+
 def report() -> list[Check]:
-    return [_sandbox(), _database(), _opencode(), _notifications(), _traces()]
+    return [_sandbox(), _database(), _opencode(), _notifications(), _traces(), _anchors()]
 
 
 def main(argv: list[str] | None = None) -> int:
