@@ -4,7 +4,7 @@ Functions take a connection (or a DBOS datasource session) and never open
 transactions of their own, so the caller decides what commits together.
 """
 
-from ledger import calls, cancels, chain, events, evidence, intents, plan_cards, runs
+from ledger import anchors, calls, cancels, chain, events, evidence, intents, plan_cards, runs
 from ledger._config_file import CONFIG_FILE, Telemetry, resolve_database_url, resolve_telemetry
 from ledger._db import (
     APP_SCHEMA,
@@ -25,6 +25,7 @@ __all__ = [
     "Database",
     "Telemetry",
     "add_missing_views",
+    "anchors",
     "calls",
     "cancels",
     "chain",

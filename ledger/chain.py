@@ -7,7 +7,10 @@ error_code])``, ``prev_hash`` being the run's previous entry_hash (64 zeros for
 the first). Appends are serialized per run (PostgreSQL: the run's row is locked;
 SQLite: one writer at a time) and ``(run_id, chain_seq)`` is UNIQUE, so the head
 never forks. ``verify`` recomputes everything from the stored request and
-response bodies and names the first entry that does not hold.
+response bodies and names the first entry that does not hold; given the run's
+checkpoints (``ledger.anchors``), it also holds the chain to each of them, which
+catches what recomputing cannot: the newest entries deleted, or the whole chain
+rewritten with consistent hashes.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import sqlalchemy as sa
 
 from contracts import JsonObject, JsonValue, digest_of
 from ledger._db import Conn, is_postgres
+from ledger.anchors import Anchor, problem
 
 __all__ = ["GENESIS", "ChainReport", "append", "verify"]
 
@@ -71,12 +75,23 @@ class ChainReport:
     broken_op_key: str | None = None
     broken_seq: int | None = None
     reason: str | None = None
+    head: str = GENESIS
+    # How many checkpoints the chain was held to, and where they came from.
+    anchors: tuple[Anchor, ...] = ()
 
     def to_json(self) -> JsonObject:
+        sources: list[JsonValue] = [*sorted({a.source.split(" line ")[0] for a in self.anchors})]
         return {
             "run_id": self.run_id,
             "entries": self.entries,
             "ok": self.ok,
+            "head": self.head,
+            "anchored": {
+                "checkpoints": len(self.anchors),
+                "entries": max((a.entries for a in self.anchors), default=None),
+                "signed": sum(1 for a in self.anchors if a.signed),
+                "sources": sources,
+            },
             "first_broken": None
             if self.ok
             else {
@@ -114,8 +129,9 @@ def _problem(row: Sequence[Any], prev: str, expected_seq: int) -> str | None:
     return None
 
 
-def verify(conn: Conn, run_id: str) -> ChainReport:
-    """Recompute the run's chain; report the first entry that breaks it."""
+def verify(conn: Conn, run_id: str, anchors: Sequence[Anchor] = ()) -> ChainReport:
+    """Recompute the run's chain; report the first entry that breaks it, then the
+    first of ``anchors`` (the run's checkpoints) it does not match."""
     rows = conn.execute(
         sa.text(
             f"SELECT {_FIELDS}, chain_seq, prev_hash, entry_hash, request_json, response_json"  # noqa: S608
@@ -123,13 +139,18 @@ def verify(conn: Conn, run_id: str) -> ChainReport:
         ),
         {"r": run_id},
     ).all()
-    prev, expected_seq, count = GENESIS, 1, 0
+    prev, expected_seq, hashes = GENESIS, 1, list[str]()
+    held = tuple(anchors)
     for row in rows:
         seq, status = row[10], str(row[6])
         if seq is None and status in ("started", "in_doubt"):
             continue  # not finished: not part of the chain yet
         reason = _problem(row, prev, expected_seq)
         if reason is not None:
-            return ChainReport(run_id, count, False, str(row[0]), seq, reason)
-        prev, expected_seq, count = str(row[12]), expected_seq + 1, count + 1
-    return ChainReport(run_id, count, True)
+            return ChainReport(run_id, len(hashes), False, str(row[0]), seq, reason, prev, held)
+        prev, expected_seq = str(row[12]), expected_seq + 1
+        hashes.append(prev)
+    broken = problem(list(held), hashes)
+    if broken is not None:
+        return ChainReport(run_id, len(hashes), False, None, broken[0], broken[1], prev, held)
+    return ChainReport(run_id, len(hashes), True, head=prev, anchors=held)

@@ -51,6 +51,7 @@ from contracts import (
 )
 from ledger import (
     Database,
+    anchors,
     calls,
     chain,
     evidence,
@@ -320,9 +321,12 @@ class Service:
             return calls.list_calls(conn, run_id)
 
     def verify_ledger(self, run_id: str) -> JsonObject:
+        # The run's checkpoints, from the anchor file (outside the database: a rewrite
+        # of the database cannot reach it) and from the database.
+        filed = anchors.from_file(self.settings.anchor_file, run_id)
         with self.db.engine.connect() as conn:
             self._exists(conn, run_id)
-            return chain.verify(conn, run_id).to_json()
+            return chain.verify(conn, run_id, anchors.of_run(conn, run_id) + filed).to_json()
 
     def episodes(self, run_id: str) -> list[EpisodeView]:
         with self.db.engine.connect() as conn:

@@ -2,8 +2,9 @@
 
 Process commands (demo, up, shim, worker, migrate) start or set up
 processes; sql and tokens work on this machine's files and database
-(``shim._cli_local``); the rest talk to a running shim over HTTP (``--url``
-or ``GATEHOUSE_URL``, default http://127.0.0.1:8000; ``shim._cli_api``).
+(``shim._cli_local``), evidence too (``shim._cli_evidence``); the rest talk
+to a running shim over HTTP (``--url`` or ``GATEHOUSE_URL``, default
+http://127.0.0.1:8000; ``shim._cli_api``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ COMMANDS = {
     "artifacts": "list a run's artifacts (artifacts list RUN_ID), or fetch one's bytes"
     " (artifacts get SHA256)",
     "security-events": "list refused requests and refusals inside runs, newest first",
+    "evidence": "a run's signed evidence bundle: evidence export RUN_ID -o FILE (from the"
+    " database), evidence verify FILE --key PUB.pem (offline), evidence keygen -o KEY.pem",
     "opa": "OPA archives: validate one without running it (opa inspect FILE), run one"
     " (opa run FILE), send an interactive run its next message (opa reply RUN_ID TEXT, or"
     " --end), download a run's output archive (opa output RUN_ID), and manage the"
@@ -78,7 +81,8 @@ API_COMMANDS = (
 EXIT_CODES = {
     0: "done",
     1: "refused or failed: the shim answered with an error (its code, message and details"
-    " are printed), or the shim or the database could not be reached",
+    " are printed), or the shim or the database could not be reached, or an evidence"
+    " bundle does not verify (the first check that failed is printed)",
     2: "usage: a bad flag or argument, no token, a missing tokens file, an unreadable file",
     3: "a check failed: a replay diverged, or a ledger chain is broken",
     130: "interrupted (Ctrl-C)",
@@ -171,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     from shim._opa_cli import add_opa_parser  # the OPA archive commands: one block
 
     add_opa_parser(add("opa"))
+    from shim._cli_evidence import add_evidence_parser
+
+    add_evidence_parser(add("evidence"))
     q = add("sql")
     q.add_argument("query", help="one SELECT; it runs in a read-only transaction")
     _db_option(q)
@@ -323,6 +330,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from shim._tokens_cli import run_tokens
 
         return run_tokens(args)
+    if cmd == "evidence":
+        from shim._cli_evidence import run_evidence
+
+        return run_evidence(args)
     if cmd in API_COMMANDS:
         from shim._cli_api import run_api
 

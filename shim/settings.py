@@ -8,6 +8,7 @@ from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
 from ledger import resolve_database_url
+from ledger.anchors import DEFAULT_ANCHOR_FILE
 from opa_format import DEFAULT_TRUST_DIR
 
 __all__ = ["ShimSettings"]
@@ -24,6 +25,8 @@ class ShimSettings:
     # A worker silent this long is not live (readiness, gatehouse workers); the
     # workers' own reaper uses the same variable to declare one dead.
     dead_after_s: float = 6.0
+    # The anchor file the workers append run checkpoints to (ledger verify reads it).
+    anchor_file: Path = Path(DEFAULT_ANCHOR_FILE)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
@@ -37,6 +40,7 @@ class ShimSettings:
             max_archive_bytes=max_archive,
             opa_trust_dir=Path(e.get("GATEHOUSE_OPA_TRUST_DIR") or DEFAULT_TRUST_DIR),
             dead_after_s=_seconds(e, "GATEHOUSE_DEAD_AFTER_S", 6.0),
+            anchor_file=Path(e.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE),
             tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])
             if e.get("GATEHOUSE_TOKENS_FILE")
             else None,

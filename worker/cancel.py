@@ -31,7 +31,7 @@ from contracts import (
     JsonValue,
     RunStatus,
 )
-from ledger import Conn, approvals, cancels, evidence, now_iso, plan_cards, runs
+from ledger import Conn, anchors, approvals, cancels, evidence, now_iso, plan_cards, runs
 from policies.episodes import episode
 from worker._runtime import Runtime, runtime
 from worker.records._tx import session, tx
@@ -166,6 +166,8 @@ def _reconcile(rt: Runtime, run_id: str) -> bool:
                 },
             ),
         )
+        settings = rt.settings  # the run's chain head, anchored (ledger/anchors.py)
+        anchors.anchor_run(conn, run_id, me, settings.signing_key, settings.anchor_file)
     # A workflow parked in its approval wait would sit there until its next
     # re-check; this wakes it, it finds itself cancelled and stops.
     DBOS.send(run_id, {"wake": True}, APPROVAL_TOPIC, idempotency_key=f"{run_id}:dbos-cancel")

@@ -11,7 +11,9 @@ worker code). Each check says yes or no and why, with the fix:
   server's layout and its network bridge are really started); without it opencode
   steps are refused unless the profile allows them unsandboxed;
 * notifications, traces — what ``GATEHOUSE_NOTIFICATIONS`` and the telemetry
-  settings say (a bad file is a failed check).
+  settings say (a bad file is a failed check);
+* anchors — where run checkpoints are appended, and whether they are signed
+  (``GATEHOUSE_SIGNING_KEY``; unset: written unsigned).
 
 Exit 0 when the sandbox and the database are usable, else 1.
 """
@@ -30,11 +32,13 @@ from rich.table import Table
 
 from contracts import GatehouseError, JsonObject
 from ledger import open_database, resolve_database_url, resolve_telemetry
+from ledger.anchors import DEFAULT_ANCHOR_FILE
 from worker.notify.config import load_config
 from worker.opencode.pin import DEFAULT_DIR, installed_pin
 from worker.sandbox import find_sandbox
 from worker.sandbox.bwrap import BWRAP_ENV
 from worker.sandbox.server import server_sandbox
+from worker.settings import evidence_key
 
 __all__ = ["main", "report"]
 
@@ -125,8 +129,30 @@ def _traces() -> Check:
     return Check("traces", True, f"on, exported to {where}")
 
 
+def _anchors() -> Check:
+    where = Path(os.environ.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE).resolve()
+    try:
+        key = evidence_key(dict(os.environ))
+    except GatehouseError as exc:
+        return Check("anchors", False, exc.message)
+    if key is None:
+        return Check(
+            "anchors", None, f"{where}; GATEHOUSE_SIGNING_KEY unset: checkpoints are written"
+            " UNSIGNED (gatehouse evidence keygen makes a key)",
+        )  # fmt: skip
+    return Check("anchors", True, f"{where}; checkpoints signed by key id {key.public.keyid}")
+
+
 def report() -> list[Check]:
-    return [_sandbox(), _database(), _opencode(), _opencode_sandbox(), _notifications(), _traces()]
+    return [
+        _sandbox(),
+        _database(),
+        _opencode(),
+        _opencode_sandbox(),
+        _notifications(),
+        _traces(),
+        _anchors(),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

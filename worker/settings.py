@@ -9,6 +9,9 @@ from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError, NotifyConfig
 from ledger import Telemetry, resolve_database_url, resolve_telemetry
+from ledger.anchors import DEFAULT_ANCHOR_FILE
+from ledger.signing import SigningError, load_signing_key
+from ledger.signing import SigningKey as EvidenceKey
 from opa_format import DEFAULT_TRUST_DIR, SigningKey
 from worker.notify.config import load_config
 from worker.opencode.pin import DEFAULT_DIR as DEFAULT_OPENCODE_DIR
@@ -45,6 +48,10 @@ class WorkerSettings:
     notifications: NotifyConfig | None = None
     # OpenTelemetry traces through DBOS (dbos-config.yaml's telemetry; GATEHOUSE_OTLP*)
     telemetry: Telemetry = field(default_factory=Telemetry)
+    # GATEHOUSE_SIGNING_KEY: signs each run's chain checkpoint (None: written unsigned)
+    signing_key: EvidenceKey | None = None
+    # GATEHOUSE_ANCHOR_FILE: where each run's checkpoint is appended, outside the database
+    anchor_file: Path = Path(DEFAULT_ANCHOR_FILE)
 
     def planners(self) -> tuple[str, ...]:
         """The recipe planners this worker can run (its heartbeat says so): a template
@@ -108,6 +115,8 @@ class WorkerSettings:
             opa_signing_key=_signing_key(e),
             notifications=_notifications(e),
             telemetry=resolve_telemetry(e),
+            signing_key=evidence_key(e),
+            anchor_file=Path(e.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE).resolve(),
         )
 
 
@@ -146,4 +155,18 @@ def _signing_key(env: dict[str, str]) -> SigningKey | None:
     except (OSError, ValueError) as exc:
         raise GatehouseError(
             ErrorCode.INVALID_REQUEST, f"the OPA signing key or certificate is unusable: {exc}"
+        ) from exc
+
+
+def evidence_key(env: dict[str, str]) -> EvidenceKey | None:
+    """GATEHOUSE_SIGNING_KEY: the deployment's Ed25519 or ECDSA P-256 private key (PEM
+    file) that signs chain checkpoints; unset: checkpoints are written unsigned."""
+    path = env.get("GATEHOUSE_SIGNING_KEY")
+    if not path:
+        return None
+    try:
+        return load_signing_key(Path(path).read_bytes(), f"GATEHOUSE_SIGNING_KEY ({path})")
+    except (OSError, SigningError) as exc:
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST, f"the evidence signing key is unusable: {exc}"
         ) from exc

@@ -31,11 +31,20 @@ def _verify(stack: Stack, run_id: str) -> dict[str, object]:
 def test_an_intact_run_verifies(stack: Stack) -> None:
     run_id = _succeeded_run(stack)
     report = _verify(stack, run_id)
-    assert report == {"run_id": run_id, "entries": 2, "ok": True, "first_broken": None}
     rows = stack.sql(
         "SELECT chain_seq, prev_hash, entry_hash FROM calls WHERE run_id = :r ORDER BY chain_seq",
         r=run_id,
     )
+    anchored = report["anchored"]
+    assert isinstance(anchored, dict)
+    # held to two checkpoints of the run's end: the database's and the anchor file's
+    # (unsigned: this stack's worker has no signing key)
+    assert anchored == {"checkpoints": 2, "entries": 2, "signed": 0, "sources": anchored["sources"]}
+    assert len(anchored["sources"]) == 2
+    assert report == {
+        "run_id": run_id, "entries": 2, "ok": True, "head": rows[1][2], "first_broken": None,
+        "anchored": anchored,
+    }  # fmt: skip
     assert [r[0] for r in rows] == [1, 2]
     assert rows[0][1] == "0" * 64 and rows[1][1] == rows[0][2]
     assert (

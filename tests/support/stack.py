@@ -93,6 +93,8 @@ class Stack:
     workspace_root: Path
     # Set when a test writes behind Gatehouse's back: its runs are not replayed.
     tampered: bool = False
+    # Where the worker appends each run's chain checkpoint (GATEHOUSE_ANCHOR_FILE)
+    anchor_file: Path | None = None
 
     def auth(self, name: str) -> dict[str, str]:
         """Headers that act as one of PEOPLE."""
@@ -259,19 +261,26 @@ def running_stack(
 
     url = fresh_database_url(backend, tmp)
     workspace = tmp / "workspaces"
+    # The run checkpoints' file, outside the database: the worker appends, the shim reads.
+    anchors = {"GATEHOUSE_ANCHOR_FILE": str(tmp / f"anchors-{uuid.uuid4().hex[:8]}.jsonl")}
     settings = WorkerSettings.from_env(
         {
             "GATEHOUSE_DATABASE_URL": url,
             "GATEHOUSE_EXECUTOR_ID": f"test-{backend}",
             "GATEHOUSE_WORKSPACE_ROOT": str(workspace),
+            **anchors,
             **(worker_env or {}),
         }
     )
     launch(settings, handlers=handlers)
     try:
-        with shim_client(url, env=shim_env) as client:
+        with shim_client(url, env={**anchors, **(shim_env or {})}) as client:
             stack = Stack(
-                backend=backend, database_url=url, client=client, workspace_root=workspace
+                backend=backend,
+                database_url=url,
+                client=client,
+                workspace_root=workspace,
+                anchor_file=settings.anchor_file,
             )
             yield stack
             if not stack.tampered:

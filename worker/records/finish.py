@@ -12,8 +12,9 @@ from contracts import (
 )
 from contracts.episode import ResultStatus
 from contracts.opa_run import OpaJob
-from ledger import evidence, now_iso, runs
+from ledger import anchors, evidence, now_iso, runs
 from policies.episodes import budget_episode, episode
+from worker._runtime import runtime
 from worker.records._tx import exec_id, session, tx
 from worker.records.cancels import observe_cancel
 
@@ -98,6 +99,8 @@ def _finish(arg: JsonObject) -> JsonObject:
             },
         ),
     )
+    settings = runtime().settings  # the run's chain head, anchored (ledger/anchors.py)
+    anchors.anchor_run(s, run_id, exec_id(), settings.signing_key, settings.anchor_file)
     return {"status": status.value}
 
 

@@ -1,0 +1,204 @@
+"""Evidence bundles: one run's record in one signed file, checkable offline.
+
+``export_bundle`` reads the run from the database and returns the bundle::
+
+    {"format": "https://gatehouse.dev/evidence-bundle/v1",
+     "content": {run, plan, decisions, ledger, episodes, artifacts, policies,
+                 replay, checkpoints},
+     "digests": {"content": {"sha256": …, "canonicalization": "rfc8785"}},
+     "envelope": DSSE envelope of an in-toto Statement v1}
+
+The Statement's subject is the content, by the SHA-256 of its RFC 8785
+spelling; its predicate (``PREDICATE_TYPE``) repeats what a reader checks
+first: run id, plan digest, chain head, entry count, trace digest, decisions.
+The ledger entries carry their stored request and response bodies as the
+exact text the database holds, so a verifier recomputes every digest and
+chain link as ``ledger.chain`` does (Gatehouse's canonical JSON: those
+digests say ``"canonicalization": "gatehouse-json-v1"``). Artifacts are
+listed by digest, not included. ``ledger.bundle_verify`` checks a bundle.
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+from google.protobuf import json_format
+from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
+from in_toto_attestation.v1.statement import Statement
+
+from contracts import JsonObject, JsonValue
+from ledger import anchors, approvals, evidence
+from ledger._db import Conn, now_iso
+from ledger.chain import GENESIS
+from ledger.signing import RFC8785, SigningKey, jcs_digest, sign_envelope
+
+__all__ = [
+    "BUNDLE_FORMAT",
+    "CHAIN_CANONICALIZATION",
+    "ENTRY_FIELDS",
+    "PREDICATE_TYPE",
+    "STATEMENT_PAYLOAD_TYPE",
+    "export_bundle",
+    "predicate_of",
+    "statement_of",
+]
+
+BUNDLE_FORMAT = "https://gatehouse.dev/evidence-bundle/v1"
+PREDICATE_TYPE = "https://gatehouse.dev/attestation/run/v1"
+STATEMENT_PAYLOAD_TYPE = "application/vnd.in-toto+json"
+CHAIN_CANONICALIZATION = "gatehouse-json-v1"
+# An entry's hash: sha256 of the canonical JSON of [prev_hash, *ENTRY_FIELDS].
+ENTRY_FIELDS = (
+    "op_key", "run_id", "step_id", "attempt", "kind", "target", "status", "request_digest",
+    "response_digest", "error_code",
+)  # fmt: skip
+_RUN = (
+    "run_id", "intent_id", "recipe", "objective", "mode", "status", "submitted_by",
+    "policy_profile", "tool_pool", "plan_digest", "error_code", "created_at", "finished_at",
+    "profile_digest", "tool_pool_digest", "trace_digest", "random_seed", "parent_run_id",
+    "fork_from_step",
+)  # fmt: skip
+
+
+def _run(conn: Conn, run_id: str) -> JsonObject | None:
+    row = conn.execute(
+        sa.text(f"SELECT {', '.join(_RUN)} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed columns)
+        {"r": run_id},
+    ).first()
+    return None if row is None else dict(zip(_RUN, row, strict=True))
+
+
+def _plans(conn: Conn, run_id: str) -> list[JsonValue]:
+    rows = conn.execute(
+        sa.text(
+            "SELECT revision, plan_digest, previous_digest, plan_json FROM plan_revisions"
+            " WHERE run_id = :r ORDER BY revision"
+        ),
+        {"r": run_id},
+    ).all()
+    return [
+        {"revision": r[0], "plan_digest": r[1], "previous_digest": r[2], "plan_json": r[3]}
+        for r in rows
+    ]
+
+
+def _entries(conn: Conn, run_id: str) -> tuple[list[JsonValue], list[JsonValue]]:
+    """(the chain's entries in order, the unfinished entries that are not on it)."""
+    rows = conn.execute(
+        sa.text(
+            f"SELECT {', '.join(ENTRY_FIELDS)}, chain_seq, prev_hash, entry_hash,"  # noqa: S608
+            " request_json, response_json FROM calls WHERE run_id = :r"
+            " ORDER BY chain_seq IS NULL, chain_seq, op_key"
+        ),
+        {"r": run_id},
+    ).all()
+    chained: list[JsonValue] = []
+    unfinished: list[JsonValue] = []
+    for r in rows:
+        entry: JsonObject = dict(zip(ENTRY_FIELDS, r[:10], strict=True))
+        entry.update(
+            chain_seq=r[10], prev_hash=r[11], entry_hash=r[12], request_json=r[13],
+            response_json=r[14],
+        )  # fmt: skip
+        (unfinished if r[10] is None else chained).append(entry)
+    return chained, unfinished
+
+
+def _decisions(conn: Conn, run_id: str) -> list[JsonValue]:
+    return [a.model_dump(mode="json") for a in approvals.approvals_of(conn, run_id)]
+
+
+def _episodes(conn: Conn, run_id: str) -> list[JsonValue]:
+    return [e.model_dump(mode="json") for e in evidence.list_episodes(conn, run_id)]
+
+
+def content_of(conn: Conn, run_id: str) -> JsonObject | None:
+    """Everything the bundle attests about the run, or None (no such run)."""
+    run = _run(conn, run_id)
+    if run is None:
+        return None
+    chained, unfinished = _entries(conn, run_id)
+    last = chained[-1] if chained else None
+    head = last["entry_hash"] if isinstance(last, dict) else GENESIS
+    artifacts: list[JsonValue] = [dict(a) for a in evidence.run_artifacts(conn, run_id)]
+    return {
+        "run": run,
+        "plan": {
+            "plan_digest": run["plan_digest"],
+            "canonicalization": CHAIN_CANONICALIZATION,
+            "revisions": _plans(conn, run_id),
+        },
+        "decisions": _decisions(conn, run_id),
+        "ledger": {
+            "canonicalization": CHAIN_CANONICALIZATION,
+            "genesis": GENESIS,
+            "entry_hash": "sha256(canonical [prev_hash, " + ", ".join(ENTRY_FIELDS) + "])",
+            "entries": chained,
+            "count": len(chained),
+            "head": head,
+            "unfinished": unfinished,
+        },
+        "episodes": _episodes(conn, run_id),
+        "artifacts": artifacts,
+        "policies": {
+            "profile": run["policy_profile"],
+            "profile_digest": run["profile_digest"],
+            "tool_pool": run["tool_pool"],
+            "tool_pool_digest": run["tool_pool_digest"],
+        },
+        "replay": {"trace_digest": run["trace_digest"]},
+        "checkpoints": list[JsonValue](anchors.records_of(conn, run_id)),
+    }
+
+
+def predicate_of(content: JsonObject, exported_at: str) -> JsonObject:
+    """What the Statement says about the run, drawn from ``content``."""
+    run, ledger = content["run"], content["ledger"]
+    assert isinstance(run, dict) and isinstance(ledger, dict)
+    decisions = content["decisions"]
+    assert isinstance(decisions, list)
+    return {
+        "run_id": run["run_id"],
+        "status": run["status"],
+        "plan_digest": run["plan_digest"],
+        "chain_head": ledger["head"],
+        "entries": ledger["count"],
+        "trace_digest": run["trace_digest"],
+        "decisions": [
+            {k: d[k] for k in ("plan_digest", "decision", "decided_by", "decided_at")}
+            for d in decisions
+            if isinstance(d, dict)
+        ],
+        "profile_digest": run["profile_digest"],
+        "tool_pool_digest": run["tool_pool_digest"],
+        "chain_canonicalization": CHAIN_CANONICALIZATION,
+        "content_canonicalization": RFC8785,
+        "exported_at": exported_at,
+    }
+
+
+def statement_of(run_id: str, content_digest: str, predicate: JsonObject) -> JsonObject:
+    """The in-toto Statement v1 (built and validated by ``in_toto_attestation``)."""
+    subject = ResourceDescriptor(name=f"{run_id}/content", digest={"sha256": content_digest})
+    statement = Statement([subject.pb], PREDICATE_TYPE, predicate)
+    statement.validate()
+    out: JsonObject = json.loads(json_format.MessageToJson(statement.pb))
+    # protobuf's Struct holds every number as a double; the predicate's are counts.
+    out["predicate"] = predicate
+    return out
+
+
+def export_bundle(conn: Conn, run_id: str, key: SigningKey) -> JsonObject | None:
+    """The run's evidence bundle, signed with ``key``; None when there is no such run."""
+    content = content_of(conn, run_id)
+    if content is None:
+        return None
+    digest = jcs_digest(content)
+    statement = statement_of(run_id, digest, predicate_of(content, now_iso()))
+    return {
+        "format": BUNDLE_FORMAT,
+        "content": content,
+        "digests": {"content": {"sha256": digest, "canonicalization": RFC8785}},
+        "envelope": sign_envelope(key, STATEMENT_PAYLOAD_TYPE, statement),
+    }

@@ -1,0 +1,342 @@
+"""Evidence bundles and anchored chain heads, on both databases.
+
+A run's exported bundle verifies offline; each way of changing it is named by
+the first check it breaks. A chain rewritten consistently in the database, or
+cut short, verifies on its own but not against the checkpoints the worker
+anchored at the run's end (in the database and in the anchor file).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts import digest_of
+from ledger.bundle import STATEMENT_PAYLOAD_TYPE
+from ledger.bundle_verify import verify_bundle
+from ledger.signing import generate_key, load_signing_key, load_verify_key, sign_envelope
+from shim.cli import main
+from tests.conftest import require_backend
+from tests.support.guard import network_guard
+from tests.support.plans import digest_of_plan, noop_plan
+from tests.support.stack import BACKENDS, Stack, running_stack
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("keys")
+    out = {}
+    for name in ("deploy", "other"):
+        generate_key(folder / f"{name}.pem", folder / f"{name}.pub.pem")
+        out[name], out[f"{name}.pub"] = folder / f"{name}.pem", folder / f"{name}.pub.pem"
+    return out
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def signed_stack(
+    request: pytest.FixtureRequest, keys: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """A stack whose worker signs its checkpoints with the deployment's key."""
+    require_backend(request.param)
+    with running_stack(
+        request.param,
+        tmp_path_factory.mktemp(f"evidence-{request.param}"),
+        worker_env={"GATEHOUSE_SIGNING_KEY": str(keys["deploy"])},
+    ) as built:
+        yield built
+
+
+def _finished_run(stack: Stack, steps: int = 3) -> str:
+    plan = noop_plan(steps, objective="evidence")
+    r = stack.submit({"recipe": "echo", "objective": "evidence", "mode": "run-plan", "plan": plan})
+    assert r.status_code == 202, r.text
+    run_id = str(r.json()["run_id"])
+    stack.wait(run_id, {"waiting_approval"})
+    ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)})
+    assert ok.status_code == 200, ok.text
+    assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
+    return run_id
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as done:
+        main(list(argv))
+    out = capsys.readouterr()
+    return int(done.value.code or 0), out.out + out.err
+
+
+@pytest.fixture(scope="module")
+def exported(signed_stack: Stack, keys: dict[str, Path]) -> tuple[str, bytes]:
+    """(run id, its bundle's bytes), exported through the CLI."""
+    run_id = _finished_run(signed_stack)
+    out = keys["deploy"].parent / f"{run_id}-{signed_stack.backend}.bundle"
+    with pytest.raises(SystemExit) as done:
+        main(
+            ["evidence", "export", run_id, "-o", str(out), "--key", str(keys["deploy"]),
+             "--database-url", signed_stack.database_url]
+        )  # fmt: skip
+    assert done.value.code == 0
+    return run_id, out.read_bytes()
+
+
+def _verify(raw: bytes, keys: dict[str, Path], which: str = "deploy.pub") -> str | None:
+    return verify_bundle(raw, load_verify_key(keys[which].read_bytes())).problem
+
+
+def test_an_exported_bundle_verifies_offline(
+    exported: tuple[str, bytes], keys: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id, raw = exported
+    with network_guard() as attempts:
+        report = verify_bundle(raw, load_verify_key(keys["deploy.pub"].read_bytes()))
+    assert attempts == []
+    assert report.ok, report.problem
+    assert report.facts["run_id"] == run_id and report.facts["entries"] == 3
+    assert report.facts["checkpoints"] == 1 and report.facts["signed_checkpoints"] == 1
+    bundle = json.loads(raw)
+    statement = json.loads(base64.b64decode(bundle["envelope"]["payload"]))
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == "https://gatehouse.dev/attestation/run/v1"
+    assert statement["predicate"]["entries"] == 3
+    assert statement["predicate"]["decisions"][0]["decision"] == "approved"
+    assert bundle["digests"]["content"]["canonicalization"] == "rfc8785"
+    assert bundle["content"]["ledger"]["canonicalization"] == "gatehouse-json-v1"
+    assert bundle["content"]["replay"]["trace_digest"]
+    assert bundle["content"]["policies"]["profile_digest"]
+    path = keys["deploy"].parent / "ok.bundle"
+    path.write_bytes(raw)
+    code, out = _cli(capsys, "evidence", "verify", str(path), "--key", str(keys["deploy.pub"]))
+    assert code == 0 and "bundle verifies" in out and "3 entries" in out
+    code, out = _cli(capsys, "evidence", "verify", str(path), "--key", str(keys["other.pub"]))
+    assert code == 1 and "signature: not made by the given key" in out
+
+
+def _flip(raw: bytes, start: bytes, nth: int = 1, skip: int = 12) -> bytes:
+    """Change one byte: the ``skip``-th alphanumeric byte after the ``nth`` ``start``
+    (``nth=-1``: the last; the bundle's own envelope comes after the checkpoints')."""
+    at = -1
+    for _ in range(nth if nth > 0 else raw.count(start)):
+        at = raw.index(start, at + 1)
+    i, seen = at + len(start), 0
+    while True:
+        if chr(raw[i]).isalnum():
+            seen += 1
+            if seen == skip:
+                break
+        i += 1
+    new = b"B" if raw[i : i + 1] == b"A" else b"A"
+    return raw[:i] + new + raw[i + 1 :]
+
+
+@pytest.mark.parametrize(
+    ("where", "change", "reason"),
+    [
+        (
+            "a ledger body",
+            lambda raw: _flip(raw, b'"request_json": "', nth=2, skip=2),
+            "ledger entry 2 (step s2): the request body does not match its digest",
+        ),
+        (
+            "an entry's status",
+            lambda raw: raw.replace(b'"status": "completed"', b'"status": "failed"', 1),
+            "ledger entry 1 (step s1): entry hash does not match its body",
+        ),
+        (
+            "the statement",
+            lambda raw: _flip(raw, b'"payload": "', nth=-1, skip=40),
+            "signature: does not verify with the given key over the envelope's payload (PAE)",
+        ),
+        (
+            "the signature",
+            lambda raw: _flip(raw, b'"sig": "', nth=-1, skip=20),
+            "signature: does not verify with the given key over the envelope's payload (PAE)",
+        ),
+        (
+            "a checkpoint's signed body",
+            lambda raw: _flip(raw, b'"payload": "', skip=40),
+            "statement subject digest does not match the bundle content",
+        ),
+        (
+            "an episode",
+            lambda raw: raw.replace(b'"episode_type": "execution/', b'"episode_type": "x/', 1),
+            "statement subject digest does not match the bundle content",
+        ),
+    ],
+)
+def test_one_changed_byte_is_named(
+    exported: tuple[str, bytes],
+    keys: dict[str, Path],
+    where: str,
+    change: Callable[[bytes], bytes],
+    reason: str,
+) -> None:
+    raw = exported[1]
+    changed = change(raw)
+    assert changed != raw, where
+    assert _verify(changed, keys) == reason
+
+
+def _edited(raw: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
+    bundle = json.loads(raw)
+    edit(bundle)
+    return json.dumps(bundle).encode()
+
+
+def _drop_last(b: dict[str, Any], restate: bool) -> None:
+    ledger = b["content"]["ledger"]
+    ledger["entries"].pop()
+    if restate:  # and say so consistently: count and head of the shorter chain
+        ledger["count"], ledger["head"] = 2, ledger["entries"][-1]["entry_hash"]
+
+
+def _resign(b: dict[str, Any], key_file: Path) -> None:
+    statement = json.loads(base64.b64decode(b["envelope"]["payload"]))
+    key = load_signing_key(key_file.read_bytes())
+    b["envelope"] = sign_envelope(key, STATEMENT_PAYLOAD_TYPE, statement)
+
+
+def test_removed_entries_and_another_key_are_named(
+    exported: tuple[str, bytes], keys: dict[str, Path]
+) -> None:
+    raw = exported[1]
+    middle = _edited(raw, lambda b: b["content"]["ledger"]["entries"].pop(1))
+    assert _verify(middle, keys) == "ledger entry 2 (step s3): chain_seq 3 where 2 was expected"
+    last = _edited(raw, lambda b: _drop_last(b, restate=False))
+    assert _verify(last, keys) == "ledger: 2 entries where the bundle says 3"
+    restated = _edited(raw, lambda b: _drop_last(b, restate=True))
+    assert _verify(restated, keys) == "statement subject digest does not match the bundle content"
+    other = _edited(raw, lambda b: _resign(b, keys["other"]))
+    problem = _verify(other, keys)
+    assert problem is not None and problem.startswith("signature: not made by the given key")
+    # a good signature by the other key; the worker's checkpoint inside is still the deployment's
+    by_other = _verify(other, keys, "other.pub")
+    assert by_other is not None
+    assert by_other.startswith("checkpoint 1: signature not made by the given key")
+
+
+def _rewrite_consistently(stack: Stack, run_id: str, seq: int) -> None:
+    """Edit entry ``seq``'s request and recompute its digest and every hash after it."""
+    rows = stack.sql(
+        "SELECT op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
+        " response_digest, error_code, chain_seq, prev_hash, entry_hash, request_json"
+        " FROM calls WHERE run_id = :r AND chain_seq IS NOT NULL ORDER BY chain_seq",
+        r=run_id,
+    )
+    prev = rows[seq - 2][12] if seq > 1 else "0" * 64
+    for row in rows[seq - 1 :]:
+        fields = list(row[:10])
+        request = json.loads(row[13])
+        if row[10] == seq:
+            request["forged"] = True
+            fields[7] = digest_of(request)
+        entry_hash = digest_of([prev, *fields])
+        stack.execute(
+            "UPDATE calls SET request_json = :rq, request_digest = :rd, prev_hash = :p,"
+            " entry_hash = :h WHERE op_key = :k",
+            rq=json.dumps(request, sort_keys=True, separators=(",", ":")),
+            rd=fields[7],
+            p=prev,
+            h=entry_hash,
+            k=row[0],
+        )
+        prev = entry_hash
+
+
+def _ledger_verify(stack: Stack, run_id: str) -> dict[str, Any]:
+    r = stack.client.get(f"/runs/{run_id}/ledger/verify", headers=stack.auth("olga"))
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def test_an_intact_run_is_anchored_in_the_database_and_the_file(signed_stack: Stack) -> None:
+    run_id = _finished_run(signed_stack, steps=2)
+    report = _ledger_verify(signed_stack, run_id)
+    assert report["ok"] is True and report["entries"] == 2
+    assert report["anchored"]["checkpoints"] == 2 and report["anchored"]["signed"] == 2
+    assert report["anchored"]["entries"] == 2
+    assert signed_stack.anchor_file is not None
+    lines = [json.loads(x) for x in signed_stack.anchor_file.read_text().splitlines()]
+    mine = [x for x in lines if x["checkpoint"]["run_id"] == run_id]
+    assert len(mine) == 1 and mine[0]["checkpoint"]["head"] == report["head"]
+    assert mine[0]["envelope"]["payloadType"] == "application/vnd.gatehouse.checkpoint+json"
+
+
+@pytest.mark.parametrize("db_anchor_too", [False, True])
+def test_a_consistent_rewrite_is_caught_by_the_anchors(
+    signed_stack: Stack, db_anchor_too: bool
+) -> None:
+    run_id = _finished_run(signed_stack)
+    _rewrite_consistently(signed_stack, run_id, seq=2)
+    if db_anchor_too:  # whoever rewrote the chain removed the database's checkpoint too
+        signed_stack.execute("DELETE FROM chain_checkpoints WHERE run_id = :r", r=run_id)
+    report = _ledger_verify(signed_stack, run_id)
+    assert report["ok"] is False
+    broken = report["first_broken"]
+    assert broken["chain_seq"] == 3
+    assert "entry 3's hash is not the head anchored at" in broken["reason"]
+    assert broken["reason"].endswith("the chain was rewritten")
+    where = str(signed_stack.anchor_file) if db_anchor_too else "the database"
+    assert where in broken["reason"]
+
+
+def test_a_truncated_chain_is_caught_by_the_anchors(signed_stack: Stack) -> None:
+    run_id = _finished_run(signed_stack)
+    signed_stack.execute("DELETE FROM calls WHERE run_id = :r AND chain_seq = 3", r=run_id)
+    signed_stack.execute("DELETE FROM chain_checkpoints WHERE run_id = :r", r=run_id)
+    report = _ledger_verify(signed_stack, run_id)
+    assert report["ok"] is False and report["entries"] == 2
+    reason = report["first_broken"]["reason"]
+    assert reason.startswith("the chain has 2 entries but the checkpoint of")
+    assert str(signed_stack.anchor_file) in reason and reason.endswith("entries were removed")
+
+
+def _doc_block(title: str) -> str:
+    text = (ROOT / "docs" / "security.md").read_text("utf-8")
+    section = text[text.index(title) :]
+    found = re.search(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+    assert found, f"no sh block after {title!r} in docs/security.md"
+    return found.group(1)
+
+
+def _run_script(script: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        check=False,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_documented_openssl_check_accepts_the_signature(
+    exported: tuple[str, bytes], keys: dict[str, Path], tmp_path: Path
+) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not on PATH: the documented check cannot be run here")
+    script = _doc_block("Checking the signature with openssl")
+    shutil.copy(keys["deploy.pub"], tmp_path / "key.pub.pem")
+    (tmp_path / "run.bundle").write_bytes(exported[1])
+    done = _run_script(script, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Signature Verified Successfully" in done.stdout
+    # and it refuses a changed statement
+    bundle = json.loads(exported[1])
+    tampered = copy.deepcopy(bundle)
+    payload = bytearray(base64.b64decode(tampered["envelope"]["payload"]))
+    payload[10] ^= 1
+    tampered["envelope"]["payload"] = base64.b64encode(bytes(payload)).decode()
+    (tmp_path / "run.bundle").write_text(json.dumps(tampered))
+    bad = _run_script(script, tmp_path)
+    assert bad.returncode != 0
