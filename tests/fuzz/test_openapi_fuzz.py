@@ -27,8 +27,9 @@ import schemathesis.checks
 from schemathesis import Case
 from schemathesis.core.result import Err
 
-from tests.support.scripted_model import ScriptedModel
+from contracts import JsonObject
 from tests.support.stack import Stack, running_stack
+from worker.scripted_model import ScriptedModel, load_script
 
 EXAMPLES = 25
 # A schema-valid body can still be refused by the policy gate (an unknown
@@ -41,12 +42,21 @@ SEEN: collections.Counter[str] = collections.Counter()
 
 @pytest.fixture(scope="module")
 def fuzz_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    # A whole deployment: a model planner too (a scripted one answering with a note),
-    # so that a schema-valid intent for any recipe is accepted and runs.
-    plan = {"schema_id": "env.mova_agent_plan_v1", "objective": "fuzz",
+    # A whole deployment: a model planner too (a scripted one answering with a note,
+    # and with a report when asked to explain a run), so that a schema-valid intent
+    # for any recipe is accepted and runs, and an explain is answered.
+    plan: JsonObject = {"schema_id": "env.mova_agent_plan_v1", "objective": "fuzz",
             "steps": [{"step_id": "note", "verb": "note", "connector_id": "note",
                        "driver_kind": "noop", "input": {"text": "fuzzed"}}]}  # fmt: skip
-    with ScriptedModel([{"content": plan}]) as model:
+    report: JsonObject = {
+        "headline": "fuzzed",
+        "summary": "A fuzzed run.",
+        "steps": [],
+        "concerns": [],
+    }
+    script: JsonObject = {"turns": [{"match": "Evidence of run", "replies": [{"content": report}]},
+                        {"replies": [{"content": plan}]}]}  # fmt: skip
+    with ScriptedModel(load_script(script)) as model:
         env = {"GATEHOUSE_MODEL_BASE_URL": model.base_url, "GATEHOUSE_MODEL_NAME": "scripted"}
         with running_stack("sqlite", tmp_path_factory.mktemp("fuzz"), env) as stack:
             stack.tampered = True  # fuzzed runs are not replayed at teardown: noise
