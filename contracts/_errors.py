@@ -48,6 +48,8 @@ class ErrorCode(Enum):
     BUDGET_WIDENED = "budget_widened"
     BODY_TIMEOUT = "body_timeout"
     JSON_TOO_DEEP = "json_too_deep"
+    RATE_LIMITED = "rate_limited"
+    HEADERS_TOO_LARGE = "headers_too_large"
     # plan gate: the plan is refused (at compile time or again before a step runs)
     PLAN_INVALID = "plan_invalid"
     PLAN_CONTAINS_RESULTS = "plan_contains_results"
@@ -172,6 +174,12 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ),
     ErrorCode.JSON_TOO_DEEP: ErrorSpec(
         1015, 400, False, "The body's JSON nests arrays and objects deeper than 64 levels."
+    ),
+    ErrorCode.RATE_LIMITED: ErrorSpec(
+        1018, 429, True, "Too many requests from this address or identity; wait Retry-After s."
+    ),
+    ErrorCode.HEADERS_TOO_LARGE: ErrorSpec(
+        1019, 431, False, "Too many request headers, or one or all of them too long."
     ),
     ErrorCode.PLAN_INVALID: ErrorSpec(2001, 422, False, "The plan does not match its schema."),
     ErrorCode.PLAN_CONTAINS_RESULTS: ErrorSpec(

@@ -65,7 +65,15 @@ class _LostDatabase(Service):
         raise self.loss()
 
     def record_refusal(
-        self, exc: GatehouseError, who: str | None, route: str, run_id: str | None
+        self,
+        exc: GatehouseError,
+        who: str | None,
+        route: str,
+        run_id: str | None,
+        *,
+        address: str = "-",
+        template: str | None = None,
+        repeats: int = 1,
     ) -> None:
         raise self.loss()
 
