@@ -81,7 +81,7 @@ def run_api(args: argparse.Namespace) -> int:
             " …` makes one; `gatehouse up` keeps its local ones in var/local-tokens.txt)"
         )
         return USAGE
-    api = Client(args.url, args.token)
+    api = Client(args.url, args.token, ca=args.ca)
     try:
         return _command(api, args)
     except ApiError as exc:
