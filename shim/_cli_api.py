@@ -326,6 +326,8 @@ def _reads(api: Client, args: argparse.Namespace) -> int:
     raw = api.get_json("/security-events", {"limit": str(args.limit)})
     cols = [
         "recorded_at",
+        "last_seen_at",
+        "repeat_count",
         "security_event_type",
         "security_event_category",
         "severity",
