@@ -3,17 +3,11 @@ commands trust a self-signed certificate they are given (``--ca`` / ``GATEHOUSE_
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import ssl
 from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from contracts import GatehouseError
 from ledger import Tls, resolve_tls
@@ -21,40 +15,7 @@ from shim._client import Client
 from shim.cli import build_parser
 from tests.support.served import ServedShim
 from tests.support.stack import Stack
-
-
-def self_signed(folder: Path) -> Tls:
-    """A certificate for 127.0.0.1 and localhost, signed by its own key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    tls = Tls(folder / "shim.pem", folder / "shim.key")
-    tls.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    tls.key.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return tls
+from tests.support.tls import self_signed
 
 
 def test_https_round_trip(stack: Stack, tmp_path: Path) -> None:
