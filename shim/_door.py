@@ -26,7 +26,7 @@ per ``FLUSH_S``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -50,6 +50,8 @@ __all__ = [
     "Refused",
     "TokenBuckets",
 ]
+
+_log = logging.getLogger("gatehouse.shim")
 
 MAX_HEADERS = 100
 MAX_HEADER_BYTES = 8 * 1024
@@ -153,8 +155,10 @@ class Door:
         """Flush every ``FLUSH_S`` until cancelled."""
         while True:
             await asyncio.sleep(FLUSH_S)
-            with contextlib.suppress(Exception):  # a lost database: the next flush tries again
+            try:
                 await self.flush()
+            except Exception as exc:  # noqa: BLE001  (the flusher must outlive any one write)
+                _log.warning("could not write rate-limited refusals: %s", type(exc).__name__)
 
 
 def _headers_problem(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
