@@ -50,6 +50,8 @@ class ErrorCode(Enum):
     JSON_TOO_DEEP = "json_too_deep"
     TOKEN_EXPIRED = "token_expired"  # noqa: S105  (an error code, not a password)
     TOKEN_REVOKED = "token_revoked"  # noqa: S105  (an error code, not a password)
+    RATE_LIMITED = "rate_limited"
+    HEADERS_TOO_LARGE = "headers_too_large"
     # plan gate: the plan is refused (at compile time or again before a step runs)
     PLAN_INVALID = "plan_invalid"
     PLAN_CONTAINS_RESULTS = "plan_contains_results"
@@ -179,6 +181,12 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         1016, 401, False, "The bearer token expired, or was rotated and its grace period ended."
     ),
     ErrorCode.TOKEN_REVOKED: ErrorSpec(1017, 401, False, "The bearer token was revoked."),
+    ErrorCode.RATE_LIMITED: ErrorSpec(
+        1018, 429, True, "Too many requests from this address or identity; wait Retry-After s."
+    ),
+    ErrorCode.HEADERS_TOO_LARGE: ErrorSpec(
+        1019, 431, False, "Too many request headers, or one or all of them too long."
+    ),
     ErrorCode.PLAN_INVALID: ErrorSpec(2001, 422, False, "The plan does not match its schema."),
     ErrorCode.PLAN_CONTAINS_RESULTS: ErrorSpec(
         2002, 422, False, "The plan carries execution results; a planner may only propose."

@@ -5,7 +5,14 @@ transactions of their own, so the caller decides what commits together.
 """
 
 from ledger import anchors, calls, cancels, chain, events, evidence, intents, plan_cards, runs
-from ledger._config_file import CONFIG_FILE, Telemetry, resolve_database_url, resolve_telemetry
+from ledger._config_file import (
+    CONFIG_FILE,
+    Telemetry,
+    Tls,
+    resolve_database_url,
+    resolve_telemetry,
+    resolve_tls,
+)
 from ledger._db import (
     APP_SCHEMA,
     DEFAULT_DATABASE_URL,
@@ -24,6 +31,7 @@ __all__ = [
     "Conn",
     "Database",
     "Telemetry",
+    "Tls",
     "add_missing_views",
     "anchors",
     "calls",
@@ -40,5 +48,6 @@ __all__ = [
     "plan_cards",
     "resolve_database_url",
     "resolve_telemetry",
+    "resolve_tls",
     "runs",
 ]

@@ -31,8 +31,10 @@ __all__ = [
     "CONFIG_FILE",
     "DEFAULT_DATABASE_URL",
     "Telemetry",
+    "Tls",
     "resolve_database_url",
     "resolve_telemetry",
+    "resolve_tls",
 ]
 
 APP_NAME = "gatehouse"
@@ -143,3 +145,63 @@ def resolve_telemetry(
     disabled = section.get("disable_otlp")
     enabled = switch == "on" if switch else bool(endpoints) or disabled is False
     return Telemetry(enabled, endpoints, {str(k): str(v) for k, v in attributes.items()})
+
+
+@dataclass(frozen=True)
+class Tls:
+    """The shim's certificate (PEM, then any intermediates) and its private key (PEM)."""
+
+    cert: Path
+    key: Path
+
+
+def _pair(cert: object, key: object, where: str) -> tuple[str, str] | None:
+    """(cert, key) when the source names both, None when neither; else CONFIG_INVALID."""
+    named = [str(v).strip() if v is not None else "" for v in (cert, key)]
+    if not any(named):
+        return None
+    if not all(named):
+        raise GatehouseError(
+            ErrorCode.CONFIG_INVALID, f"{where}: give the TLS certificate and key together"
+        )
+    return named[0], named[1]
+
+
+def resolve_tls(
+    cert: str | None = None,
+    key: str | None = None,
+    env: Mapping[str, str] | None = None,
+    folder: Path | None = None,
+) -> Tls | None:
+    """HTTPS for the shim, first found wins (each source names both files or neither):
+    ``cert``/``key`` (``--tls-cert``/``--tls-key``), ``GATEHOUSE_TLS_CERT`` /
+    ``GATEHOUSE_TLS_KEY``, ``tls.cert``/``tls.key`` in ``dbos-config.yaml`` (relative to
+    its folder). None: plain HTTP. A file that cannot be read is CONFIG_INVALID."""
+    e = os.environ if env is None else env
+    base = folder or Path.cwd()
+    found = _pair(cert, key, "--tls-cert and --tls-key")
+    if found is None:
+        found = _pair(
+            e.get("GATEHOUSE_TLS_CERT"),
+            e.get("GATEHOUSE_TLS_KEY"),
+            "GATEHOUSE_TLS_CERT and GATEHOUSE_TLS_KEY",
+        )
+    if found is None:
+        path = base / CONFIG_FILE
+        section = (_load(path, e) or {}).get("tls") or {}
+        if not isinstance(section, dict):
+            raise GatehouseError(ErrorCode.CONFIG_INVALID, f"{path}: tls must be a mapping")
+        found = _pair(section.get("cert"), section.get("key"), f"{path}: tls")
+    if found is None:
+        return None
+    tls = Tls(*(base / Path(p).expanduser() for p in found))
+    for what, file in (("certificate", tls.cert), ("key", tls.key)):
+        try:
+            with file.open("rb"):
+                pass
+        except OSError as exc:
+            raise GatehouseError(
+                ErrorCode.CONFIG_INVALID,
+                f"the TLS {what} {file} cannot be read: {exc.strerror or exc}",
+            ) from exc
+    return tls

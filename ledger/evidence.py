@@ -148,12 +148,31 @@ def put_security_event(
     severity: str,
     body: JsonObject,
     recorded_at: str,
-) -> None:
-    """A refusal outside a run's own workflow (a refused request), as a MOVA security episode."""
-    conn.execute(
+    fingerprint: str | None = None,
+    open_since: str | None = None,
+    repeats: int = 1,
+) -> bool:
+    """A refusal outside a run's own workflow (a refused request), as a MOVA security
+    episode. With a ``fingerprint``: while a row of that fingerprint recorded at or after
+    ``open_since`` is open, the refusal (``repeats`` of it) is counted on that row instead
+    (``repeat_count``, ``last_seen_at``), so repeats leave no new row. True: a row was added."""
+    if fingerprint is not None and open_since is not None:
+        counted = conn.execute(
+            sa.text(
+                "UPDATE security_events SET repeat_count = repeat_count + :n, last_seen_at = :t"
+                " WHERE episode_id = (SELECT episode_id FROM security_events"
+                " WHERE fingerprint = :f AND recorded_at >= :since"
+                " ORDER BY recorded_at DESC, episode_id LIMIT 1)"
+            ),
+            {"n": repeats, "t": recorded_at, "f": fingerprint, "since": open_since},
+        )
+        if rows_changed(counted):
+            return False
+    added = conn.execute(
         sa.text(
             "INSERT INTO security_events (episode_id, run_id, error_code, category, severity,"
-            " body_json, recorded_at) VALUES (:i, :r, :c, :cat, :sev, :b, :t)"
+            " body_json, recorded_at, fingerprint, repeat_count, last_seen_at)"
+            " VALUES (:i, :r, :c, :cat, :sev, :b, :t, :f, :n, :t)"
             " ON CONFLICT (episode_id) DO NOTHING"
         ),
         {
@@ -164,25 +183,32 @@ def put_security_event(
             "sev": severity,
             "b": canonical_json(body),
             "t": recorded_at,
+            "f": fingerprint,
+            "n": repeats,
         },
     )
+    return bool(rows_changed(added))
 
 
 def list_security_events(conn: Conn, limit: int = 100) -> list[JsonObject]:
-    """Newest first: refused requests and, for a complete picture, refusals inside runs."""
+    """Most recently seen first: refused requests and, for a complete picture, refusals
+    inside runs. Each is its MOVA episode (the first of its repeats) plus ``repeat_count``
+    (how many refusals the row stands for) and ``last_seen_at`` (the latest of them)."""
     rows = conn.execute(
         sa.text(
-            "SELECT body_json FROM security_events"
-            " UNION ALL SELECT body_json FROM episodes WHERE episode_type LIKE 'security_event/%'"
+            "SELECT body_json, repeat_count, COALESCE(last_seen_at, recorded_at)"
+            " FROM security_events"
+            " UNION ALL SELECT body_json, 1, recorded_at FROM episodes"
+            " WHERE episode_type LIKE 'security_event/%'"
         )
     ).all()
     bodies: list[JsonObject] = []
-    for (raw,) in rows:
+    for raw, repeats, last_seen in rows:
         try:
             loaded = json.loads(raw)
         except ValueError as exc:
             raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a security event is not JSON") from exc
         if isinstance(loaded, dict):
-            bodies.append(loaded)
-    bodies.sort(key=lambda b: str(b.get("recorded_at", "")), reverse=True)
+            bodies.append({**loaded, "repeat_count": int(repeats), "last_seen_at": str(last_seen)})
+    bodies.sort(key=lambda b: str(b["last_seen_at"]), reverse=True)
     return bodies[:limit]

@@ -86,7 +86,9 @@ def snapshot(conn: Conn) -> Snapshot:
         ],
         security_events=[
             (str(c), int(str(n)))
-            for c, n in rows("SELECT category, COUNT(*) FROM security_events GROUP BY category")
+            for c, n in rows(
+                "SELECT category, SUM(repeat_count) FROM security_events GROUP BY category"
+            )
         ],
         queued=[
             (str(q), int(str(n)))

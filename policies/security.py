@@ -36,6 +36,8 @@ _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.OUTPUT_INVALID: ("policy_violation", "medium"),
     ErrorCode.PLAN_INVALID: ("policy_violation", "low"),
     ErrorCode.PAYLOAD_TOO_LARGE: ("rate_limit", "low"),
+    ErrorCode.RATE_LIMITED: ("rate_limit", "low"),
+    ErrorCode.HEADERS_TOO_LARGE: ("rate_limit", "low"),
     ErrorCode.UNKNOWN_PROFILE: ("config", "low"),
     ErrorCode.UNKNOWN_TOOL_POOL: ("config", "low"),
     ErrorCode.UNKNOWN_RECIPE: ("config", "low"),

@@ -81,7 +81,7 @@ def run_api(args: argparse.Namespace) -> int:
             " …` makes one; `gatehouse up` keeps its local ones in var/local-tokens.txt)"
         )
         return USAGE
-    api = Client(args.url, args.token)
+    api = Client(args.url, args.token, ca=args.ca)
     try:
         return _command(api, args)
     except ApiError as exc:
@@ -326,6 +326,8 @@ def _reads(api: Client, args: argparse.Namespace) -> int:
     raw = api.get_json("/security-events", {"limit": str(args.limit)})
     cols = [
         "recorded_at",
+        "last_seen_at",
+        "repeat_count",
         "security_event_type",
         "security_event_category",
         "severity",

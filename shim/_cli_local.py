@@ -23,9 +23,11 @@ from ledger import (
     migrate,
     open_database,
     resolve_database_url,
+    resolve_tls,
 )
 from ledger.operator import read_only_query
 from ledger.readonly import READONLY_ROLE, create_readonly_role
+from shim._door import H11_MAX_HEAD_BYTES
 from shim._render import console, records
 
 __all__ = [
@@ -182,10 +184,19 @@ def run_shim(args: argparse.Namespace) -> int:
     url, source = database_url(args)
     if (code := _refused(url, source)) is not None:
         return code
+    tls = resolve_tls(args.tls_cert, args.tls_key)
     # The app reads its settings from the environment (shim.asgi), as under any ASGI server.
     os.environ["GATEHOUSE_TOKENS_FILE"] = str(tokens)
     os.environ["GATEHOUSE_DATABASE_URL"] = url
-    uvicorn.run("shim.asgi:app", host=args.host, port=args.port)
+    uvicorn.run(
+        "shim.asgi:app",
+        host=args.host,
+        port=args.port,
+        http="h11",
+        h11_max_incomplete_event_size=H11_MAX_HEAD_BYTES,
+        ssl_certfile=str(tls.cert) if tls else None,
+        ssl_keyfile=str(tls.key) if tls else None,
+    )
     return 0
 
 

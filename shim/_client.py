@@ -7,6 +7,7 @@ a client notices a response that breaks its contract instead of passing it on.
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Callable, Iterator
 
@@ -68,11 +69,19 @@ class Client:
     # While a waited-for run's status stands still, how often its steps are looked at.
     look_s = 2.0
 
-    def __init__(self, base_url: str, token: str | None, timeout: float = 30) -> None:
+    def __init__(
+        self, base_url: str, token: str | None, timeout: float = 30, ca: str | None = None
+    ) -> None:
+        """``ca``: a PEM file to trust an HTTPS shim's certificate by (a CA's, or the
+        self-signed certificate itself) in place of the system's CAs."""
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
-            base_url=self.base_url, timeout=timeout, trust_env=False, headers=headers
+            base_url=self.base_url,
+            timeout=timeout,
+            trust_env=False,
+            headers=headers,
+            verify=ssl.create_default_context(cafile=ca) if ca else True,
         )
 
     def close(self) -> None:

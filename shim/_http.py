@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import NoReturn, TypeVar
 
 from fastapi import Request
@@ -34,6 +35,8 @@ M = TypeVar("M", bound=BaseModel)
 # answered after this long instead of holding the connection.
 BODY_READ_TIMEOUT_S = 10.0
 MAX_JSON_DEPTH = 64
+# A JSON escape can name half of a UTF-16 pair ("\ud800"): no text can hold it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def error_response(exc: GatehouseError) -> JSONResponse:
@@ -51,29 +54,41 @@ def _not_json(name: str) -> NoReturn:
 
 
 def _depth(value: JsonValue) -> int:
-    """How deeply arrays and objects nest (iteratively: no recursion to exhaust)."""
+    """How deeply arrays and objects nest (iteratively: no recursion to exhaust);
+    ValueError for a string or key holding a lone UTF-16 surrogate."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
+        if isinstance(item, str) and _LONE_SURROGATE.search(item):
+            raise ValueError("a string holds a lone UTF-16 surrogate (\\ud800-\\udfff)")
         if isinstance(item, dict | list):
             deepest = max(deepest, level)
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, level + 1) for child in children)
+            if isinstance(item, dict):
+                stack.extend((key, level) for key in item)
     return deepest
 
 
 def parse_json(raw: bytes) -> JsonValue:
-    """Strict JSON: no NaN or Infinity (they are not JSON, and once stored they make
-    every later answer about the record fail), at most ``MAX_JSON_DEPTH`` levels."""
+    """Strict JSON: UTF-8 only (Python's decoder would take UTF-16 and UTF-32 too), no
+    NaN or Infinity (they are not JSON, and once stored they make every later answer
+    about the record fail), no lone surrogate (no database can store it), at most
+    ``MAX_JSON_DEPTH`` levels. NUL (``\\u0000``) is refused by the contracts in text
+    fields; inside free-form JSON it is data, stored escaped."""
     try:
-        data: JsonValue = json.loads(raw, parse_constant=_not_json)
+        data: JsonValue = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
     except RecursionError as exc:
         raise GatehouseError(
             ErrorCode.JSON_TOO_DEEP, f"the body nests deeper than {MAX_JSON_DEPTH} levels"
         ) from exc
     except ValueError as exc:  # includes UnicodeDecodeError
         raise GatehouseError(ErrorCode.INVALID_JSON, f"the body is not JSON: {exc}") from exc
-    if _depth(data) > MAX_JSON_DEPTH:
+    try:
+        deepest = _depth(data)
+    except ValueError as exc:
+        raise GatehouseError(ErrorCode.INVALID_JSON, f"the body is not JSON: {exc}") from exc
+    if deepest > MAX_JSON_DEPTH:
         raise GatehouseError(
             ErrorCode.JSON_TOO_DEEP, f"the body nests deeper than {MAX_JSON_DEPTH} levels"
         )

@@ -37,7 +37,7 @@ from opa_format import (
 )
 from shim._client import ApiError, Client, dump
 from shim._render import error_lines
-from shim.cli import DEFAULT_URL
+from shim.cli import DEFAULT_URL, ca_option
 
 __all__ = ["add_opa_parser", "run_opa"]
 
@@ -95,6 +95,7 @@ def add_opa_parser(parser: argparse.ArgumentParser) -> None:
             default=os.environ.get("GATEHOUSE_TOKEN"),
             help="bearer token (default: GATEHOUSE_TOKEN)",
         )
+        ca_option(p)
     for p in (inspect, add, actions.choices["list"], remove):
         p.add_argument(
             "--trust-dir",
@@ -189,7 +190,7 @@ def _reply(args: argparse.Namespace) -> int:
 
 def _call(args: argparse.Namespace, call: Callable[[Client], T]) -> T | None:
     """One call to the shim; a refusal or an unreachable shim is printed (None)."""
-    api = Client(args.url, args.token)
+    api = Client(args.url, args.token, ca=args.ca)
     try:
         return call(api)
     except ApiError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -15,7 +16,17 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["free_port", "start_shim", "start_worker", "stop", "wait_healthy"]
+from ledger import Tls
+from shim._door import H11_MAX_HEAD_BYTES
+
+__all__ = [
+    "free_port",
+    "served_certificate",
+    "start_shim",
+    "start_worker",
+    "stop",
+    "wait_healthy",
+]
 
 
 def free_port() -> int:
@@ -56,9 +67,23 @@ def start_worker(
 
 
 def start_shim(
-    database_url: str, port: int, log: Path, tokens_file: Path
+    database_url: str,
+    port: int,
+    log: Path,
+    tokens_file: Path,
+    tls: Tls | None = None,
+    *,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    env = _env({"GATEHOUSE_DATABASE_URL": database_url, "GATEHOUSE_TOKENS_FILE": str(tokens_file)})
+    """uvicorn serving the shim on 127.0.0.1:``port``; HTTPS when ``tls`` is given."""
+    env = _env(
+        {
+            "GATEHOUSE_DATABASE_URL": database_url,
+            "GATEHOUSE_TOKENS_FILE": str(tokens_file),
+            **(extra_env or {}),
+        }
+    )
+    served_tls = ["--ssl-certfile", str(tls.cert), "--ssl-keyfile", str(tls.key)] if tls else []
     with log.open("ab") as out:
         return subprocess.Popen(
             [
@@ -72,6 +97,11 @@ def start_shim(
                 str(port),
                 "--log-level",
                 "warning",
+                "--http",
+                "h11",
+                "--h11-max-incomplete-event-size",
+                str(H11_MAX_HEAD_BYTES),
+                *served_tls,
             ],
             env=env,
             stdout=out,
@@ -79,13 +109,26 @@ def start_shim(
         )
 
 
-def wait_healthy(base_url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+def served_certificate(tls: Tls) -> ssl.SSLContext:
+    """A client context that trusts exactly the certificate this shim serves (its first
+    in the file, as an anchor of its own), without checking the name: for the local
+    liveness probe of a shim started here, which a CA-issued name would not match."""
+    context = ssl.create_default_context(cafile=str(tls.cert))
+    context.check_hostname = False
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return context
+
+
+def wait_healthy(
+    base_url: str, proc: subprocess.Popen[bytes], timeout: float = 60, tls: Tls | None = None
+) -> None:
     deadline = time.monotonic() + timeout
+    verify: ssl.SSLContext | bool = served_certificate(tls) if tls else True
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the shim exited with code {proc.returncode} while starting")
         try:
-            if httpx.get(f"{base_url}/healthz", timeout=2).status_code == 200:
+            if httpx.get(f"{base_url}/healthz", timeout=2, verify=verify).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

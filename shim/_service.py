@@ -10,7 +10,9 @@ ask (``shim._operators``) have modules of their own.
 
 from __future__ import annotations
 
+import threading
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from dbos import DBOS, DBOSClient
 from dbos._serialization import DBOSPortableJSON
@@ -47,6 +49,7 @@ from contracts import (
     RunList,
     RunStatus,
     RunView,
+    digest_of,
     validate_instance,
 )
 from ledger import (
@@ -149,6 +152,7 @@ class Service:
             system_database_url=settings.database_url, serializer=DBOSPortableJSON
         )
         self.watch = RunWatch(settings.database_url, postgres=not self.db.is_sqlite)
+        self._refusals = threading.Lock()  # see record_refusal
 
     def close(self) -> None:
         self.watch.close()
@@ -349,16 +353,28 @@ class Service:
         route: str,
         run_id: str | None,
         token_id: str | None = None,
+        *,
+        address: str = "-",
+        template: str | None = None,
+        repeats: int = 1,
     ) -> None:
         """Every refused request leaves a MOVA security episode (not found is no refusal).
 
-        ``token_id`` names the caller's token when one matched, refused or not."""
+        ``token_id`` names the caller's token when one matched, refused or not.
+        Repeats of one refusal — its code, source ``address``, identity (or none) and
+        ``template`` (method and route template; default ``route``) — within the window
+        (``event_window_s`` from the first) are counted on the first one's row instead of
+        adding rows: a flood leaves a bounded number of rows. ``repeats``: refusals this
+        call stands for (the door counts rate-limited ones in memory and writes them
+        together). One write at a time per shim process, so a burst of refusals holds one
+        database connection, and two repeats never open two rows."""
         if exc.code in _NOT_REFUSALS:
             return
         now = now_iso()
         refused_token = exc.details.get("token_id")
         token_id = token_id or (refused_token if isinstance(refused_token, str) else None)
         tokens: dict[str, JsonValue] = {"token_id": token_id} if token_id else {}
+        fingerprint = digest_of([exc.code.value, address, who or "", template or route])
         episode = security_episode(
             run_id=run_id,
             subject=f"request:{uuid.uuid4().hex}",
@@ -366,9 +382,16 @@ class Service:
             message=exc.message,
             executor_id="gatehouse-shim",
             recorded_at=now,
-            details={"route": route, "identity": who, **tokens, "refusal": exc.details},
+            details={
+                "route": route,
+                "identity": who,
+                **tokens,
+                "address": address,
+                "refusal": exc.details,
+            },
         )
-        with self.db.engine.begin() as conn:
+        since = datetime.now(UTC) - timedelta(seconds=self.settings.event_window_s)
+        with self._refusals, self.db.engine.begin() as conn:
             evidence.put_security_event(
                 conn,
                 episode_id=episode.episode_id,
@@ -378,6 +401,9 @@ class Service:
                 severity=episode.severity,
                 body=episode.model_dump(mode="json"),
                 recorded_at=now,
+                fingerprint=fingerprint,
+                open_since=since.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                repeats=repeats,
             )
 
     def artifact(self, digest: str) -> tuple[str, bytes]:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from contracts import Role
-from ledger import database_unreachable, open_database, pending_migrations
+from ledger import Tls, database_unreachable, open_database, pending_migrations
 from shim._auth import add_token
 from shim._health import workers as heartbeats
 from shim._procs import start_shim, start_worker, stop, wait_healthy
@@ -54,18 +54,24 @@ def _tokens(var_dir: Path) -> Path:
 
 
 def _start_shim(
-    database_url: str, port: int, var_dir: Path, tokens_file: Path, stopping: threading.Event
+    database_url: str,
+    port: int,
+    var_dir: Path,
+    tokens_file: Path,
+    stopping: threading.Event,
+    *,
+    tls: Tls | None = None,
 ) -> subprocess.Popen[bytes] | None:
     """Start the shim and wait until it answers; while the database cannot be reached
     the shim cannot start, so keep trying (backoff capped at 5 s) until it can."""
-    base = f"http://127.0.0.1:{port}"
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     log = var_dir / "shim.log"
     attempt = 0
     while not stopping.is_set():
         attempt += 1
-        shim = start_shim(database_url, port, log, tokens_file)
+        shim = start_shim(database_url, port, log, tokens_file, tls)
         try:
-            wait_healthy(base, shim)
+            wait_healthy(base, shim, tls=tls)
             return shim
         except RuntimeError as exc:
             stop([shim])
@@ -123,7 +129,10 @@ def _in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None
     return None
 
 
-def run_up(database_url: str, port: int, workers: int, var_dir: Path) -> int:
+def run_up(
+    database_url: str, port: int, workers: int, var_dir: Path, tls: Tls | None = None
+) -> int:
+    """Supervise the shim (HTTPS with ``tls``) and ``workers`` workers until stopped."""
     refusal = _in_use(database_url, port, [f"worker-{n}" for n in range(1, workers + 1)])
     if refusal:
         print(f"gatehouse up: {refusal}", file=sys.stderr, flush=True)
@@ -133,7 +142,7 @@ def run_up(database_url: str, port: int, workers: int, var_dir: Path) -> int:
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
-    base = f"http://127.0.0.1:{port}"
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     slots: dict[str, subprocess.Popen[bytes]] = {}
     started: dict[str, float] = {}
     restarts: dict[str, int] = {}
@@ -146,7 +155,7 @@ def run_up(database_url: str, port: int, workers: int, var_dir: Path) -> int:
         started[executor_id] = time.monotonic()
         print(f"gatehouse up: worker {executor_id} pid {slots[executor_id].pid}", flush=True)
 
-    shim = _start_shim(database_url, port, var_dir, tokens_file, stopping)
+    shim = _start_shim(database_url, port, var_dir, tokens_file, stopping, tls=tls)
     if shim is None:
         print("gatehouse up: stopped", flush=True)
         return 0

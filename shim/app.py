@@ -7,6 +7,8 @@ built from the contract models. A lost database answers 503, never 500.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -37,6 +39,7 @@ from contracts import (
 )
 from ledger import database_unreachable, opa_runs
 from shim._auth import Identity, bearer
+from shim._door import Door, DoorMiddleware, Refused
 from shim._events import add_event_routes
 from shim._explain import explain
 from shim._http import error_response, known_query, media_type, model_response, read_body
@@ -80,14 +83,54 @@ def create_app(
     holder: list[Service] = []
     stores: list[LiveTokens] = []
 
+    async def record(refused: Refused, repeats: int) -> None:
+        if holder:
+            try:
+                # A database write: off the event loop, like the routes' own work.
+                await run_in_threadpool(
+                    svc().record_refusal,
+                    refused.exc,
+                    refused.who,
+                    refused.route,
+                    refused.run_id,
+                    refused.token_id,
+                    address=refused.address,
+                    template=refused.template,
+                    repeats=repeats,
+                )
+            except Exception as lost:
+                if not database_unreachable(lost):
+                    raise
+                # The refusal stands; only its record is lost while the database is away.
+                _log.warning("could not record a refusal: the database is away")
+
+    def identify(authorization: str | None) -> str | None:
+        """The name behind a valid bearer token, else None (the route refuses it later)."""
+        if not stores:
+            return None
+        try:
+            who = stores[0].current().identify(bearer(authorization))
+        except GatehouseError:  # no token, or not a bearer one
+            return None
+        return None if who is None else who.name
+
+    door = Door(settings.rate_per_address, settings.rate_per_identity, identify, record)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # No tokens, no shim: there is no anonymous mode to fall back to.
         stores.append(LiveTokens.open(settings.tokens_file))
         holder.append(service_factory(settings))
-        yield
-        holder.pop().close()
-        stores.clear()
+        flusher = asyncio.create_task(door.run())
+        try:
+            yield
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            await door.flush()  # the rate-limited refusals still held
+            holder.pop().close()
+            stores.clear()
 
     app = FastAPI(
         title="Gatehouse",
@@ -95,6 +138,8 @@ def create_app(
         lifespan=lifespan,
         dependencies=[Depends(known_query)],
     )
+    app.state.door = door
+    app.add_middleware(DoorMiddleware, door=door, routes=lambda: app.router.routes)
 
     def svc() -> Service:
         return holder[0]
@@ -114,22 +159,17 @@ def create_app(
         )
 
     async def record_refusal(request: Request, exc: GatehouseError) -> None:
-        if holder:
-            try:
-                # A database write: off the event loop, like the routes' own work.
-                await run_in_threadpool(
-                    svc().record_refusal,
-                    exc,
-                    getattr(request.state, "identity", None),
-                    f"{request.method} {request.url.path}",
-                    request.path_params.get("run_id"),
-                    getattr(request.state, "token_id", None),
-                )
-            except Exception as lost:
-                if not database_unreachable(lost):
-                    raise
-                # The refusal stands; only its record is lost while the database is away.
-                _log.warning("could not record a refusal: the database is away")
+        route = request.scope.get("route")
+        refused = Refused(
+            exc=exc,
+            who=getattr(request.state, "identity", None),
+            route=f"{request.method} {request.url.path}",
+            template=f"{request.method} {getattr(route, 'path', request.url.path)}",
+            run_id=request.path_params.get("run_id"),
+            address=request.client.host if request.client else "-",
+            token_id=getattr(request.state, "token_id", None),
+        )
+        await record(refused, 1)
 
     @app.exception_handler(GatehouseError)
     async def _gatehouse_error(request: Request, exc: GatehouseError) -> JSONResponse:

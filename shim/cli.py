@@ -19,7 +19,7 @@ from contracts import APP_VERSION, ErrorCode, GatehouseError, RunStatus
 from ledger import CONFIG_FILE, DEFAULT_DATABASE_URL
 from shim import __version__
 
-__all__ = ["COMMANDS", "EXIT_CODES", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_CODES", "build_parser", "ca_option", "main"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_DB = DEFAULT_DATABASE_URL
@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--port", type=int, default=8000, help="the shim's port (default 8000)")
     u.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     u.add_argument("--var", default="var", help="folder for logs and workspaces (default var)")
+    _tls_options(u)
     s = add("shim")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
@@ -156,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("GATEHOUSE_TOKENS_FILE") or "var/tokens.json",
         help="the tokens file (default: GATEHOUSE_TOKENS_FILE, else var/tokens.json)",
     )
+    _tls_options(s)
     add("worker", epilog=_WORKER_ENV + "\n\n" + _EPILOG)
     doctor = add("doctor", epilog="Exit 0 when the sandbox and the database are usable.")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
@@ -185,6 +187,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _tls_options(p: argparse.ArgumentParser) -> None:
+    where = f"else tls.{{}} in ./{CONFIG_FILE}; neither: plain HTTP"
+    p.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="serve HTTPS with this PEM certificate (and chain); with --tls-key"
+        f" (default: GATEHOUSE_TLS_CERT, {where.format('cert')})",
+    )
+    p.add_argument(
+        "--tls-key",
+        metavar="FILE",
+        help="the certificate's PEM private key"
+        f" (default: GATEHOUSE_TLS_KEY, {where.format('key')})",
+    )
+
+
 def _api_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--url",
@@ -196,7 +214,18 @@ def _api_options(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("GATEHOUSE_TOKEN"),
         help="bearer token (default: GATEHOUSE_TOKEN)",
     )
+    ca_option(p)
     p.add_argument("--json", action="store_true", help="print the API's answer as JSON")
+
+
+def ca_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ca",
+        metavar="FILE",
+        default=os.environ.get("GATEHOUSE_CA") or None,
+        help="trust the shim's HTTPS certificate if this PEM file (a CA, or the self-signed"
+        " certificate itself) issued it, instead of the system's CAs (default: GATEHOUSE_CA)",
+    )
 
 
 def _wait_option(p: argparse.ArgumentParser) -> None:
@@ -312,10 +341,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_demo(Path(args.dir), args.timeout)
     if cmd == "up":
+        from ledger import resolve_tls
         from shim._cli_local import database_url
         from shim._up import run_up
 
-        return run_up(database_url(args)[0], args.port, args.workers, Path(args.var))
+        tls = resolve_tls(args.tls_cert, args.tls_key)
+        return run_up(database_url(args)[0], args.port, args.workers, Path(args.var), tls)
     if cmd == "worker":
         # The shim never imports worker code: the worker is its own program.
         os.execv(sys.executable, [sys.executable, "-m", "worker"])  # noqa: S606  (fixed argv, no shell)

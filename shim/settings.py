@@ -11,7 +11,41 @@ from ledger import resolve_database_url
 from ledger.anchors import DEFAULT_ANCHOR_FILE
 from opa_format import DEFAULT_TRUST_DIR
 
-__all__ = ["ShimSettings"]
+__all__ = ["Rate", "ShimSettings", "parse_rate"]
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A token bucket: ``per_s`` requests a second on average, ``burst`` at once."""
+
+    per_s: float
+    burst: int
+
+
+def parse_rate(spec: str, key: str = "rate") -> Rate | None:
+    """``RATE`` (burst: 5 x RATE), ``RATE:BURST`` (RATE may end in ``/s``), or ``0`` /
+    ``off`` (no limit: None). RATE is requests a second (a decimal is fine)."""
+    text = spec.strip().lower()
+    if text in ("0", "off", "none"):
+        return None
+    rate_text, _, burst_text = text.partition(":")
+    try:
+        per_s = float(rate_text.removesuffix("/s").strip())
+        burst = int(burst_text.strip()) if burst_text else max(1, int(min(per_s, 1e9) * 5))
+    except ValueError as exc:
+        raise GatehouseError(
+            ErrorCode.CONFIG_INVALID, f"{key} must be RATE or RATE:BURST, or off (got {spec!r})"
+        ) from exc
+    if not (0 < per_s < float("inf")) or burst < 1:
+        raise GatehouseError(
+            ErrorCode.CONFIG_INVALID, f"{key}: the rate and the burst must be positive"
+        )
+    return Rate(per_s, burst)
+
+
+# Defaults no person or script in normal use comes near; limits are per shim process.
+DEFAULT_RATE_PER_IDENTITY = "20:100"
+DEFAULT_RATE_PER_ADDRESS = "50:200"
 
 
 @dataclass(frozen=True)
@@ -27,6 +61,12 @@ class ShimSettings:
     dead_after_s: float = 6.0
     # The anchor file the workers append run checkpoints to (ledger verify reads it).
     anchor_file: Path = Path(DEFAULT_ANCHOR_FILE)
+    # Token buckets at the door (None: no limit), per identity and per client address.
+    rate_per_identity: Rate | None = Rate(20.0, 100)  # DEFAULT_RATE_PER_IDENTITY
+    rate_per_address: Rate | None = Rate(50.0, 200)  # DEFAULT_RATE_PER_ADDRESS
+    # A refused request repeating within this many seconds of its row's first one is
+    # counted on that row (repeat_count) instead of adding a row.
+    event_window_s: float = 60.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
@@ -41,6 +81,15 @@ class ShimSettings:
             opa_trust_dir=Path(e.get("GATEHOUSE_OPA_TRUST_DIR") or DEFAULT_TRUST_DIR),
             dead_after_s=_seconds(e, "GATEHOUSE_DEAD_AFTER_S", 6.0),
             anchor_file=Path(e.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE),
+            rate_per_identity=parse_rate(
+                e.get("GATEHOUSE_RATE_PER_IDENTITY") or DEFAULT_RATE_PER_IDENTITY,
+                "GATEHOUSE_RATE_PER_IDENTITY",
+            ),
+            rate_per_address=parse_rate(
+                e.get("GATEHOUSE_RATE_PER_ADDRESS") or DEFAULT_RATE_PER_ADDRESS,
+                "GATEHOUSE_RATE_PER_ADDRESS",
+            ),
+            event_window_s=_seconds(e, "GATEHOUSE_SECURITY_EVENT_WINDOW_S", 60.0),
             tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])
             if e.get("GATEHOUSE_TOKENS_FILE")
             else None,

@@ -32,6 +32,7 @@ from shim._auth import add_token
 from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
 from tests.chaos.sink import Sink
 from tests.support.pgcluster import PgCluster
+from tests.support.stack import GENEROUS_LIMITS
 
 __all__ = [
     "DB_NAME",
@@ -355,7 +356,7 @@ def running_stack(
         tokens = {name: add_token(tokens_file, name, roles) for name, roles in IDENTITIES.items()}
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        shim = start_shim(url, port, root / "shim.log", tokens_file)
+        shim = start_shim(url, port, root / "shim.log", tokens_file, extra_env=GENEROUS_LIMITS)
         api = Api(base, tokens, figures)
         workers = Workers(url, root, figures, worker_env)
         try:

@@ -71,6 +71,10 @@ class _LostDatabase(Service):
         route: str,
         run_id: str | None,
         token_id: str | None = None,
+        *,
+        address: str = "-",
+        template: str | None = None,
+        repeats: int = 1,
     ) -> None:
         raise self.loss()
 

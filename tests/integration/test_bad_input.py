@@ -24,9 +24,12 @@ def row_counts(stack: Stack) -> dict[str, int]:
 
 
 def refusals(stack: Stack) -> list[str]:
-    """Codes of the recorded request refusals (MOVA security episodes), oldest first."""
-    rows = stack.sql("SELECT error_code FROM security_events ORDER BY recorded_at, episode_id")
-    return [str(r[0]) for r in rows]
+    """Codes of the recorded request refusals (MOVA security episodes), oldest first;
+    a row standing for repeats of one refusal gives its code that many times."""
+    rows = stack.sql(
+        "SELECT error_code, repeat_count FROM security_events ORDER BY recorded_at, episode_id"
+    )
+    return [str(code) for code, repeats in rows for _ in range(int(repeats))]
 
 
 def intent(**overrides: Any) -> dict[str, Any]:

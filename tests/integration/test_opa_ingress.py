@@ -91,9 +91,13 @@ def counts(stack: Stack) -> dict[str, int]:
 
 
 def events(stack: Stack, code: str) -> list[tuple[Any, ...]]:
-    return stack.sql(
-        "SELECT error_code, body_json FROM security_events WHERE error_code = :c", c=code
+    """(code, episode) per refusal recorded: a row counting repeats gives that many."""
+    rows = stack.sql(
+        "SELECT error_code, body_json, repeat_count FROM security_events WHERE error_code = :c"
+        " ORDER BY last_seen_at",
+        c=code,
     )
+    return [(c, body) for c, body, repeats in rows for _ in range(int(repeats))]
 
 
 def refused(stack: Stack, response: Any, status: int, code: str) -> dict[str, Any]:

@@ -13,30 +13,47 @@ from pathlib import Path
 
 import uvicorn
 
+from ledger import Tls
+from shim._door import H11_MAX_HEAD_BYTES
 from shim.app import create_app
 from shim.settings import ShimSettings
+from tests.support.stack import GENEROUS_LIMITS
 
 __all__ = ["ServedShim"]
 
 
 class ServedShim:
-    """``with ServedShim(database_url, tokens_file) as url:`` a live shim at ``url``."""
+    """``with ServedShim(database_url, tokens_file) as url:`` a live shim at ``url``;
+    with ``tls``, HTTPS (``url`` is ``https://…``), as ``gatehouse up --tls-cert`` serves."""
 
     def __init__(
-        self, database_url: str, tokens_file: Path, env: Mapping[str, str] | None = None
+        self,
+        database_url: str,
+        tokens_file: Path,
+        env: Mapping[str, str] | None = None,
+        tls: Tls | None = None,
     ) -> None:
         settings = ShimSettings.from_env(
             {
                 "GATEHOUSE_DATABASE_URL": database_url,
                 "GATEHOUSE_TOKENS_FILE": str(tokens_file),
+                **GENEROUS_LIMITS,
                 **(env or {}),
             }
         )
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.sock.getsockname()[1]}"
         config = uvicorn.Config(
-            create_app(settings), log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+            create_app(settings),
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            http="h11",
+            h11_max_incomplete_event_size=H11_MAX_HEAD_BYTES,
+            ssl_certfile=str(tls.cert) if tls else None,
+            ssl_keyfile=str(tls.key) if tls else None,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]})
