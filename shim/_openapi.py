@@ -51,7 +51,7 @@ _REF = "#/components/schemas/{model}"
 
 # Statuses every authenticated route can answer, and every route that reads a body.
 _AUTH = (401, 403)
-_ALWAYS = (429, 503)
+_ALWAYS = (429, 431, 503)
 _BODY = (400, 408, 413, 415, 422)
 _OBJECT: Schema = {"type": "object"}
 
@@ -170,7 +170,8 @@ _REASONS = {
     413: "Too large",
     415: "Unsupported media type",
     422: "Does not match the schema",
-    429: "Too many requests",
+    429: "Too many requests (see Retry-After)",
+    431: "Request headers too large",
     502: "An upstream answered badly",
     503: "Unavailable (the database, a dependency, or the shim's limits)",
     504: "An upstream did not answer in time",
