@@ -60,6 +60,9 @@ class ReplayReport(Closed):
     calls: int  # calls the replay served from the ledger
     outbound_calls: int  # calls that left the process: always 0 in a replay
     divergences: list[ReplayDivergence]
+    # The rules the replay held the run to: "recorded", the profile and tool pool
+    # versions it ran under; "current", today's files (would it still pass?).
+    rules: Literal["recorded", "current"] = "recorded"
 
 
 class ForkRequest(Closed):

@@ -4,7 +4,18 @@ Functions take a connection (or a DBOS datasource session) and never open
 transactions of their own, so the caller decides what commits together.
 """
 
-from ledger import anchors, calls, cancels, chain, events, evidence, intents, plan_cards, runs
+from ledger import (
+    anchors,
+    calls,
+    cancels,
+    chain,
+    events,
+    evidence,
+    intents,
+    plan_cards,
+    policy_versions,
+    runs,
+)
 from ledger._config_file import (
     CONFIG_FILE,
     Telemetry,
@@ -46,6 +57,7 @@ __all__ = [
     "open_database",
     "pending_migrations",
     "plan_cards",
+    "policy_versions",
     "resolve_database_url",
     "resolve_telemetry",
     "resolve_tls",

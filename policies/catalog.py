@@ -48,6 +48,7 @@ B = TypeVar("B", bound=BaseModel)
 class Loaded(Generic[M]):
     model: M
     digest: str  # SHA-256 of the file's bytes
+    text: str = ""  # the file's text (kept with runs, so a replay can use this version)
 
 
 def _load_folder(package: str, model: type[B], id_field: str) -> dict[str, Loaded[B]]:
@@ -64,7 +65,7 @@ def _load_folder(package: str, model: type[B], id_field: str) -> dict[str, Loade
         key = str(getattr(parsed, id_field))
         if entry.name != f"{key}.json":
             raise RuntimeError(f"{package}/{entry.name} declares id {key!r}; rename the file")
-        out[key] = Loaded(parsed, sha256_hex(raw))
+        out[key] = Loaded(parsed, sha256_hex(raw), raw.decode("utf-8"))
     return out
 
 

@@ -127,7 +127,7 @@ def _command(api: Client, args: argparse.Namespace) -> int:
         resolved = api.resolve(args.op_key, bool(args.applied), args.note)
         return _answer(args, f"Call {args.op_key[:16]}…", resolved)
     if cmd == "replay":
-        report = api.replay(args.run_id)
+        report = api.replay(args.run_id, "current" if args.current_rules else "recorded")
         raw = dump(report)
         title = "Replay: trace digest " + ("matches" if report.match else "DIVERGED")
         info = {k: v for k, v in raw.items() if k != "divergences"} if isinstance(raw, dict) else {}

@@ -200,9 +200,11 @@ class Client:
         out: JsonValue = json.loads(self._call("GET", f"/runs/{run_id}/ledger/verify"))
         return out
 
-    def replay(self, run_id: str) -> ReplayReport:
-        """Have a worker replay the run from its ledger (waits up to about a minute)."""
-        raw = self._call("POST", f"/runs/{run_id}/replay", timeout=90)
+    def replay(self, run_id: str, rules: str = "recorded") -> ReplayReport:
+        """Have a worker replay the run from its ledger (waits up to about a minute),
+        under the rules it ran under or (``current``) today's."""
+        params = {"rules": rules} if rules != "recorded" else None
+        raw = self._call("POST", f"/runs/{run_id}/replay", timeout=90, params=params)
         return ReplayReport.model_validate_json(raw)
 
     def explain(self, run_id: str) -> ExplainView:

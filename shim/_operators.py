@@ -89,7 +89,9 @@ def resolve(
     )
 
 
-def replay(db: Database, client: DBOSClient, settings: ShimSettings, run_id: str) -> ReplayReport:
+def replay(
+    db: Database, client: DBOSClient, settings: ShimSettings, run_id: str, rules: str = "recorded"
+) -> ReplayReport:
     """Ask a worker to replay a finished run from its ledger, and wait for the report."""
     with db.engine.connect() as conn:
         status = runs.run_status(conn, run_id)
@@ -109,6 +111,7 @@ def replay(db: Database, client: DBOSClient, settings: ShimSettings, run_id: str
             "app_version": settings.app_version,
         },
         run_id,
+        rules,
     )
     deadline = time.monotonic() + _REPLAY_WAIT_S
     while time.monotonic() < deadline:

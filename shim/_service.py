@@ -272,9 +272,9 @@ class Service:
         """An operator's word on an in-doubt call; see ``shim._operators``."""
         return resolve(self.db, self.client, op_key, body, who)
 
-    def replay(self, run_id: str) -> ReplayReport:
+    def replay(self, run_id: str, rules: str = "recorded") -> ReplayReport:
         """A worker replays a finished run from its ledger; see ``shim._operators``."""
-        return replay(self.db, self.client, self.settings, run_id)
+        return replay(self.db, self.client, self.settings, run_id, rules)
 
     def fork(self, run_id: str, body: ForkRequest, who: Identity) -> ForkAccepted:
         """A new run from a finished one's plan step; see ``shim._operators``."""

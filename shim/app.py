@@ -360,10 +360,16 @@ def create_app(
         return JSONResponse(svc().verify_ledger(run_id))
 
     @app.post("/runs/{run_id}/replay")
-    def replay(request: Request, run_id: RunId) -> JSONResponse:
+    def replay(
+        request: Request,
+        run_id: RunId,
+        rules: Annotated[Literal["recorded", "current"], Query()] = "recorded",
+    ) -> JSONResponse:
+        """Replay under the profile and tool pool versions the run ran under, or under
+        today's files (``rules=current``: would it still pass?)."""
         # Sync: FastAPI runs it in a worker thread while a worker replays the run.
         auth(request, Role.OPERATOR)
-        return model_response(svc().replay(run_id))
+        return model_response(svc().replay(run_id, rules))
 
     @app.get("/runs/{run_id}/explain")
     def get_explain(request: Request, run_id: RunId) -> JSONResponse:

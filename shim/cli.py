@@ -280,6 +280,12 @@ def _api_arguments(cmd: dict[str, argparse.ArgumentParser]) -> None:
     r.add_argument("--from-step", type=int, help="fork: the plan step (1-based) to go live from")
     for name in ("show", "replay", "explain", "episodes"):
         cmd[name].add_argument("run_id", help=run_id)
+    cmd["replay"].add_argument(
+        "--current-rules",
+        action="store_true",
+        help="hold the run to today's profile and tool pool files instead of the versions it"
+        " ran under (would it still pass?)",
+    )
     c = cmd["calls"]
     c.add_argument("action", choices=["resolve"], help="resolve: an operator's word on a call")
     c.add_argument("op_key", help="the in-doubt call's op_key")

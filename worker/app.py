@@ -22,7 +22,16 @@ from dbos import DBOS, DBOSConfig, SQLAlchemyDatasource
 from dbos._serialization import DBOSPortableJSON
 
 from contracts import INTENT_QUEUE, DriverKind, GatehouseError
-from ledger import Database, add_missing_views, database_unreachable, migrate, open_database
+from ledger import (
+    Database,
+    add_missing_views,
+    database_unreachable,
+    migrate,
+    open_database,
+    policy_versions,
+)
+from ledger.policy_versions import PolicyVersion
+from policies import catalog
 from worker import workflow as _workflow  # registers the workflow with DBOS
 from worker._reaper import Reaper, heartbeat
 from worker._runtime import Runtime, install, runtime
@@ -74,6 +83,22 @@ def dbos_config(settings: WorkerSettings) -> DBOSConfig:
     }
 
 
+def keep_catalog(db: Database) -> int:
+    """Store the profiles, tool pools and recipes this worker runs with, by digest, so
+    a replay can hold each run to the versions it ran under; how many were new."""
+    kept = [
+        PolicyVersion(p.digest, kind, pid, p.text)
+        for kind, loaded in (
+            ("profile", [(x.model.profile_id, x) for x in catalog.list_profiles()]),
+            ("tool_pool", [(x.model.tool_pool_id, x) for x in catalog.list_tool_pools()]),
+            ("recipe", [(x.model.recipe_id, x) for x in catalog.list_recipes()]),
+        )
+        for pid, p in loaded
+    ]
+    with db.engine.begin() as conn:
+        return policy_versions.keep(conn, kept)
+
+
 def _launch_once(
     settings: WorkerSettings, handlers: Mapping[DriverKind, Handler] | None = None
 ) -> Runtime:
@@ -81,6 +106,7 @@ def _launch_once(
     constructed = False
     try:
         migrate(db)
+        keep_catalog(db)
         # Alive before DBOS resumes anything: a reaper that saw this worker's old
         # heartbeat must not hand over the runs it is about to recover itself.
         heartbeat(settings, db)

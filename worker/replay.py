@@ -20,8 +20,10 @@ The ``gatehouse.replay`` workflow lets the shim ask a worker for a replay
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal, TypeVar
 
 from dbos import DBOS
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.engine import Connection
 
 from contracts import (
@@ -37,11 +39,23 @@ from contracts import (
     ReplayReport,
     ToolPool,
     digest_of,
+    sha256_hex,
 )
-from ledger import Database, approvals, calls, cancels, forks, intents, messages, opa_runs
+from ledger import (
+    Database,
+    approvals,
+    calls,
+    cancels,
+    forks,
+    intents,
+    messages,
+    opa_runs,
+    policy_versions,
+)
 from ledger.cancels import Cancel
 from ledger.forks import Lineage
 from policies import catalog
+from policies.catalog import Loaded
 from policies.repair import check_revision, gated_plan
 from worker._calls import Call, Performed
 from worker._flow import run_intent
@@ -67,6 +81,10 @@ from worker.steps_calls import (
 __all__ = ["ReplayPorts", "replay_run", "replay_workflow", "trace_so_far"]
 
 
+M = TypeVar("M", bound=BaseModel)
+ReplayRules = Literal["recorded", "current"]
+
+
 class DivergedError(Exception):
     def __init__(self, divergence: ReplayDivergence) -> None:
         super().__init__(divergence.message)
@@ -76,9 +94,19 @@ class DivergedError(Exception):
 class ReplayPorts:
     """The flow's ports, read-only, answered from the database."""
 
-    def __init__(self, conn: Connection, settings: WorkerSettings, chain: list[Lineage]) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        settings: WorkerSettings,
+        chain: list[Lineage],
+        rules: ReplayRules = "recorded",
+    ) -> None:
         self.conn = conn  # one read-only connection for the whole replay
         self.settings = settings
+        # "recorded": the profile and tool pool versions the run ran under (kept by
+        # digest in policy_versions); "current": today's files, a "would it still
+        # pass" check that reports a changed file as a policy_digest divergence.
+        self.rules = rules
         self.chain = chain  # the run, then its parent, grandparent…
         self.run = chain[0]
         self.served = 0
@@ -142,8 +170,8 @@ class ReplayPorts:
     def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
         seed = self.run.random_seed
         try:
-            prof = catalog.profile(profile_id)
-            pool = catalog.tool_pool(tool_pool_id)
+            prof = self._rules(catalog.profile(profile_id), self.run.profile_digest, PolicyProfile)
+            pool = self._rules(catalog.tool_pool(tool_pool_id), self.run.tool_pool_digest, ToolPool)
         except GatehouseError as exc:
             return BeginResult(
                 ok=False, seed=seed, error_code=exc.code.value, error_message=exc.message
@@ -172,6 +200,29 @@ class ReplayPorts:
             tool_pool_digest=pool.digest,
             seed=seed,
         )
+
+    def _rules(self, today: Loaded[M], recorded: str | None, model: type[M]) -> Loaded[M]:
+        """The version the run ran under, kept by its digest; today's file when asked
+        for, when it is that very version, or when none was kept (a run recorded
+        before versions were kept: a changed file is then a divergence)."""
+        if self.rules == "current" or recorded is None or recorded == today.digest:
+            return today
+        kept = policy_versions.version(self.conn, recorded)
+        if kept is None:
+            return today
+        try:
+            parsed = model.model_validate_json(kept.body)
+        except ValidationError as exc:
+            raise GatehouseError(
+                ErrorCode.CORRUPT_RECORD,
+                f"the kept {kept.kind} {kept.policy_id!r} ({recorded[:12]}) does not load: {exc}",
+            ) from exc
+        if sha256_hex(kept.body.encode("utf-8")) != recorded:
+            raise GatehouseError(
+                ErrorCode.CORRUPT_RECORD,
+                f"the kept {kept.kind} {kept.policy_id!r} no longer has digest {recorded[:12]}",
+            )
+        return Loaded(parsed, recorded, kept.body)
 
     def planner_call(self, raw: JsonObject) -> JsonObject:
         # A fork's planner call is its parent's, made with the parent's seed.
@@ -291,7 +342,7 @@ def _lineage(db: Database, run_id: str) -> list[Lineage]:
 
 
 def _run_flow(
-    db: Database, settings: WorkerSettings, chain: list[Lineage]
+    db: Database, settings: WorkerSettings, chain: list[Lineage], rules: ReplayRules = "recorded"
 ) -> tuple[ReplayPorts, list[ReplayDivergence]]:
     run = chain[0]
     with db.engine.connect() as conn:
@@ -305,7 +356,7 @@ def _run_flow(
     job = IntentJob(run_id=run.run_id, intent_id=run.intent_id, request=request, opa=opa)
     divergences: list[ReplayDivergence] = []
     with db.engine.connect() as conn:
-        ports = ReplayPorts(conn, settings, chain)
+        ports = ReplayPorts(conn, settings, chain, rules)
         try:
             run_intent(job, run.run_id, ports)
         except DivergedError as stop:
@@ -327,8 +378,11 @@ def trace_so_far(db: Database, settings: WorkerSettings, run_id: str) -> str | N
     return None if divergences else ports.trace_digest
 
 
-def replay_run(db: Database, settings: WorkerSettings, run_id: str) -> ReplayReport:
-    """Replay one finished run from its ledger; never calls out, never writes."""
+def replay_run(
+    db: Database, settings: WorkerSettings, run_id: str, rules: ReplayRules = "recorded"
+) -> ReplayReport:
+    """Replay one finished run from its ledger; never calls out, never writes. Under
+    the rules it ran under (``recorded``), or today's (``current``)."""
     chain = _lineage(db, run_id)
     if not chain:
         raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
@@ -339,7 +393,7 @@ def replay_run(db: Database, settings: WorkerSettings, run_id: str) -> ReplayRep
             f"run {run_id!r} is {run.status.value}; only a finished run can be replayed",
             {"status": run.status.value},
         )
-    ports, divergences = _run_flow(db, settings, chain)
+    ports, divergences = _run_flow(db, settings, chain, rules)
     replayed = ports.trace_digest if not divergences else None
     if not divergences and replayed != run.trace_digest:
         divergences.append(
@@ -360,20 +414,23 @@ def replay_run(db: Database, settings: WorkerSettings, run_id: str) -> ReplayRep
         calls=ports.served,
         outbound_calls=0,
         divergences=divergences,
+        rules=rules,
     )
 
 
 @DBOS.step(name="gatehouse.replay_run")
-def _replay_step(run_id: str) -> JsonObject:
+def _replay_step(run_id: str, rules: str = "recorded") -> JsonObject:
     rt = runtime()
     try:
-        report = replay_run(rt.db, rt.settings, run_id)
+        report = replay_run(
+            rt.db, rt.settings, run_id, "current" if rules == "current" else "recorded"
+        )
     except GatehouseError as exc:
         return {"error": exc.to_json()}
     return {"report": report.model_dump(mode="json")}
 
 
 @DBOS.workflow(name=REPLAY_WORKFLOW)
-def replay_workflow(run_id: str) -> JsonObject:
+def replay_workflow(run_id: str, rules: str = "recorded") -> JsonObject:
     """A replay asked for through the queue (POST /runs/{id}/replay)."""
-    return _replay_step(run_id)
+    return _replay_step(run_id, rules)

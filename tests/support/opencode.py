@@ -11,7 +11,7 @@ import pytest
 
 from contracts import GatehouseError, JsonObject, Plan, digest_of
 from tests.support.stack import Stack, running_stack
-from worker.opencode.pin import SETUP_TASK, OpencodePin, read_pin
+from worker.opencode.pin import SETUP_TASK, OpencodePin, installed_pin
 from worker.scripted_model import ScriptedModel
 from worker.settings import WorkerSettings
 
@@ -29,7 +29,7 @@ __all__ = [
 def require_opencode() -> OpencodePin:
     """The pin of the installed OpenCode; the test is skipped, with the reason, without one."""
     try:
-        return read_pin(WorkerSettings.from_env({}).opencode_dir)
+        return installed_pin(WorkerSettings.from_env({}).opencode_dir)
     except GatehouseError as exc:
         pytest.skip(f"OpenCode is not installed (run: {SETUP_TASK}): {exc.message}")
 

@@ -1,0 +1,47 @@
+"""Every policy profile, tool pool and recipe version a worker ran with, kept by the
+SHA-256 of its file's bytes (the digest a run records), so a replay can hold a run
+to the rules of its time. Rows are only ever added; the same version again adds
+nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from ledger._db import Conn, now_iso, rows_changed
+
+__all__ = ["PolicyVersion", "keep", "version"]
+
+
+@dataclass(frozen=True)
+class PolicyVersion:
+    digest: str
+    kind: str  # profile | tool_pool | recipe
+    policy_id: str
+    body: str  # the file's text, exactly
+
+
+def keep(conn: Conn, versions: list[PolicyVersion]) -> int:
+    """Store the versions not stored yet; how many were new."""
+    added = 0
+    for v in versions:
+        result = conn.execute(
+            sa.text(
+                "INSERT INTO policy_versions (digest, kind, policy_id, body, stored_at)"
+                " VALUES (:d, :k, :p, :b, :t) ON CONFLICT (digest) DO NOTHING"
+            ),
+            {"d": v.digest, "k": v.kind, "p": v.policy_id, "b": v.body, "t": now_iso()},
+        )
+        added += rows_changed(result)
+    return added
+
+
+def version(conn: Conn, digest: str) -> PolicyVersion | None:
+    row = conn.execute(
+        sa.text("SELECT digest, kind, policy_id, body FROM policy_versions WHERE digest = :d"),
+        {"d": digest},
+    ).first()
+    if row is None:
+        return None
+    return PolicyVersion(str(row[0]), str(row[1]), str(row[2]), str(row[3]))
