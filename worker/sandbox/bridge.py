@@ -30,10 +30,12 @@ import sys
 import threading
 from pathlib import Path
 
+__all__ = ["join", "main", "pump"]
+
 _CHUNK = 64 * 1024
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
+def pump(src: socket.socket, dst: socket.socket) -> None:
     """Copy src to dst until src ends, then half-close dst."""
     try:
         while True:
@@ -48,11 +50,11 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
             dst.shutdown(socket.SHUT_WR)
 
 
-def _join(a: socket.socket, b: socket.socket) -> None:
+def join(a: socket.socket, b: socket.socket) -> None:
     """Carry bytes both ways between two connected sockets, then close both."""
-    back = threading.Thread(target=_pump, args=(b, a), daemon=True)
+    back = threading.Thread(target=pump, args=(b, a), daemon=True)
     back.start()
-    _pump(a, b)
+    pump(a, b)
     back.join()
     a.close()
     b.close()
@@ -81,7 +83,7 @@ def _serve(listener: socket.socket, target: str | int) -> None:
             client.close()
             continue
         upstream.settimeout(None)
-        threading.Thread(target=_join, args=(client, upstream), daemon=True).start()
+        threading.Thread(target=join, args=(client, upstream), daemon=True).start()
 
 
 def main(argv: list[str]) -> int:

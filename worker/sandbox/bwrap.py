@@ -100,8 +100,9 @@ class Sandbox:
             "processes_enforced_by": "pids cgroup" if self.pids is not None else "none",
         }
 
-    def run_prefix(self, workspace: Path, limits: SandboxLimits, procs: Path | None) -> list[str]:
-        """The argv to put before the program (which must be an absolute path)."""
+    def base_args(self) -> list[str]:
+        """Every namespace (no network), uid 65534, no capabilities, no further user
+        namespaces, dies with its parent; /usr and a few harmless /etc files read-only."""
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
                 "--die-with-parent", "--new-session",
                 "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534",
@@ -112,6 +113,11 @@ class Sandbox:
         for name in _ETC:
             if Path("/etc", name).exists():
                 args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        return args
+
+    def run_prefix(self, workspace: Path, limits: SandboxLimits, procs: Path | None) -> list[str]:
+        """The argv to put before the program (which must be an absolute path)."""
+        args = self.base_args()
         ws = str(workspace)
         private_tmp = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not the host's
         args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", private_tmp,

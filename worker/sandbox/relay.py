@@ -23,31 +23,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from worker.sandbox.bridge import join
+
 __all__ = ["Relay"]
 
 _log = logging.getLogger("gatehouse.sandbox")
-_CHUNK = 64 * 1024
 _CONNECT_TIMEOUT_S = 10.0
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(_CHUNK):
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-
-def _join(a: socket.socket, b: socket.socket) -> None:
-    back = threading.Thread(target=_pump, args=(b, a), daemon=True)
-    back.start()
-    _pump(a, b)
-    back.join()
-    a.close()
-    b.close()
 
 
 class Relay:
@@ -110,7 +91,7 @@ class Relay:
                 continue
             upstream.settimeout(None)
             self.connections[name] += 1
-            threading.Thread(target=_join, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=join, args=(client, upstream), daemon=True).start()
 
     def close(self) -> None:
         for listener in self._listeners:

@@ -48,7 +48,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from contracts import JsonObject, JsonValue
-from worker.sandbox.bwrap import _ETC, _USR_LINKS, NAMESPACES, Sandbox, current
+from worker.sandbox.bwrap import NAMESPACES, Sandbox, current
 from worker.sandbox.cgroup import ENTER, PidsCgroup
 from worker.sandbox.relay import Relay
 
@@ -139,16 +139,7 @@ class Jail:
 
     def argv(self, program: list[str]) -> list[str]:
         """bwrap, then the bridge, then ``program`` (an absolute path under ``install``)."""
-        args = [self.sandbox.bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
-                "--die-with-parent", "--new-session",
-                "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534",
-                "--ro-bind", "/usr", "/usr"]  # fmt: skip
-        for target, link in _USR_LINKS:
-            if Path("/" + target).exists():
-                args += ["--symlink", target, link]
-        for name in _ETC:
-            if Path("/etc", name).exists():
-                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        args = self.sandbox.base_args()
         for certs in _CERTS:
             if Path(certs).exists():
                 args += ["--ro-bind", certs, certs]
