@@ -136,7 +136,7 @@ def _anchor(body: JsonValue, envelope: JsonValue, source: str) -> Anchor | None:
     return Anchor(run_id, entries, head, str(body.get("recorded_at")), source, envelope is not None)
 
 
-def of_run(conn: Conn, run_id: str) -> list[Anchor]:
+def _stored(conn: Conn, run_id: str) -> list[tuple[str, str | None]]:
     rows = conn.execute(
         sa.text(
             "SELECT body_json, envelope_json FROM chain_checkpoints WHERE run_id = :r"
@@ -144,6 +144,11 @@ def of_run(conn: Conn, run_id: str) -> list[Anchor]:
         ),
         {"r": run_id},
     ).all()
+    return [(str(b), None if e is None else str(e)) for b, e in rows]
+
+
+def of_run(conn: Conn, run_id: str) -> list[Anchor]:
+    rows = _stored(conn, run_id)
     found = []
     for body, envelope in rows:
         anchor = _anchor(json.loads(body), envelope, "the database")
@@ -154,13 +159,7 @@ def of_run(conn: Conn, run_id: str) -> list[Anchor]:
 
 def records_of(conn: Conn, run_id: str) -> list[JsonObject]:
     """The run's checkpoints in the database, as written (for an evidence bundle)."""
-    rows = conn.execute(
-        sa.text(
-            "SELECT body_json, envelope_json FROM chain_checkpoints WHERE run_id = :r"
-            " ORDER BY entries, recorded_at"
-        ),
-        {"r": run_id},
-    ).all()
+    rows = _stored(conn, run_id)
     return [
         {"checkpoint": json.loads(b), "envelope": None if e is None else json.loads(e)}
         for b, e in rows
