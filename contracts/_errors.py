@@ -52,6 +52,8 @@ class ErrorCode(Enum):
     TOKEN_REVOKED = "token_revoked"  # noqa: S105  (an error code, not a password)
     RATE_LIMITED = "rate_limited"
     HEADERS_TOO_LARGE = "headers_too_large"
+    OVERLOADED = "overloaded"
+    QUEUE_SHARE_EXCEEDED = "queue_share_exceeded"
     # plan gate: the plan is refused (at compile time or again before a step runs)
     PLAN_INVALID = "plan_invalid"
     PLAN_CONTAINS_RESULTS = "plan_contains_results"
@@ -186,6 +188,20 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
     ),
     ErrorCode.HEADERS_TOO_LARGE: ErrorSpec(
         1019, 431, False, "Too many request headers, or one or all of them too long."
+    ),
+    ErrorCode.OVERLOADED: ErrorSpec(
+        1020,
+        503,
+        True,
+        "The queue holds as many runs as the deployment allows (GATEHOUSE_MAX_QUEUED); the"
+        " intent was not stored; send it again after Retry-After s.",
+    ),
+    ErrorCode.QUEUE_SHARE_EXCEEDED: ErrorSpec(
+        1021,
+        429,
+        True,
+        "This submitter already has as many runs queued as one may"
+        " (GATEHOUSE_MAX_QUEUED_PER_SUBMITTER); the intent was not stored; retry later.",
     ),
     ErrorCode.PLAN_INVALID: ErrorSpec(2001, 422, False, "The plan does not match its schema."),
     ErrorCode.PLAN_CONTAINS_RESULTS: ErrorSpec(

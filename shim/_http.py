@@ -40,7 +40,11 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def error_response(exc: GatehouseError) -> JSONResponse:
-    return JSONResponse({"error": exc.to_json()}, status_code=exc.code.http_status)
+    answer = JSONResponse({"error": exc.to_json()}, status_code=exc.code.http_status)
+    after = exc.details.get("retry_after_s")
+    if isinstance(after, int) and exc.code.retryable:
+        answer.headers["Retry-After"] = str(after)
+    return answer
 
 
 def model_response(model: BaseModel | list[BaseModel], status: int = 200) -> JSONResponse:

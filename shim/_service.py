@@ -193,6 +193,7 @@ class Service:
             )
             if missing is not None:
                 raise missing
+        self._check_backlog(request.submitted_by)
         run_id = "run_" + uuid.uuid4().hex
         intent_id = "int_" + uuid.uuid4().hex
         opa_job = None if opa is None else opa.job
@@ -233,6 +234,28 @@ class Service:
             status=RunStatus.QUEUED.value,
             links=run_links(run_id),
         )
+
+    def _check_backlog(self, submitter: str) -> None:
+        """Refuse an intent the queue has no room for, before anything is stored: past
+        ``max_queued`` runs for everyone (503), past ``max_queued_per_submitter`` for
+        this submitter (429), so one submitter cannot fill the queue for the others.
+        Counted, not locked: concurrent submissions may pass the bound by a few."""
+        s = self.settings
+        with self.db.engine.connect() as conn:
+            total, theirs = runs.backlog(conn, submitter)
+        if theirs >= s.max_queued_per_submitter:
+            raise GatehouseError(
+                ErrorCode.QUEUE_SHARE_EXCEEDED,
+                f"{submitter} has {theirs} runs queued; one submitter may have"
+                f" {s.max_queued_per_submitter}",
+                {"queued": theirs, "limit": s.max_queued_per_submitter, "retry_after_s": 5},
+            )
+        if total >= s.max_queued:
+            raise GatehouseError(
+                ErrorCode.OVERLOADED,
+                f"{total} runs are queued; this deployment takes {s.max_queued}",
+                {"queued": total, "limit": s.max_queued, "retry_after_s": 5},
+            )
 
     def _existing(self, request: IntentRequest, key: str) -> IntentAccepted | None:
         with self.db.engine.connect() as conn:

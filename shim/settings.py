@@ -67,6 +67,10 @@ class ShimSettings:
     # A refused request repeating within this many seconds of its row's first one is
     # counted on that row (repeat_count) instead of adding a row.
     event_window_s: float = 60.0
+    # Intents accepted while this many runs are queued are refused (503 overloaded),
+    # and one submitter may have at most max_queued_per_submitter of them (429).
+    max_queued: int = 1000
+    max_queued_per_submitter: int = 200
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
@@ -90,6 +94,8 @@ class ShimSettings:
                 "GATEHOUSE_RATE_PER_ADDRESS",
             ),
             event_window_s=_seconds(e, "GATEHOUSE_SECURITY_EVENT_WINDOW_S", 60.0),
+            max_queued=_count(e, "GATEHOUSE_MAX_QUEUED", 1000),
+            max_queued_per_submitter=_count(e, "GATEHOUSE_MAX_QUEUED_PER_SUBMITTER", 200),
             tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])
             if e.get("GATEHOUSE_TOKENS_FILE")
             else None,
@@ -104,6 +110,11 @@ def _bytes(env: dict[str, str], key: str, default: int) -> int:
     if value <= 0:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{key} must be positive")
     return value
+
+
+def _count(env: dict[str, str], key: str, default: int) -> int:
+    """A positive whole number (the same rules as a size in bytes)."""
+    return _bytes(env, key, default)
 
 
 def _seconds(env: dict[str, str], key: str, default: float) -> float:
