@@ -115,7 +115,7 @@ def test_a_plan_calling_two_mcp_tools_runs_and_names_server_tool_and_pin(mcp: Mc
         ),
     )
     assert run["status"] == "succeeded", run
-    assert mcp.http.calls[before:] == ["over http"]
+    assert mcp.http.calls[before:] == ["add 2 3", "over http"]
     pins = {
         (c["connector_id"], t["name"]): t["digest"]
         for c in mcp.pool["connectors"]

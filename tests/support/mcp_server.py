@@ -4,8 +4,8 @@ Run as a script it serves over stdio (the stdio tests start it, in the sandbox);
 ``build`` gives the same server for streamable HTTP on loopback (``McpHttpServer``
 in ``tests/support/mcp.py``). A file named ``variant`` next to this script, or
 ``changed=True``, makes it a rug pull: ``add``'s description and ``note``'s input
-schema change after the pool was pinned. ``note`` appends to ``notes.txt`` in its
-working directory (stdio) or to ``calls`` (HTTP): it is the tool with an effect.
+schema change after the pool was pinned. Each call is appended to ``notes.txt`` in its
+working directory (stdio) or to ``calls`` (HTTP); ``note`` is the tool with an effect.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def build(changed: Callable[[], bool], record: Callable[[str], None]) -> MCPServ
 
     @server.tool(description="Adds two integers.")
     def add(a: int, b: int) -> int:
+        record(f"add {a} {b}")  # counted, to see a read-only call sent again
         return a + b
 
     @server.tool(description="Keeps a note; the only tool here with an effect.")
