@@ -312,11 +312,13 @@ def _call(envelope: ExecutionEnvelope) -> HandlerResult:
     except OSError as exc:
         return _failed(f"cannot make the server's working directory: {exc}", output)
     target = _Target(connector, server, limits, workdir, sandbox)
+    sent: list[bool] = []  # set once the tools/call request may have left
 
     async def use(session: ClientSession) -> object:
         problem = _changed(pinned, await _live_tools(session))
         if problem is not None:
             return problem  # returned, not raised: the task groups would wrap it
+        sent.append(True)
         return await session.call_tool(pinned.name, spec.arguments)
 
     try:
@@ -326,6 +328,8 @@ def _call(envelope: ExecutionEnvelope) -> HandlerResult:
             f"the MCP call ran past {limits.timeout_s}s", output, ErrorCode.HANDLER_TIMEOUT
         )
     except _UnavailableError as exc:
+        if sent:  # the call may have reached the tool: never "certainly not applied"
+            return _failed(f"the connection failed during the call: {exc}", output)
         # Nothing reached the tool: certainly not applied, so it may be sent again.
         return _failed(str(exc), output, ErrorCode.UPSTREAM_UNAVAILABLE)
     except GatehouseError:
