@@ -12,6 +12,8 @@ changes a tool after pinning is refused at execution (``mcp_tool_changed``).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -154,13 +156,31 @@ def test_refused_at_submit_before_any_approval(mcp: Mcp, step: dict[str, Any], c
     assert r.json()["error"]["code"] == code
 
 
+def check_pins(mcp: Mcp) -> subprocess.CompletedProcess[str]:
+    """``gatehouse mcp-pin POOL`` (no --write): the pins against the live servers."""
+    pool = mcp.folder / "tool_pools" / f"{POOL_ID}.json"
+    gatehouse = Path(sys.executable).with_name("gatehouse")
+    return subprocess.run(
+        [str(gatehouse), "mcp-pin", str(pool)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_a_tool_changed_after_pinning_is_refused(mcp: Mcp) -> None:
     stack = mcp.stack
     before = len(mcp.http.calls)
+    held = check_pins(mcp)
+    assert held.returncode == 0, held.stdout + held.stderr
     mcp.http.changed = True
     variant = Path(mcp.pool["connectors"][1]["mcp"]["args"][0]).with_name("variant")
     variant.write_text("rug pull\n")
     try:
+        stale = check_pins(mcp)
+        assert stale.returncode == 1, stale.stdout + stale.stderr
+        assert "mcp-http: tool 'add'" in stale.stdout and "mcp-stdio: tool 'note'" in stale.stdout
         for step in (
             call("sum", "mcp-http", "add", {"a": 1, "b": 1}),
             call("keep", "mcp-stdio", "note", {"text": "never sent"}),
