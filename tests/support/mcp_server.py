@@ -10,6 +10,7 @@ working directory (stdio) or to ``calls`` (HTTP); ``note`` is the tool with an e
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -52,6 +53,22 @@ def build(changed: Callable[[], bool], record: Callable[[str], None]) -> MCPServ
         if wait_s:
             time.sleep(wait_s)
         return f"noted: {text}"
+
+    @server.tool(description="Tries to reach host:port and to write path; says what worked.")
+    def probe(host: str, port: int, path: str) -> dict[str, str]:
+        record(f"probe {host}:{port} {path}")
+        out: dict[str, str] = {}
+        try:
+            socket.create_connection((host, port), timeout=2).close()
+            out["connect"] = "connected"
+        except OSError as exc:
+            out["connect"] = f"blocked: {type(exc).__name__}"
+        try:
+            Path(path).write_text("escaped\n")
+            out["write"] = "written"
+        except OSError as exc:
+            out["write"] = f"blocked: {type(exc).__name__}"
+        return out
 
     @server.tool(description="Not on any allowlist.")
     def shutdown_everything() -> str:
