@@ -20,7 +20,10 @@ from typing import Any
 
 import pytest
 
+from ledger.bundle_verify import verify_bundle
+from ledger.signing import generate_key, load_verify_key
 from policies import catalog
+from shim.cli import main
 from tests.support.mcp import (
     POOL_ID,
     McpHttpServer,
@@ -138,6 +141,19 @@ def test_a_plan_calling_two_mcp_tools_runs_and_names_server_tool_and_pin(mcp: Mc
     replayed = stack.client.post(f"/runs/{run['run_id']}/replay", headers=stack.auth("olga"))
     assert replayed.status_code == 200, replayed.text
     assert replayed.json()["match"] is True
+    # the signed evidence bundle names each server, tool and pin (request and response)
+    key, pub, bundle = mcp.folder / "k.pem", mcp.folder / "k.pub.pem", mcp.folder / "b.json"
+    generate_key(key, pub)
+    with pytest.raises(SystemExit) as done:
+        main(["evidence", "export", run["run_id"], "-o", str(bundle), "--key", str(key),
+              "--database-url", stack.database_url])  # fmt: skip
+    assert done.value.code == 0
+    raw = bundle.read_bytes()
+    assert verify_bundle(raw, load_verify_key(pub.read_bytes())).ok
+    text = raw.decode()
+    for (_, tool), digest in pins.items():
+        assert text.count(digest) >= 2, tool  # the request's pin and the output's
+    assert mcp.http.url in text and mcp.pool["connectors"][1]["mcp"]["command"] in text
 
 
 @pytest.mark.parametrize(
