@@ -28,7 +28,7 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,10 +107,23 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def _json_of(value: object) -> JsonValue:
-    """Plain JSON for the ledger: U+0000 replaced (PostgreSQL's jsonb cannot hold it)."""
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    parsed: JsonValue = json.loads(text.replace("\\u0000", "\\ufffd"))
-    return parsed
+    """Plain JSON the ledger can store: U+0000 replaced (PostgreSQL's jsonb cannot hold
+    it), NaN and the infinities spelled as strings (they are not JSON), keys as strings."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, bool | int) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {_text(k): _json_of(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_of(v) for v in value]
+    return _text(value)
+
+
+def _text(value: object) -> str:
+    return str(value).replace("\x00", "\ufffd")
 
 
 Use = Callable[[ClientSession], Awaitable[object]]

@@ -8,6 +8,7 @@ refused in the sandbox. Without a sandbox a stdio step is refused
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,18 @@ def test_without_a_sandbox_a_stdio_server_is_refused(
     )
     assert allowed.status == "success", allowed
     assert allowed.output["sandbox"] == {"tool": "none", "reason": OFF, "allowed_by": "profile"}
+
+
+def test_a_large_result_is_capped_and_nul_never_reaches_the_ledger(tmp_path: Path) -> None:
+    connector = pinned(tmp_path, ["note"])
+    assert connector.limits is not None
+    small = connector.model_copy(
+        update={"limits": connector.limits.model_copy(update={"max_output_bytes": 1000})}
+    )
+    result = call(small, tmp_path / "ws", "note", {"text": "\x00" + "x" * 5000},
+                  unsandboxed_shell="allowed")  # fmt: skip
+    assert result.status == "success", result
+    assert result.output["truncated"] is True and result.output["bytes"] > 5000
+    [block] = result.output["content"]
+    assert len(block["text"].encode()) <= 1000
+    assert "\\u0000" not in json.dumps(result.output)
