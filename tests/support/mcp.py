@@ -130,6 +130,9 @@ def write_policies(folder: Path, connectors: list[dict[str, Any]]) -> Path:
         profile_id=POOL_ID,
         description="The default profile, allowing mcp_proxy steps too.",
         allowed_driver_kinds=["noop", "mcp_proxy"],
+        # a machine without bubblewrap still runs the stdio server (bare); with one, the
+        # sandbox is used whatever this says (tests/security/mcp holds it to that)
+        unsandboxed_shell="allowed",
     )
     (folder / "profiles").mkdir(parents=True, exist_ok=True)
     (folder / "profiles" / f"{POOL_ID}.json").write_text(json.dumps(profile, indent=2))
