@@ -103,6 +103,8 @@ class ErrorCode(Enum):
     EXPLAIN_INVALID = "explain_invalid"
     BUDGET_EXCEEDED = "budget_exceeded"
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    MCP_TOOL_CHANGED = "mcp_tool_changed"
+    MCP_TOOL_NOT_ALLOWED = "mcp_tool_not_allowed"
 
     # OPA archives: refused before anything is stored or extracted
     OPA_NOT_ZIP = "opa_not_zip"
@@ -381,6 +383,19 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         "A shell step or an OpenCode turn needs a sandbox and this worker cannot set one up"
         " (no bubblewrap, or it cannot create namespaces: see gatehouse doctor); it was not"
         " run bare.",
+    ),
+    ErrorCode.MCP_TOOL_CHANGED: ErrorSpec(
+        4020,
+        502,
+        False,
+        "An MCP server's live definition of a tool (name, description, input schema) differs"
+        " from the pin in the tool pool; the call was not sent.",
+    ),
+    ErrorCode.MCP_TOOL_NOT_ALLOWED: ErrorSpec(
+        4021,
+        422,
+        False,
+        "An mcp_proxy step names a tool its connector does not allow (or has not pinned).",
     ),
     ErrorCode.OPA_NOT_ZIP: ErrorSpec(
         1101,

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from contracts._base import Closed, Identifier, ShortText
+from contracts._json import JsonObject, digest_of
 from contracts.budgets import DEFAULT_BUDGETS, Budgets, Price
 from contracts.plan import DriverKind
 
@@ -21,6 +22,8 @@ __all__ = [
     "Connector",
     "Destination",
     "Limits",
+    "McpServer",
+    "McpTool",
     "OpaPolicy",
     "OpencodePolicy",
     "PolicyProfile",
@@ -60,6 +63,84 @@ class CommandRule(Closed):
     max_args: int = Field(default=16, ge=0, le=256)
 
 
+McpToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._/-]{1,128}$")]
+McpArg = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._,=:@+/-]{1,256}$")]
+
+
+def mcp_tool_digest(name: str, description: str, input_schema: JsonObject) -> str:
+    """The pin of one MCP tool: SHA-256 of its canonical name, description and input schema."""
+    return digest_of({"name": name, "description": description, "input_schema": input_schema})
+
+
+class McpTool(Closed):
+    """One allowed MCP tool, pinned: its definition as fetched when the pool was pinned.
+
+    The description and schema are kept (not only their digest) so the gate can
+    hold a step's arguments to the schema, and an approver can read what the
+    tool claims to do, without asking the server.
+    """
+
+    name: McpToolName
+    description: str = Field(max_length=8000)
+    input_schema: JsonObject
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _digest_matches(self) -> McpTool:
+        if self.digest != mcp_tool_digest(self.name, self.description, self.input_schema):
+            raise ValueError(f"tool {self.name!r}: digest is not the pin of its definition")
+        return self
+
+
+class McpServer(Closed):
+    """The MCP server of an ``mcp_proxy`` connector and the tools allowed on it.
+
+    ``stdio``: ``command`` (an absolute path) started with exactly ``args``, in the
+    worker's sandbox when it has one; ``read_only_paths`` are the extra folders it may
+    read there (its interpreter, its code). ``streamable_http``: ``url``, which must
+    match the connector's ``destinations`` (the http handler's rules).
+    """
+
+    transport: Literal["stdio", "streamable_http"]
+    command: AbsPath | None = None
+    args: list[McpArg] = Field(default_factory=list, max_length=32)
+    read_only_paths: list[AbsPath] = Field(default_factory=list, max_length=16)
+    url: str | None = Field(default=None, max_length=2048)
+    # The allowed tools, pinned (``python -m worker.mcp_pin`` writes them); none: no call.
+    tools: list[McpTool] = Field(default_factory=list, max_length=200)
+    # Tools that change nothing: an interrupted call to one may be sent again.
+    read_only_tools: list[McpToolName] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shape(self) -> McpServer:
+        if self.transport == "stdio" and (self.command is None or self.url is not None):
+            raise ValueError("a stdio MCP server takes a command and no url")
+        if self.transport == "streamable_http" and (
+            self.url is None or self.command is not None or self.args or self.read_only_paths
+        ):
+            raise ValueError("a streamable_http MCP server takes a url and no command")
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError("a tool is pinned twice")
+        unknown = sorted(set(self.read_only_tools) - set(names))
+        if unknown:
+            raise ValueError(f"read_only_tools names tools that are not allowed: {unknown}")
+        return self
+
+    def tool(self, name: str) -> McpTool | None:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        return None
+
+    @property
+    def identity(self) -> str:
+        """The server as the ledger and evidence name it."""
+        if self.url is not None:
+            return self.url
+        return " ".join([self.command or "", *self.args])
+
+
 class Connector(Closed):
     connector_id: Identifier
     driver_kind: DriverKind
@@ -71,11 +152,18 @@ class Connector(Closed):
     # so an interrupted call may be sent again. "none": it does not; no key is
     # sent, and an interrupted call is in doubt until an operator resolves it.
     idempotency: Literal["key", "none"] = "key"
+    # mcp_proxy connectors only: the server and its pinned tools.
+    mcp: McpServer | None = None
 
     @model_validator(mode="after")
     def _fits_driver(self) -> Connector:
-        if self.destinations and self.driver_kind is not DriverKind.HTTP:
-            raise ValueError("only http connectors take destinations")
+        mcp = self.driver_kind is DriverKind.MCP_PROXY
+        if self.destinations and self.driver_kind is not DriverKind.HTTP and not mcp:
+            raise ValueError("only http and mcp_proxy connectors take destinations")
+        if (self.mcp is not None) != mcp:
+            raise ValueError("an mcp_proxy connector, and only one, takes an mcp server")
+        if mcp and self.mcp is not None and self.mcp.transport == "stdio" and self.destinations:
+            raise ValueError("a stdio MCP server takes no destinations")
         if self.commands and self.driver_kind is not DriverKind.RESTRICTED_SHELL:
             raise ValueError("only restricted_shell connectors take commands")
         if self.idempotency == "none" and self.driver_kind is not DriverKind.HTTP:

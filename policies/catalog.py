@@ -8,9 +8,11 @@ kept with their SHA-256 digest so a run can record exactly what it ran under.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Generic, TypeVar
 
 import jsonschema
@@ -28,6 +30,7 @@ from contracts import (
 )
 
 __all__ = [
+    "EXTRA_POLICIES_ENV",
     "Loaded",
     "check_parameters",
     "list_profiles",
@@ -40,6 +43,12 @@ __all__ = [
     "tool_pool",
 ]
 
+# A folder with more policy files in ``profiles/`` and ``tool_pools/``, read by the
+# shim and the worker alike (both must be given the same one): an operator's own
+# connectors, such as MCP servers with their pins, and profiles that allow them,
+# without editing the package. Their ids may not shadow the shipped ones.
+EXTRA_POLICIES_ENV = "GATEHOUSE_EXTRA_POLICIES"
+
 M = TypeVar("M")
 B = TypeVar("B", bound=BaseModel)
 
@@ -51,9 +60,13 @@ class Loaded(Generic[M]):
     text: str = ""  # the file's text (kept with runs, so a replay can use this version)
 
 
-def _load_folder(package: str, model: type[B], id_field: str) -> dict[str, Loaded[B]]:
+def _load_folder(
+    package: str, model: type[B], id_field: str, folder: Path | None = None
+) -> dict[str, Loaded[B]]:
+    """The files of a package folder, or of ``folder`` (named ``package`` in messages)."""
     out: dict[str, Loaded[B]] = {}
-    for entry in sorted(resources.files(package).iterdir(), key=lambda e: e.name):
+    where = resources.files(package) if folder is None else folder
+    for entry in sorted(where.iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".json"):
             continue
         raw = entry.read_bytes()
@@ -69,14 +82,30 @@ def _load_folder(package: str, model: type[B], id_field: str) -> dict[str, Loade
     return out
 
 
+def _with_extra(
+    shipped: dict[str, Loaded[B]], sub: str, model: type[B], id_field: str
+) -> dict[str, Loaded[B]]:
+    extra = os.environ.get(EXTRA_POLICIES_ENV)
+    folder = Path(extra, sub) if extra else None
+    if folder is None or not folder.is_dir():
+        return shipped
+    added = _load_folder(str(folder), model, id_field, folder)
+    clash = sorted(set(added) & set(shipped))
+    if clash:
+        raise RuntimeError(f"{folder}: {clash} would shadow the shipped policies")
+    return {**shipped, **added}
+
+
 @cache
 def _profiles() -> dict[str, Loaded[PolicyProfile]]:
-    return _load_folder("policies.profiles", PolicyProfile, "profile_id")
+    shipped = _load_folder("policies.profiles", PolicyProfile, "profile_id")
+    return _with_extra(shipped, "profiles", PolicyProfile, "profile_id")
 
 
 @cache
 def _pools() -> dict[str, Loaded[ToolPool]]:
-    return _load_folder("policies.tool_pools", ToolPool, "tool_pool_id")
+    shipped = _load_folder("policies.tool_pools", ToolPool, "tool_pool_id")
+    return _with_extra(shipped, "tool_pools", ToolPool, "tool_pool_id")
 
 
 @cache

@@ -24,6 +24,7 @@ from contracts import (
 from policies import catalog
 from policies.commands import check_argv
 from policies.destinations import match_destination
+from policies.mcp import check_call as check_mcp_call
 from policies.taint import check_plan as check_taint
 
 __all__ = ["RESULT_KEYS", "check_step", "find_results", "gate_plan", "read_only"]
@@ -149,6 +150,8 @@ def check_step(
                 f"step {step.step_id!r} takes a prompt and optional subgoals (strings) only",
                 {**details, "unexpected": list[JsonValue](extra)},
             )
+    elif step.driver_kind is DriverKind.MCP_PROXY:
+        check_mcp_call(step.step_id, step_input, connector)
     return connector
 
 

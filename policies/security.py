@@ -30,6 +30,8 @@ _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.DRIVER_NOT_ALLOWED: ("policy_violation", "medium"),
     ErrorCode.COMMAND_NOT_ALLOWED: ("policy_violation", "high"),
     ErrorCode.DESTINATION_NOT_ALLOWED: ("policy_violation", "high"),
+    ErrorCode.MCP_TOOL_NOT_ALLOWED: ("policy_violation", "high"),
+    ErrorCode.MCP_TOOL_CHANGED: ("instruction_misuse", "critical"),
     ErrorCode.LIMITS_MISSING: ("policy_violation", "medium"),
     ErrorCode.TOO_MANY_STEPS: ("policy_violation", "low"),
     ErrorCode.BUDGET_WIDENED: ("policy_violation", "low"),

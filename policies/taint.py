@@ -40,7 +40,10 @@ NEVER_DATA: Final[dict[DriverKind, tuple[str, ...]]] = {
     DriverKind.HTTP: ("/url", "/method", "/headers", "/save_as"),
     DriverKind.RESTRICTED_SHELL: ("/argv/0",),
     DriverKind.OPENCODE: ("",),  # a prompt or subgoal is an instruction
-    DriverKind.MCP_PROXY: ("",),
+    # The tool is the instruction; its arguments are data a profile may open to
+    # outside values (``tainted_data: {"mcp_proxy": ["/arguments/<name>"]}``): they are
+    # held to the pinned input schema before execution all the same.
+    DriverKind.MCP_PROXY: ("/tool",),
 }
 
 

@@ -30,6 +30,8 @@ COMMANDS = {
     "shim": "run the HTTP API in the foreground",
     "worker": "run one worker in the foreground",
     "doctor": "check what a worker here can do: the sandbox, the database, OpenCode, settings",
+    "mcp-pin": "check an MCP tool pool's pins against its live servers (mcp-pin POOL.json),"
+    " or fetch and write them (--write)",
     "migrate": "create or upgrade the database schema",
     "readonly-role": "PostgreSQL: make the role gatehouse_readonly, which may read the views only",
     "submit": "submit an intent",
@@ -161,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("worker", epilog=_WORKER_ENV + "\n\n" + _EPILOG)
     doctor = add("doctor", epilog="Exit 0 when the sandbox and the database are usable.")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    pin = add("mcp-pin", epilog="Exit 0 when every pin holds (or, with --write, was written).")
+    pin.add_argument("pool", help="a tool pool JSON file with mcp_proxy connectors")
+    pin.add_argument("--write", action="store_true", help="write the live definitions as pins")
     _db_option(add("migrate"))
     _db_option(
         add(
@@ -359,6 +364,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if cmd == "doctor":  # the worker's own checks, as its own program too
         extra = ["--json"] if args.json else []
         os.execv(sys.executable, [sys.executable, "-m", "worker.doctor", *extra])  # noqa: S606
+    if cmd == "mcp-pin":  # it starts MCP servers as a worker would: the worker's program
+        extra = [args.pool, *(["--write"] if args.write else [])]
+        os.execv(sys.executable, [sys.executable, "-m", "worker.mcp_pin", *extra])  # noqa: S606
     if cmd == "opa":
         from shim._opa_cli import run_opa
 

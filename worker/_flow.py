@@ -237,7 +237,8 @@ class _Run:
                     "connector_id": step.connector_id,
                     "output_schema_ref": step.output_schema_ref,
                 }
-                shell = step.driver_kind is DriverKind.RESTRICTED_SHELL
+                # a stdio MCP server is a program too: the same sandbox rule holds
+                shell = step.driver_kind in (DriverKind.RESTRICTED_SHELL, DriverKind.MCP_PROXY)
                 if shell and profile.unsandboxed_shell == "allowed":
                     call["unsandboxed_shell"] = "allowed"
             if self.opa is not None:

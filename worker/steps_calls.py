@@ -356,7 +356,7 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
             kind="tool",
             target=spec.driver_kind.value,
             request=envelope.model_dump(mode="json"),
-            idempotent=_idempotent(spec.connector),
+            idempotent=_idempotent(spec.connector, spec.input),
             reconcile=reconcile if spec.driver_kind is DriverKind.OPENCODE else None,
             boundary=None if spec.boundary is None else boundary,
             settle=None if spec.record is None else settle,
@@ -365,8 +365,15 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
     )
 
 
-def _idempotent(connector: Connector) -> bool:
-    """May an interrupted call to this connector be sent again with the same key?"""
+def _idempotent(connector: Connector, step_input: JsonObject) -> bool:
+    """May an interrupted call to this connector be sent again with the same key?
+
+    MCP has no idempotency keys: only a tool the connector declares read-only
+    may be sent again; any other interrupted MCP call is in doubt.
+    """
+    if connector.driver_kind is DriverKind.MCP_PROXY:
+        tool = step_input.get("tool")
+        return connector.mcp is not None and tool in connector.mcp.read_only_tools
     return connector.driver_kind in _IDEMPOTENT and connector.idempotency == "key"
 
 

@@ -29,6 +29,8 @@ def permissions_of(connector: Connector) -> list[str]:
         ports = "" if d.ports is None else ":" + ",".join(str(p) for p in d.ports)
         grants.append(f"destination:{d.scheme}://{d.host}{ports}{d.path_prefix}")
     grants.extend(f"command:{c.name}" for c in connector.commands)
+    if connector.mcp is not None:
+        grants.extend(f"mcp_tool:{t.name}" for t in connector.mcp.tools)
     return grants
 
 

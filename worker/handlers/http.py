@@ -56,7 +56,7 @@ from worker.handlers._base import (
     limits_of,
 )
 
-__all__ = ["run"]
+__all__ = ["Pinned", "pin_url", "run"]
 
 _TEXT_CAP = 4096
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
@@ -76,7 +76,7 @@ class _HttpInput(BaseModel):
     save_as: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,128}$")
 
 
-class _Pinned:
+class Pinned:
     """Where the request really goes: the checked IP, plus the name it stands for."""
 
     def __init__(self, url: httpx.URL, host_header: str, sni: str | None) -> None:
@@ -111,7 +111,7 @@ def _refuse(message: str, url: str, **extra: str) -> GatehouseError:
     return GatehouseError(ErrorCode.DESTINATION_NOT_ALLOWED, message, details)
 
 
-def _pin(url: str, destination: Destination) -> _Pinned | str:
+def pin_url(url: str, destination: Destination) -> Pinned | str:
     """Resolve and check the host; return the pinned target or a failure message.
 
     httpx parses the URL again, so its reading must agree with the policy's
@@ -155,7 +155,7 @@ def _pin(url: str, destination: Destination) -> _Pinned | str:
         pinned_url = parsed.copy_with(host=str(addresses[0]))
     except httpx.InvalidURL as exc:
         return f"cannot address {addresses[0]}: {exc}"
-    return _Pinned(pinned_url, host_header, sni)
+    return Pinned(pinned_url, host_header, sni)
 
 
 def _read_capped(response: httpx.Response, cap: int, deadline: float) -> tuple[bytes, bool]:
@@ -242,7 +242,7 @@ def _send(envelope: ExecutionEnvelope) -> HandlerResult:
             return _failed(f"the json body is not valid JSON: {exc}")
 
     destination = match_destination(spec.url, connector)
-    pinned = _pin(spec.url, destination)
+    pinned = pin_url(spec.url, destination)
     if isinstance(pinned, str):
         return _failed(pinned)
 

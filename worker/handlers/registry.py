@@ -1,8 +1,7 @@
 """The static handler registry: driver kind → handler, a literal mapping.
 
 No dynamic import, no plugin discovery: what can run is what is written
-here. ``mcp_proxy`` is a known driver kind with no handler in this build; a
-step naming it is refused before anything runs.
+here.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from types import MappingProxyType
 from typing import Final
 
 from contracts import DriverKind
-from worker.handlers import http, noop, opencode, restricted_shell
+from worker.handlers import http, mcp_proxy, noop, opencode, restricted_shell
 from worker.handlers._base import Handler
 
 __all__ = ["HANDLERS"]
@@ -23,5 +22,6 @@ HANDLERS: Final[Mapping[DriverKind, Handler]] = MappingProxyType(
         DriverKind.HTTP: http.run,
         DriverKind.RESTRICTED_SHELL: restricted_shell.run,
         DriverKind.OPENCODE: opencode.run,
+        DriverKind.MCP_PROXY: mcp_proxy.run,
     }
 )

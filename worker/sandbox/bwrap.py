@@ -115,13 +115,25 @@ class Sandbox:
                 args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
         return args
 
-    def run_prefix(self, workspace: Path, limits: SandboxLimits, procs: Path | None) -> list[str]:
-        """The argv to put before the program (which must be an absolute path)."""
+    def run_prefix(
+        self,
+        workspace: Path,
+        limits: SandboxLimits,
+        procs: Path | None,
+        read_only: tuple[str, ...] = (),
+    ) -> list[str]:
+        """The argv to put before the program (which must be an absolute path).
+
+        ``read_only``: more host folders shown read-only at their own paths (a stdio
+        MCP server's interpreter and code); shell steps pass none.
+        """
         args = self.base_args()
         ws = str(workspace)
         private_tmp = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not the host's
-        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", private_tmp,
-                 "--bind", ws, ws, "--chdir", ws, "--",
+        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", private_tmp]
+        for path in read_only:  # after the tmpfs, so a folder under /tmp is not hidden
+            args += ["--ro-bind", path, path]
+        args += ["--bind", ws, ws, "--chdir", ws, "--",
                  "/usr/bin/prlimit", f"--cpu={limits.cpu_s}", f"--as={limits.memory_bytes}",
                  f"--fsize={limits.file_size_bytes}", f"--nofile={limits.open_files}",
                  f"--nproc={limits.processes}", "--"]  # fmt: skip
