@@ -75,6 +75,15 @@ class GatehouseSystem:
             "GATEHOUSE_OPENCODE_STATE": str(folder / "oc"),
             "GATEHOUSE_WORKER_CONCURRENCY": str(WORKER_CONCURRENCY),
         }
+        if not worker:
+            # Intake alone is measured: the door's per-caller rate limits and the queue's
+            # bound (which a shim with no worker fills at once) are lifted for it.
+            self._env |= {
+                "GATEHOUSE_RATE_PER_IDENTITY": "off",
+                "GATEHOUSE_RATE_PER_ADDRESS": "off",
+                "GATEHOUSE_MAX_QUEUED": "100000000",
+                "GATEHOUSE_MAX_QUEUED_PER_SUBMITTER": "100000000",
+            }
         self.procs: list[subprocess.Popen[bytes]] = [self._spawn("shim")]
         wait_healthy(self.base, self.procs[0])
         if worker:

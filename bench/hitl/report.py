@@ -223,7 +223,8 @@ def section(r: Results) -> str:
     lines += [
         "",
         "Ingest under load: a shim with no worker (only the intake is measured; nothing"
-        " runs), intents posted over HTTP from the benchmark's own process by several"
+        " runs; its rate limits and queue bound lifted, which a queue nobody drains would"
+        " hit at once), intents posted over HTTP from the benchmark's own process by several"
         " clients at once; afterwards every accepted intent is looked up: its run row and"
         " its DBOS queue entry. Replay: every succeeded Gatehouse run of the comparison,"
         " replayed from its ledger in the benchmark's process (each tool call served from"
