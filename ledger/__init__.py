@@ -30,10 +30,15 @@ from ledger._db import (
     Conn,
     Database,
     database_unreachable,
+    no_space,
     now_iso,
     open_database,
+    storage_full,
+    system_engine,
 )
 from ledger._migrate import add_missing_views, migrate, pending_migrations
+from ledger._net import PgTimeouts, resolve_pg_timeouts
+from ledger._net import connect as pg_connect
 
 __all__ = [
     "APP_SCHEMA",
@@ -41,6 +46,7 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "Conn",
     "Database",
+    "PgTimeouts",
     "Telemetry",
     "Tls",
     "add_missing_views",
@@ -53,13 +59,18 @@ __all__ = [
     "evidence",
     "intents",
     "migrate",
+    "no_space",
     "now_iso",
     "open_database",
     "pending_migrations",
+    "pg_connect",
     "plan_cards",
     "policy_versions",
     "resolve_database_url",
+    "resolve_pg_timeouts",
     "resolve_telemetry",
     "resolve_tls",
     "runs",
+    "storage_full",
+    "system_engine",
 ]

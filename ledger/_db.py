@@ -7,6 +7,7 @@ entry can commit in one transaction. On SQLite both live in one file (WAL).
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from contracts import ErrorCode, GatehouseError
 from ledger._config_file import DEFAULT_DATABASE_URL
+from ledger._net import PgTimeouts, connect_args, timed_connect
 
 __all__ = [
     "APP_SCHEMA",
@@ -32,9 +34,13 @@ __all__ = [
     "database_unreachable",
     "epoch_sql",
     "is_postgres",
+    "no_space",
     "now_iso",
+    "now_sql",
     "open_database",
     "rows_changed",
+    "storage_full",
+    "system_engine",
 ]
 
 APP_SCHEMA = "gatehouse"
@@ -98,21 +104,47 @@ def sqlalchemy_url(url: str) -> str:
     )
 
 
-def open_database(url: str, pool_size: int = 5) -> Database:
+def open_database(url: str, pool_size: int = 5, timeouts: PgTimeouts | None = None) -> Database:
+    """The engine for Gatehouse's own tables; on PostgreSQL every connection is
+    bounded by ``timeouts`` (the defaults when None), see ``ledger._net``."""
     sa_url = sqlalchemy_url(url)
     if sa_url.startswith("sqlite"):
         engine = sa.create_engine(sa_url, pool_pre_ping=True)
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
     else:
+        bounds = timeouts or PgTimeouts()
         engine = sa.create_engine(
             sa_url,
             pool_size=pool_size,
             max_overflow=pool_size,
             pool_pre_ping=True,
-            connect_args={"options": f"-c search_path={APP_SCHEMA}", "connect_timeout": 5},
+            connect_args=connect_args(bounds, f"-c search_path={APP_SCHEMA}"),
         )
+        event.listen(engine, "do_connect", timed_connect(bounds))
     return Database(url=url, engine=engine)
+
+
+def system_engine(url: str, pool_size: int, timeouts: PgTimeouts | None = None) -> Engine | None:
+    """The engine DBOS keeps its system tables through, on PostgreSQL: DBOS's own
+    engine settings (``dbos._dbos_config``) with ``timeouts`` on every connection.
+    None on SQLite, where DBOS makes its own."""
+    sa_url = sqlalchemy_url(url)
+    if sa_url.startswith("sqlite"):
+        return None
+    bounds = timeouts or PgTimeouts()
+    args = connect_args(bounds)
+    args["application_name"] = "dbos_transact"
+    engine = sa.create_engine(
+        sa_url,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=30,
+        pool_pre_ping=True,
+        connect_args=args,
+    )
+    event.listen(engine, "do_connect", timed_connect(bounds))
+    return engine
 
 
 def ensure_postgres_database(url: str) -> None:
@@ -154,6 +186,44 @@ def database_unreachable(exc: BaseException) -> bool:
     return False
 
 
+# SQLite's primary result code for "database or disk is full"
+_SQLITE_FULL = 13
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def storage_full(exc: BaseException) -> bool:
+    """Whether ``exc``, or anything that caused it, says a disk is full: SQLite's
+    "database or disk is full" (however SQLAlchemy or DBOS wrapped it), an
+    ``OSError`` ENOSPC or EDQUOT from a file write, or ``storage_full`` already
+    translated. Each passes once space is freed."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, GatehouseError) and current.code is ErrorCode.STORAGE_FULL:
+            return True
+        if isinstance(current, sqlite3.Error) and (
+            getattr(current, "sqlite_errorcode", None) == _SQLITE_FULL
+            or "database or disk is full" in str(current)
+        ):
+            return True
+        if isinstance(current, OSError) and current.errno in _NO_SPACE:
+            return True
+        # SQLAlchemy keeps the driver's error in ``orig`` (and, raised from it, as the cause)
+        orig = current.orig if isinstance(current, DBAPIError) else None
+        current = orig or current.__cause__ or current.__context__
+    return False
+
+
+def no_space(what: str, exc: BaseException) -> GatehouseError:
+    """``storage_full`` for a write that found its disk full (translated once, here)."""
+    return GatehouseError(
+        ErrorCode.STORAGE_FULL,
+        f"{what}: the disk is full; nothing was stored",
+        {"problem": str(exc)[:300], "retry_after_s": 5},
+    )
+
+
 def corrupt(table: str, key: str, exc: Exception) -> GatehouseError:
     """A row that failed validation when read back: ``corrupt_record``, never half-valid."""
     return GatehouseError(
@@ -169,6 +239,28 @@ def epoch_sql(expr: str, sqlite: bool) -> str:
         return f"(julianday({expr}) * 86400.0)"
     moment = "now()" if expr == "'now'" else f"CAST({expr} AS timestamptz)"
     return f"EXTRACT(EPOCH FROM {moment})"
+
+
+def now_sql(sqlite: bool) -> str:
+    """SQL for the database's own wall clock as ISO 8601 text in ``now_iso``'s form.
+    On PostgreSQL that is the server's clock (``clock_timestamp()``, not the
+    transaction's start); on SQLite, the clock of the process that runs the SQL."""
+    if sqlite:
+        return "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    return "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+
+def db_clock(conn: Conn) -> datetime:
+    """The database's wall clock, for times several workers compare (due times, leases):
+    one clock for all of them, whatever each worker's own says. SQLite's is this
+    process's clock, as every writer of an embedded database shares its host."""
+    text = conn.execute(sa.text(f"SELECT {now_sql(not is_postgres(conn))}")).scalar_one()
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+
+
+def iso(at: datetime) -> str:
+    """``now_iso``'s form for any moment (comparable as text with it)."""
+    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def is_postgres(conn: Conn) -> bool:

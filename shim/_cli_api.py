@@ -301,7 +301,15 @@ def _reads(api: Client, args: argparse.Namespace) -> int:
                 f"live: a heartbeat within {raw.get('dead_after_s')} s; runs are enqueued"
                 f" for version {raw.get('app_version')}"
             )
-        _show(args, raw, table)
+        listed = _rows(raw, "versions")
+        for v in listed:
+            v["unfinished"] = int(str(v.get("pending", 0))) + int(str(v.get("enqueued", 0)))
+        cols = ["app_version", "current", "unfinished", "pending", "enqueued", "live_workers"]
+        by_version = records("Runs by application version", [*cols, "served"], listed)
+        said = raw.get("warnings") if isinstance(raw, dict) else None
+        if isinstance(said, list) and said:
+            by_version.caption = "\n".join(map(str, said))
+        _show(args, raw, table, by_version)
         return OK
     if cmd == "recipes":
         raw = api.get_json("/recipes")

@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from ledger import open_database
+from contracts import ErrorCode
+from ledger import open_database, storage_full
 from ledger.bundle import export_bundle
 from ledger.bundle_verify import verify_bundle
 from ledger.signing import SigningError, generate_key, load_signing_key, load_verify_key
@@ -82,6 +83,20 @@ def _keygen(args: argparse.Namespace) -> int:
     return OK
 
 
+def _write_whole(out: Path, data: bytes) -> None:
+    """The bundle at ``out`` whole or not at all: written beside it, then renamed over it
+    (a full disk leaves neither a truncated bundle nor the partial file behind)."""
+    part = out.with_name(f".{out.name}.part")
+    try:
+        with part.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        part.replace(out)
+    finally:
+        part.unlink(missing_ok=True)
+
+
 def _export(args: argparse.Namespace) -> int:
     from_env = os.environ.get("GATEHOUSE_SIGNING_KEY")
     key_path = args.key or (Path(from_env) if from_env else None)
@@ -108,7 +123,14 @@ def _export(args: argparse.Namespace) -> int:
         _err(f"no run {args.run_id!r} in {source}")
         return FAILED
     out: Path = args.output or Path(f"{args.run_id}.bundle")
-    out.write_text(json.dumps(bundle, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    try:
+        _write_whole(out, (json.dumps(bundle, indent=1, ensure_ascii=False) + "\n").encode())
+    except OSError as exc:
+        if not storage_full(exc):
+            raise
+        code = ErrorCode.STORAGE_FULL.value
+        _err(f"{code}: cannot write {out}: the disk is full; nothing was written")
+        return FAILED
     content = bundle["content"]
     assert isinstance(content, dict) and isinstance(content["ledger"], dict)
     sys.stdout.write(

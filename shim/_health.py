@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue
 from ledger import Database, database_unreachable, executors, pending_migrations, runs
 
-__all__ = ["planner_missing", "readiness", "workers"]
+__all__ = ["planner_missing", "readiness", "unserved", "versions", "workers"]
 
 
 def _age_s(stamp: str, now: datetime) -> float:
@@ -48,7 +48,63 @@ def workers(db: Database, app_version: str, dead_after_s: float) -> JsonObject:
                 "planners": None if e.planners is None else list[JsonValue](e.planners),
             }
         )
-    return {"workers": rows, "app_version": app_version, "dead_after_s": dead_after_s}
+    listed = versions(db, app_version, dead_after_s)
+    return {
+        "workers": rows,
+        "app_version": app_version,
+        "dead_after_s": dead_after_s,
+        "versions": listed,
+        "warnings": list[JsonValue](unserved(listed)),
+    }
+
+
+def versions(db: Database, app_version: str, dead_after_s: float) -> list[JsonValue]:
+    """Every application version with unfinished runs or live workers: how many runs
+    wait on it (``pending``: started; ``enqueued``: not yet dequeued) and how many
+    live workers serve it. A version with runs and no live worker is ``served: false``:
+    its runs wait until a worker of that version starts."""
+    now = datetime.now(UTC)
+    with db.engine.connect() as conn:
+        loads = {v.app_version: v for v in executors.unfinished_by_version(conn)}
+        found = executors.list_executors(conn)
+    live: dict[str, int] = {}
+    for e in found:
+        if e.reaped_at is None and _age_s(e.heartbeat_at, now) <= dead_after_s:
+            live[e.app_version] = live.get(e.app_version, 0) + 1
+    out: list[JsonValue] = []
+    for version in sorted(set(loads) | set(live) | {app_version}):
+        load = loads.get(version)
+        # A workflow enqueued without a version is dequeued by the latest one: this shim's.
+        serving = live.get(version or app_version, 0)
+        pending = load.pending if load else 0
+        enqueued = load.enqueued if load else 0
+        out.append(
+            {
+                "app_version": version,
+                "current": version in (app_version, ""),
+                "pending": pending,
+                "enqueued": enqueued,
+                "live_workers": serving,
+                "served": serving > 0 or pending + enqueued == 0,
+            }
+        )
+    return out
+
+
+def unserved(listed: list[JsonValue]) -> list[str]:
+    """What to tell an operator about each version whose runs no live worker serves."""
+    said = []
+    for v in listed:
+        if not isinstance(v, dict) or v.get("served") is not False:
+            continue
+        n = int(str(v.get("pending", 0))) + int(str(v.get("enqueued", 0)))
+        said.append(
+            f"{n} unfinished run(s) of application version {v.get('app_version')!r} and no"
+            " live worker of that version: they wait until one starts (the release that"
+            f" started them, GATEHOUSE_APP_VERSION={v.get('app_version')}); keep it until"
+            " they drain"
+        )
+    return said
 
 
 def readiness(db: Database, app_version: str, dead_after_s: float) -> tuple[bool, JsonObject]:
@@ -102,6 +158,11 @@ def readiness(db: Database, app_version: str, dead_after_s: float) -> tuple[bool
         info["oldest_queued_s"] = _age_s(oldest, datetime.now(UTC))
     report = _report(checks)
     report["queue"] = info
+    # Not a readiness condition either (new runs go to this version's workers), but a
+    # run pinned to a version nobody serves would otherwise wait unseen.
+    listed_versions = versions(db, app_version, dead_after_s)
+    report["versions"] = listed_versions
+    report["warnings"] = list[JsonValue](unserved(listed_versions))
     return bool(live), report
 
 

@@ -74,8 +74,12 @@ def start_shim(
     tls: Tls | None = None,
     *,
     extra_env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """uvicorn serving the shim on 127.0.0.1:``port``; HTTPS when ``tls`` is given."""
+    """uvicorn serving the shim on 127.0.0.1:``port``; HTTPS when ``tls`` is given.
+
+    ``cwd``: the folder uvicorn imports the shim from (and reads dbos-config.yaml in);
+    by default this process's own, an upgrade test names another release's tree."""
     env = _env(
         {
             "GATEHOUSE_DATABASE_URL": database_url,
@@ -106,6 +110,7 @@ def start_shim(
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            cwd=cwd,
         )
 
 

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 import psycopg
 
 from contracts import RunStatus
+from ledger import PgTimeouts, pg_connect
 from ledger.runs import STATUS_CHANNEL
 
 __all__ = ["DEFAULT_UNTIL", "RunWatch", "parse_until"]
@@ -59,9 +60,12 @@ def parse_until(raw: str | None) -> frozenset[RunStatus]:
 class RunWatch:
     """Wakes the requests waiting on a run when its status may have changed."""
 
-    def __init__(self, database_url: str, postgres: bool) -> None:
+    def __init__(
+        self, database_url: str, postgres: bool, timeouts: PgTimeouts | None = None
+    ) -> None:
         self._url = database_url.replace("postgresql+psycopg://", "postgresql://", 1)
         self._postgres = postgres
+        self._timeouts = timeouts or PgTimeouts()
         self._lock = threading.Lock()
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._stop = threading.Event()
@@ -143,7 +147,7 @@ class RunWatch:
     def _listen_loop(self) -> None:
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
+                with pg_connect(self._url, self._timeouts, autocommit=True) as conn:
                     conn.execute(f"LISTEN {STATUS_CHANNEL}")
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=1.0):
