@@ -132,6 +132,7 @@ class ErrorCode(Enum):
     NO_WORKER = "no_worker"
     CONFIG_INVALID = "config_invalid"
     INTERNAL_ERROR = "internal_error"
+    STORAGE_FULL = "storage_full"
 
     @property
     def spec(self) -> ErrorSpec:
@@ -545,6 +546,13 @@ _SPECS: dict[ErrorCode, ErrorSpec] = {
         False,
         "dbos-config.yaml or the notifications file cannot be read, is not YAML,"
         " or has a wrong value.",
+    ),
+    ErrorCode.STORAGE_FULL: ErrorSpec(
+        5006,
+        507,
+        True,
+        "The disk holding the database, the workspaces or the evidence files is full;"
+        " nothing was stored; send it again after Retry-After s, once space is freed.",
     ),
 }
 

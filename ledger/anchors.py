@@ -16,6 +16,7 @@ in-doubt call resolved after the run ended) still holds: its entry is unchanged.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from contracts import JsonObject, JsonValue, canonical_json
-from ledger._db import Conn, now_iso
+from ledger._db import Conn, no_space, now_iso, storage_full
 from ledger.signing import SigningKey, jcs_digest, sign_envelope
 
 __all__ = [
@@ -105,13 +106,31 @@ def record_checkpoint(
 
 
 def append_line(path: Path, record: JsonObject) -> None:
-    """One line at the end of the anchor file, on disk before this returns."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """One whole line at the end of the anchor file, on disk before this returns.
+
+    A full disk (ENOSPC, or a short write) is ``storage_full``, and the file is cut
+    back to where it ended: a half line would glue itself to the next checkpoint
+    appended, and that one would no longer read as a checkpoint."""
     line = (canonical_json(record) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line)
-        os.fsync(fd)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if not storage_full(exc):
+            raise
+        raise no_space(f"the anchor file {path}", exc) from exc
+    try:
+        end = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(errno.ENOSPC, f"wrote {written} of {len(line)} bytes")
+            os.fsync(fd)
+        except OSError as exc:
+            if not storage_full(exc):
+                raise
+            os.ftruncate(fd, end)  # frees what the partial line took: cannot itself need space
+            raise no_space(f"the anchor file {path}", exc) from exc
     finally:
         os.close(fd)
 

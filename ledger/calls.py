@@ -252,7 +252,10 @@ def list_calls(conn: Conn, run_id: str) -> list[CallView]:
         sa.text(
             "SELECT op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
             " response_digest, error_code, started_at, finished_at, duration_ms"
-            " FROM calls WHERE run_id = :r ORDER BY started_at, op_key"
+            # the chain's order, never a worker's wall clock (which may have been stepped);
+            # calls not chained yet (started, in doubt) come last
+            " FROM calls WHERE run_id = :r ORDER BY chain_seq IS NULL, chain_seq, started_at,"
+            " op_key"
         ),
         {"r": run_id},
     ).all()

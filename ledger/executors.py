@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from ledger._db import Conn
+from ledger._db import Conn, is_postgres, now_sql, rows_changed
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,31 @@ class Executor:
     planners: tuple[str, ...] | None = None  # None: the worker did not say (older build)
 
 
-__all__ = ["Executor", "heartbeat", "list_executors", "mark_reaped", "stale", "take_lease"]
+__all__ = [
+    "Executor",
+    "Lease",
+    "VersionLoad",
+    "beats",
+    "heartbeat",
+    "lease",
+    "list_executors",
+    "mark_reaped",
+    "renew_lease",
+    "requeue_errored",
+    "seize_lease",
+    "unfinished_by_version",
+]
+
+
+@dataclass(frozen=True)
+class VersionLoad:
+    """The unfinished workflows DBOS holds under one application version. Only a worker
+    of that version runs them: DBOS recovers a PENDING workflow under the version it
+    started with, and dequeues an ENQUEUED one only on a worker of its version."""
+
+    app_version: str  # "" for a workflow enqueued without one (the latest version takes it)
+    pending: int  # started: working, or waiting for a decision or input
+    enqueued: int  # waiting to be dequeued (new, or handed over from a dead worker)
 
 
 def heartbeat(
@@ -33,19 +57,23 @@ def heartbeat(
     app_version: str,
     hostname: str,
     pid: int,
-    now: str,
+    now: str | None = None,
     planners: tuple[str, ...] = (),
 ) -> None:
     """This worker is alive now (and can run these planners). A worker coming back
-    clears its reaped mark."""
+    clears its reaped mark. The heartbeat counter moves by one.
+
+    ``now`` None (what workers pass) stamps the row with the database's clock, so
+    ages read from it do not depend on the wall clock of the worker that wrote it."""
+    stamp = ":t" if now is not None else now_sql(not is_postgres(conn))
     conn.execute(
         sa.text(
-            "INSERT INTO executors (executor_id, app_version, hostname, pid, started_at,"
-            " heartbeat_at, planners) VALUES (:e, :v, :h, :p, :t, :t, :pl)"
+            "INSERT INTO executors (executor_id, app_version, hostname, pid, started_at,"  # noqa: S608  (stamp is one of two constant SQL expressions)
+            f" heartbeat_at, planners) VALUES (:e, :v, :h, :p, {stamp}, {stamp}, :pl)"
             " ON CONFLICT (executor_id) DO UPDATE SET app_version = excluded.app_version,"
             " hostname = excluded.hostname, pid = excluded.pid,"
             " heartbeat_at = excluded.heartbeat_at, reaped_at = NULL,"
-            " planners = excluded.planners"
+            " planners = excluded.planners, beat = executors.beat + 1"
         ),
         {
             "e": executor_id,
@@ -58,41 +86,71 @@ def heartbeat(
     )
 
 
-def take_lease(conn: Conn, *, name: str, holder: str, now: str, until: str) -> bool:
-    """Hold lease ``name`` until ``until`` if it is free, expired or already ours."""
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a lease, and its counter (moved by every renewal)."""
+
+    holder: str
+    beat: int
+
+
+def lease(conn: Conn, name: str) -> Lease | None:
+    row = conn.execute(
+        sa.text("SELECT holder, beat FROM leases WHERE name = :n"), {"n": name}
+    ).first()
+    return None if row is None else Lease(str(row[0]), int(row[1]))
+
+
+def renew_lease(conn: Conn, *, name: str, holder: str, until: str) -> bool:
+    """Take lease ``name`` if nobody holds it, or renew it if ``holder`` does (its
+    counter moves). ``until`` is informational: expiry is judged by the contenders,
+    from the counter (see ``seize_lease``), never from a clock."""
     conn.execute(
         sa.text(
-            "INSERT INTO leases (name, holder, expires_at) VALUES (:n, :h, :u)"
-            " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
-            " expires_at = excluded.expires_at"
-            " WHERE leases.expires_at < :now OR leases.holder = excluded.holder"
+            "INSERT INTO leases (name, holder, expires_at, beat) VALUES (:n, :h, :u, 1)"
+            " ON CONFLICT (name) DO UPDATE SET expires_at = excluded.expires_at,"
+            " beat = leases.beat + 1 WHERE leases.holder = excluded.holder"
         ),
-        {"n": name, "h": holder, "u": until, "now": now},
+        {"n": name, "h": holder, "u": until},
     )
-    row = conn.execute(sa.text("SELECT holder FROM leases WHERE name = :n"), {"n": name}).first()
-    return row is not None and row[0] == holder
+    held = lease(conn, name)
+    return held is not None and held.holder == holder
 
 
-def stale(conn: Conn, *, cutoff: str, app_version: str, me: str) -> list[str]:
-    """Executors of this version whose last heartbeat is older than ``cutoff``."""
-    rows = conn.execute(
-        sa.text(
-            "SELECT executor_id FROM executors WHERE heartbeat_at < :c AND reaped_at IS NULL"
-            " AND app_version = :v AND executor_id <> :me ORDER BY executor_id"
-        ),
-        {"c": cutoff, "v": app_version, "me": me},
-    ).all()
-    return [str(r[0]) for r in rows]
-
-
-def mark_reaped(conn: Conn, *, executor_id: str, cutoff: str, now: str) -> bool:
-    """Mark a dead executor handed over; False if it sent a heartbeat meanwhile."""
+def seize_lease(conn: Conn, *, name: str, holder: str, seen: Lease, until: str) -> bool:
+    """Take over lease ``name`` from a holder that stopped renewing it: only if it
+    is still exactly as the caller saw it (same holder, same counter)."""
     done = conn.execute(
         sa.text(
-            "UPDATE executors SET reaped_at = :t WHERE executor_id = :e AND heartbeat_at < :c"
+            "UPDATE leases SET holder = :h, expires_at = :u, beat = beat + 1"
+            " WHERE name = :n AND holder = :old AND beat = :b RETURNING name"
+        ),
+        {"n": name, "h": holder, "u": until, "old": seen.holder, "b": seen.beat},
+    ).first()
+    return done is not None
+
+
+def beats(conn: Conn, *, app_version: str, me: str) -> dict[str, int]:
+    """The heartbeat counter of every other unreaped executor of this version."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT executor_id, beat FROM executors WHERE reaped_at IS NULL"
+            " AND app_version = :v AND executor_id <> :me ORDER BY executor_id"
+        ),
+        {"v": app_version, "me": me},
+    ).all()
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def mark_reaped(conn: Conn, *, executor_id: str, beat: int, now: str) -> bool:
+    """Mark a dead executor handed over; False if it sent a heartbeat meanwhile
+    (its counter moved past ``beat``)."""
+    done = conn.execute(
+        sa.text(
+            "UPDATE executors SET reaped_at = :t WHERE executor_id = :e AND beat = :b"
             " AND reaped_at IS NULL RETURNING executor_id"
         ),
-        {"t": now, "e": executor_id, "c": cutoff},
+        {"t": now, "e": executor_id, "b": beat},
     ).first()
     return done is not None
 
@@ -118,3 +176,54 @@ def list_executors(conn: Conn) -> list[Executor]:
         )
         for r in rows
     ]
+
+
+def unfinished_by_version(conn: Conn) -> list[VersionLoad]:
+    """Per application version, the workflows not finished yet (DBOS's tables; none
+    before DBOS made them, as on a database no worker has started on yet)."""
+    postgres = is_postgres(conn)
+    probe = (
+        "SELECT to_regclass('dbos.workflow_status')"
+        if postgres
+        else "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'workflow_status'"
+    )
+    if not conn.execute(sa.text(probe)).scalar():
+        return []
+    wf = "dbos.workflow_status" if postgres else "workflow_status"
+    rows = conn.execute(
+        sa.text(
+            "SELECT COALESCE(application_version, ''),"  # noqa: S608  (a fixed table name)
+            " SUM(CASE WHEN status = 'PENDING' THEN 1 ELSE 0 END),"
+            " SUM(CASE WHEN status = 'ENQUEUED' THEN 1 ELSE 0 END)"
+            f" FROM {wf} WHERE status IN ('PENDING', 'ENQUEUED')"
+            " GROUP BY COALESCE(application_version, '') ORDER BY 1"
+        )
+    ).all()
+    return [VersionLoad(str(r[0]), int(r[1]), int(r[2])) for r in rows]
+
+
+def requeue_errored(conn: Conn, workflow_id: str, queue_name: str) -> bool:
+    """Put a workflow DBOS ended in ``ERROR`` back on ``queue_name``, as
+    ``DBOS.resume_workflow`` does for any other unfinished one (which leaves an
+    ``ERROR`` alone). Only for a run whose Gatehouse row has not ended: the worker
+    calls it for a run a full disk stopped mid-way whose error DBOS managed to
+    record (a write squeezed into the full disk), which would otherwise stay
+    ``running`` for good."""
+    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    now_ms = (
+        "(EXTRACT(EPOCH FROM now()) * 1000)::bigint"
+        if is_postgres(conn)
+        else ("CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)")
+    )
+    done = conn.execute(
+        sa.text(
+            f"UPDATE {wf} SET status = 'ENQUEUED', queue_name = :q, owner_xid = NULL,"  # noqa: S608
+            " recovery_attempts = 0, workflow_deadline_epoch_ms = NULL,"
+            " deduplication_id = NULL, started_at_epoch_ms = NULL, completed_at = NULL,"
+            f" updated_at = {now_ms}"
+            " WHERE workflow_uuid = :w AND status = 'ERROR' AND EXISTS (SELECT 1 FROM"
+            " runs r WHERE r.run_id = :w AND r.finished_at IS NULL)"
+        ),
+        {"q": queue_name, "w": workflow_id},
+    )
+    return rows_changed(done) > 0

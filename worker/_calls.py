@@ -30,7 +30,7 @@ from dbos import DBOS
 from sqlalchemy.engine import Connection
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
-from ledger import calls, database_unreachable, evidence
+from ledger import calls, database_unreachable, evidence, storage_full
 from worker._crash import maybe_crash
 from worker._runtime import runtime
 from worker._tracing import annotate
@@ -87,9 +87,9 @@ def _ledger_tx(fn: Callable[[Connection], T]) -> T:
             with runtime().db.engine.begin() as conn:
                 return fn(conn)
         except Exception as exc:
-            if not database_unreachable(exc):
+            if not (database_unreachable(exc) or storage_full(exc)):
                 raise
-            _log.warning("ledger: the database is not reachable; retrying in %.1f s", delay)
+            _log.warning("ledger: the database cannot take the write; retrying in %.1f s", delay)
             time.sleep(delay)
             delay = min(_DB_RETRY_CAP_S, delay * 2)
 

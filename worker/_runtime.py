@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dbos import SQLAlchemyDatasource
+from sqlalchemy.engine import Engine
 
 from contracts import DriverKind
 from ledger import Database
@@ -23,6 +24,8 @@ class Runtime:
     # The handlers the coordinator delivers to; None is the static registry
     # (worker/handlers/registry.py). Only tests pass others, through launch().
     handlers: Mapping[DriverKind, Handler] | None = None
+    # The engine DBOS keeps its system tables through (PostgreSQL; None: DBOS's own).
+    sys_engine: Engine | None = None
 
 
 _current: list[Runtime] = []

@@ -33,6 +33,7 @@ from policies import catalog
 from policies.templates import compile_template
 from worker._calls import Call, Performed, call_step, refusal, through_ledger
 from worker._runtime import runtime
+from worker._storage import wait_for_space
 from worker.coordinator.budgets import Spent
 from worker.coordinator.envelopes import build_envelope
 from worker.coordinator.executor import check, deliver, performed_of
@@ -313,9 +314,14 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
 
     def delivered() -> ExecutionEnvelope:
         workspace = settings.workspace_root / spec.run_id
-        workspace.mkdir(parents=True, exist_ok=True)
-        if spec.opa is not None:  # the archive, in the workspace before the step runs
-            unpack(settings, workspace, spec.opa)
+
+        def prepare() -> None:
+            workspace.mkdir(parents=True, exist_ok=True)
+            if spec.opa is not None:  # the archive, in the workspace before the step runs
+                unpack(settings, workspace, spec.opa)
+
+        # Before the handler runs, nothing has taken effect: a full disk is waited out.
+        wait_for_space(f"workspace of {spec.run_id}", prepare)
         return envelope.bound(workspace)
 
     def reconcile(_key: str) -> Performed | None:

@@ -25,7 +25,7 @@ from contracts import (
     RunStatus,
     ToolPool,
 )
-from ledger import runs
+from ledger import runs, storage_full
 from worker import cancel as _cancel
 from worker import explain as _explain  # registers the explain workflow with DBOS
 from worker import records as rec
@@ -33,6 +33,7 @@ from worker import replay as _replay  # registers the replay workflow with DBOS
 from worker._crash import RUN, maybe_crash
 from worker._flow import run_intent
 from worker._runtime import runtime
+from worker._storage import stranded
 from worker._tracing import annotate
 from worker.opa import pack_output
 from worker.records import BeginResult, GateResult, RunEnd, StepRecord
@@ -176,7 +177,12 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
     annotate(run_id=run_id)
     if run_id != job.run_id:
         _registered_fork(run_id)
-    return run_intent(job, run_id, LivePorts())
+    try:
+        return run_intent(job, run_id, LivePorts())
+    except Exception as exc:
+        if storage_full(exc):
+            stranded(run_id)  # resumed from its checkpoints once space is freed
+        raise
 
 
 def _registered_fork(workflow_id: str) -> None:

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 from contracts import JsonObject
 from ledger import Conn, database_unreachable
 from worker._runtime import runtime
+from worker._storage import wait_for_space
 
 __all__ = ["atomic_tx", "exec_id", "session", "tx"]
 
@@ -32,13 +33,18 @@ _open: ContextVar[Connection | None] = ContextVar("gatehouse_records_tx", defaul
 def tx(name: str, fn: Callable[[JsonObject], JsonObject], arg: JsonObject) -> JsonObject:
     """Run ``fn`` (idempotent) in one transaction, as the DBOS step ``name``."""
 
-    def body(a: JsonObject) -> JsonObject:
+    def once(a: JsonObject) -> JsonObject:
         with runtime().db.engine.begin() as conn:
             token = _open.set(conn)
             try:
                 return fn(a)
             finally:
                 _open.reset(token)
+
+    def body(a: JsonObject) -> JsonObject:
+        # A full disk rolls the transaction back (nothing half-written) and is waited out
+        # here: the step stays not-complete until its rows (and anchor line) are stored.
+        return wait_for_space(name, lambda: once(a))
 
     return DBOS.run_step(
         {

@@ -1,0 +1,62 @@
+"""A run a full disk stopped, whose error DBOS managed to record, is put back on the
+queue (``ledger.executors.requeue_errored``, called by ``worker._storage``) and runs
+on from its checkpoints; a run that has ended is never touched. Both databases."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contracts import INTENT_QUEUE
+from ledger import executors, open_database
+from tests.conftest import require_backend
+from tests.support.stack import BACKENDS, Stack, running_stack
+
+
+@pytest.fixture(params=BACKENDS)
+def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
+    require_backend(request.param)
+    with running_stack(request.param, tmp_path) as s:
+        s.tampered = True  # the test rewrites DBOS's status behind its back
+        yield s
+
+
+def _wf(stack: Stack) -> str:
+    return "workflow_status" if stack.database_url.startswith("sqlite") else "dbos.workflow_status"
+
+
+def _status(stack: Stack, run_id: str) -> str:
+    rows = stack.sql(f"SELECT status FROM {_wf(stack)} WHERE workflow_uuid = :w", w=run_id)
+    return str(rows[0][0])
+
+
+def test_an_errored_unfinished_run_goes_back_on_the_queue_and_ends(stack: Stack) -> None:
+    run_id = stack.finished_run(2, "requeue")
+    db = open_database(stack.database_url)
+    try:
+        stack.execute(
+            f"UPDATE {_wf(stack)} SET status = 'ERROR' WHERE workflow_uuid = :w", w=run_id
+        )
+        with db.engine.begin() as conn:  # the run has ended: left alone
+            assert executors.requeue_errored(conn, run_id, INTENT_QUEUE) is False
+        assert _status(stack, run_id) == "ERROR"
+        # As a full disk leaves it: DBOS says ERROR, the run never ended.
+        stack.execute("UPDATE runs SET finished_at = NULL WHERE run_id = :r", r=run_id)
+        with db.engine.begin() as conn:
+            assert executors.requeue_errored(conn, run_id, INTENT_QUEUE) is True
+        deadline = time.monotonic() + 60
+        while _status(stack, run_id) != "SUCCESS" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        # Run on from its checkpoints: it ended again, and no call ran twice.
+        assert _status(stack, run_id) == "SUCCESS"
+        calls = stack.sql(
+            "SELECT COUNT(*), COUNT(DISTINCT op_key) FROM calls WHERE run_id = :r", r=run_id
+        )
+        assert calls[0][0] == calls[0][1] == 2
+        with db.engine.begin() as conn:  # SUCCESS now: nothing to do
+            assert executors.requeue_errored(conn, run_id, INTENT_QUEUE) is False
+    finally:
+        db.dispose()
