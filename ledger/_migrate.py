@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledger._db import APP_SCHEMA, Database, ensure_postgres_database, epoch_sql, now_iso
+from ledger._net import long_statements
 from ledger.readonly import grant_views
 
 __all__ = ["add_missing_views", "migrate", "migration_files", "pending_migrations", "view_files"]
@@ -134,7 +135,9 @@ def migrate(db: Database) -> list[int]:
     if not db.is_sqlite:
         ensure_postgres_database(db.url)
     applied: list[int] = []
-    with db.engine.begin() as conn:
+    # A migration may take long on a big database (or wait long for the lock):
+    # the connection bounds of ledger._net are lifted for it.
+    with db.engine.begin() as conn, long_statements(conn):
         if not db.is_sqlite:  # (SQLite: BEGIN IMMEDIATE already holds the write lock)
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK})
             conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {APP_SCHEMA}")

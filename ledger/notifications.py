@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import sqlalchemy as sa
 
 from contracts import JsonObject, canonical_json
 from contracts._json import sha256_hex
-from ledger._db import Conn, now_iso, rows_changed
+from ledger._db import Conn, db_clock, iso, now_iso, rows_changed
 
 __all__ = [
     "Delivery",
@@ -80,8 +81,9 @@ def clear_pending(conn: Conn, run_id: str, seq: int) -> None:
 def add_delivery(
     conn: Conn, *, run_id: str, seq: int, event: str, sink_id: str, payload: JsonObject
 ) -> bool:
-    """One delivery row; False when it is already there (fanned out before)."""
-    now = now_iso()
+    """One delivery row, due now by the database's clock; False when it is already
+    there (fanned out before)."""
+    now = iso(db_clock(conn))
     result = conn.execute(
         sa.text(
             "INSERT INTO notification_deliveries (delivery_id, run_id, seq, event, sink_id,"
@@ -119,9 +121,12 @@ def _delivery(r: Sequence[object]) -> Delivery:
                     None if r[8] is None else str(r[8]))  # fmt: skip
 
 
-def claim_due(conn: Conn, owner: str, lease_until: str, limit: int = 20) -> list[Delivery]:
-    """Pending deliveries due now and not held by a live lease, now held by ``owner``."""
-    now = now_iso()
+def claim_due(conn: Conn, owner: str, lease_s: float, limit: int = 20) -> list[Delivery]:
+    """Pending deliveries due now and not held by a live lease, now held by ``owner`` for
+    ``lease_s``. Due times and leases are on the database's clock, so a worker whose
+    own clock is stepped neither sends early nor takes over a live lease."""
+    clock = db_clock(conn)
+    now, lease_until = iso(clock), iso(clock + timedelta(seconds=lease_s))
     ids = [
         str(r[0])
         for r in conn.execute(
@@ -161,8 +166,11 @@ def mark_delivered(conn: Conn, delivery: str, owner: str) -> None:
 
 
 def mark_failed(
-    conn: Conn, delivery: str, owner: str, *, error: str, next_attempt_at: str, give_up: bool
+    conn: Conn, delivery: str, owner: str, *, error: str, retry_in_s: float, give_up: bool
 ) -> None:
+    """Record a failed attempt; the next is due ``retry_in_s`` from now by the
+    database's clock (or never, when given up)."""
+    next_attempt_at = iso(db_clock(conn) + timedelta(seconds=retry_in_s))
     conn.execute(
         sa.text(
             "UPDATE notification_deliveries SET attempts = attempts + 1, last_error = :e,"

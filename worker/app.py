@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Mapping
 
+import sqlalchemy as sa
 from dbos import DBOS, DBOSConfig, SQLAlchemyDatasource
 from dbos._serialization import DBOSPortableJSON
 
@@ -29,12 +30,14 @@ from ledger import (
     migrate,
     open_database,
     policy_versions,
+    system_engine,
 )
 from ledger.policy_versions import PolicyVersion
 from policies import catalog
 from worker import workflow as _workflow  # registers the workflow with DBOS
-from worker._reaper import Reaper, heartbeat
+from worker._reaper import Reaper, beating
 from worker._runtime import Runtime, install, runtime
+from worker._storage import wait_out_full_disk
 from worker._tracing import set_tracing
 from worker.handlers._base import Handler
 from worker.notify import Notifier
@@ -63,16 +66,24 @@ class LaunchStoppedError(Exception):
     """The worker was told to stop while it was still waiting for the database."""
 
 
-def dbos_config(settings: WorkerSettings) -> DBOSConfig:
+# DBOS's system-database pool (its connections to the dbos schema).
+_SYS_DB_POOL_SIZE = 10
+
+
+def dbos_config(settings: WorkerSettings, engine: sa.Engine | None = None) -> DBOSConfig:
+    """DBOS's settings; ``engine`` (``ledger.system_engine``, PostgreSQL) is the
+    system-database engine DBOS uses instead of making one, so its connections
+    carry Gatehouse's connection bounds (GATEHOUSE_PG_*) too."""
     traces = settings.telemetry
     return {
         "name": "gatehouse",
         "system_database_url": settings.database_url,
+        "system_database_engine": engine,
         "serializer": DBOSPortableJSON,
         "application_version": settings.app_version,
         "executor_id": settings.executor_id,
         "log_level": "WARNING",
-        "sys_db_pool_size": 10,
+        "sys_db_pool_size": _SYS_DB_POOL_SIZE,
         # SQLite has no LISTEN/NOTIFY: DBOS polls for the messages that wake waits.
         "notification_listener_polling_interval_sec": settings.wake_poll_s,
         # OpenTelemetry: a span per run and per step, exported over OTLP/HTTP when
@@ -102,37 +113,42 @@ def keep_catalog(db: Database) -> int:
 def _launch_once(
     settings: WorkerSettings, handlers: Mapping[DriverKind, Handler] | None = None
 ) -> Runtime:
-    db: Database = open_database(settings.database_url)
+    db: Database = open_database(settings.database_url, timeouts=settings.pg_timeouts)
+    sys_engine = system_engine(settings.database_url, _SYS_DB_POOL_SIZE, settings.pg_timeouts)
     constructed = False
     try:
         migrate(db)
         keep_catalog(db)
-        # Alive before DBOS resumes anything: a reaper that saw this worker's old
-        # heartbeat must not hand over the runs it is about to recover itself.
-        heartbeat(settings, db)
-        settings.workspace_root.mkdir(parents=True, exist_ok=True)
-        set_tracing(settings.telemetry.enabled)
-        DBOS(config=dbos_config(settings))
-        constructed = True
-        ds = SQLAlchemyDatasource.create(
-            settings.database_url, engine=db.engine, serializer=DBOSPortableJSON
-        )
-        rt = Runtime(settings=settings, db=db, ds=ds, handlers=handlers)
-        install(rt)
-        DBOS.listen_queues([INTENT_QUEUE])
-        DBOS.launch()
-        add_missing_views(db)  # those over DBOS's tables, which exist from here on
-        DBOS.register_queue(
-            INTENT_QUEUE,
-            worker_concurrency=settings.worker_concurrency,
-            polling_interval_sec=settings.queue_poll_s,
-        )
+        # Alive before DBOS resumes anything, and all through the start: a reaper that
+        # saw this worker's old heartbeat must not hand over the runs it is about to
+        # recover itself, nor take a slow start for a death.
+        with beating(settings, db):
+            settings.workspace_root.mkdir(parents=True, exist_ok=True)
+            set_tracing(settings.telemetry.enabled)
+            DBOS(config=dbos_config(settings, sys_engine))
+            constructed = True
+            ds = SQLAlchemyDatasource.create(
+                settings.database_url, engine=db.engine, serializer=DBOSPortableJSON
+            )
+            wait_out_full_disk(ds)
+            rt = Runtime(settings=settings, db=db, ds=ds, handlers=handlers, sys_engine=sys_engine)
+            install(rt)
+            DBOS.listen_queues([INTENT_QUEUE])
+            DBOS.launch()
+            add_missing_views(db)  # those over DBOS's tables, which exist from here on
+            DBOS.register_queue(
+                INTENT_QUEUE,
+                worker_concurrency=settings.worker_concurrency,
+                polling_interval_sec=settings.queue_poll_s,
+            )
     except BaseException:
         # A half-launched DBOS holds threads and connections: undo it so the
         # next attempt starts clean.
         if constructed:
             DBOS.destroy(workflow_completion_timeout_sec=0)
         db.dispose()
+        if sys_engine is not None:
+            sys_engine.dispose()
         raise
     return rt
 
@@ -196,6 +212,8 @@ def shutdown() -> None:
     DBOS.destroy(workflow_completion_timeout_sec=0)
     stop_running_server()  # the OpenCode server stops with its worker
     rt.db.dispose()
+    if rt.sys_engine is not None:
+        rt.sys_engine.dispose()  # DBOS does not dispose of an engine it was given
 
 
 def main() -> None:

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError, NotifyConfig
-from ledger import Telemetry, resolve_database_url, resolve_telemetry
+from ledger import (
+    PgTimeouts,
+    Telemetry,
+    resolve_database_url,
+    resolve_pg_timeouts,
+    resolve_telemetry,
+)
 from ledger.anchors import DEFAULT_ANCHOR_FILE
 from ledger.signing import SigningError, load_signing_key
 from ledger.signing import SigningKey as EvidenceKey
@@ -52,6 +58,8 @@ class WorkerSettings:
     signing_key: EvidenceKey | None = None
     # GATEHOUSE_ANCHOR_FILE: where each run's checkpoint is appended, outside the database
     anchor_file: Path = Path(DEFAULT_ANCHOR_FILE)
+    # GATEHOUSE_PG_*: how long a PostgreSQL connection may go unanswered (ledger._net).
+    pg_timeouts: PgTimeouts = field(default_factory=PgTimeouts)
 
     def planners(self) -> tuple[str, ...]:
         """The recipe planners this worker can run (its heartbeat says so): a template
@@ -117,6 +125,7 @@ class WorkerSettings:
             telemetry=resolve_telemetry(e),
             signing_key=evidence_key(e),
             anchor_file=Path(e.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE).resolve(),
+            pg_timeouts=resolve_pg_timeouts(e),
         )
 
 

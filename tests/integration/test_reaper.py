@@ -11,25 +11,15 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shim._procs import start_worker, stop
-from tests.conftest import require_backend
-from tests.support.stack import BACKENDS, drop_database, fresh_database_url, shim_client
+from tests.support.stack import shim_client
 
 FAST = {"GATEHOUSE_HEARTBEAT_S": "0.5", "GATEHOUSE_DEAD_AFTER_S": "3"}
-
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    require_backend(request.param)
-    url = fresh_database_url(request.param, tmp_path)
-    yield url
-    drop_database(url)
 
 
 def _until(check: Any, timeout: float, what: str) -> Any:

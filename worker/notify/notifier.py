@@ -23,10 +23,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from contracts import GatehouseError, NotifyConfig, Sink
 from ledger import Database
+from ledger._db import db_clock
 from ledger.notifications import (
     add_delivery,
     claim_due,
@@ -44,10 +45,6 @@ __all__ = ["Notifier"]
 
 _log = logging.getLogger("gatehouse.notify")
 _ESCALATION_EVERY_S = 2.0
-
-
-def _iso(at: datetime) -> str:
-    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _parse(at: str) -> datetime:
@@ -115,9 +112,11 @@ class Notifier(threading.Thread):
     def escalate(self) -> int:
         if not self.config.escalation_sinks:
             return 0
-        now = datetime.now(UTC)
         added = 0
         with self.db.engine.begin() as conn:
+            # One clock for every worker that checks; the wait's start (``since``) is
+            # still as the worker that wrote its event stamped it.
+            now = db_clock(conn)
             for waiting in waiting_approvals(conn):
                 after = self.escalate_after(waiting.policy_profile)
                 if after is None or (now - _parse(waiting.since)).total_seconds() < after:
@@ -131,10 +130,8 @@ class Notifier(threading.Thread):
         return added
 
     def deliver(self) -> int:
-        now = datetime.now(UTC)
-        until = _iso(now + timedelta(seconds=self.config.lease_s))
         with self.db.engine.begin() as conn:
-            claimed = claim_due(conn, self.owner, until)
+            claimed = claim_due(conn, self.owner, self.config.lease_s)
         sent = 0
         for delivery in claimed:
             sink = self.sinks.get(delivery.sink_id)
@@ -152,7 +149,7 @@ class Notifier(threading.Thread):
                     ", given up" if give_up else "", exc)  # fmt: skip
                 with self.db.engine.begin() as conn:
                     mark_failed(conn, delivery.delivery_id, self.owner, error=str(exc),
-                                next_attempt_at=_iso(datetime.now(UTC) + timedelta(seconds=wait)),
+                                retry_in_s=wait,
                                 give_up=give_up)  # fmt: skip
                 continue
             with self.db.engine.begin() as conn:
