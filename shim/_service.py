@@ -4,8 +4,9 @@ The shim never runs a workflow. It reaches workers only through the
 database: intent and run rows plus the queue entry commit in one
 transaction (``DBOSClient.enqueue_in_transaction``); a decision is a
 ``plan_approvals`` row, then a ``send`` that wakes the waiting workflow.
-Decisions (``shim._decide``), cancels (``shim._cancel``) and what operators
-ask (``shim._operators``) have modules of their own.
+Intents (``shim._submit``), decisions (``shim._decide``), cancels
+(``shim._cancel``) and what operators ask (``shim._operators``) have modules of
+their own.
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from dbos import DBOS, DBOSClient
+from dbos._client import DEFAULT_CLIENT_POOL_SIZE
 from dbos._serialization import DBOSPortableJSON
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 
 from contracts import (
-    INTENT_QUEUE,
-    INTENT_WORKFLOW,
     ApprovalRequest,
     CallResolution,
     CallResolved,
@@ -30,27 +29,23 @@ from contracts import (
     CancelRequest,
     Decision,
     DecisionAccepted,
-    Episode,
     EpisodeView,
     ErrorCode,
     ForkAccepted,
     ForkRequest,
     GatehouseError,
     IntentAccepted,
-    IntentJob,
     IntentRequest,
     JsonObject,
     JsonValue,
     MessageAccepted,
     MessageRequest,
-    Plan,
     ReplayReport,
     Role,
     RunList,
     RunStatus,
     RunView,
     digest_of,
-    validate_instance,
 )
 from ledger import (
     Database,
@@ -58,45 +53,25 @@ from ledger import (
     calls,
     chain,
     evidence,
-    intents,
     migrate,
     now_iso,
     opa_runs,
     open_database,
     runs,
+    system_engine,
 )
-from policies import catalog
-from policies.episodes import episode, security_episode
-from policies.gate import gate_plan
-from policies.templates import compile_template
-from shim._acting import acting_as, run_links
+from policies.episodes import security_episode
+from shim._acting import run_links
 from shim._auth import Identity
 from shim._cancel import cancel_run
 from shim._decide import decide
-from shim._health import planner_missing
 from shim._messages import send_message
 from shim._operators import fork, replay, resolve
+from shim._submit import submit
 from shim._wait import RunWatch
 from shim.settings import ShimSettings
 
 __all__ = ["Service"]
-
-
-def _check_intent(request: IntentRequest) -> None:
-    """Everything that can be refused before anything is written."""
-    recipe = catalog.recipe(request.recipe).model
-    profile = catalog.profile(request.policy_profile).model
-    pool = catalog.tool_pool(request.tool_pool).model
-    catalog.check_parameters(recipe, request.parameters)
-    profile.budgets.narrowed(request.budgets)  # budget_widened: ask for less, never more
-    if request.plan is not None:
-        gate_plan(request.plan, pool, profile)
-    elif recipe.planner == "template":
-        # A template compiles the same way here as in the worker, so a plan
-        # that would be refused is refused now, with nothing written.
-        raw = compile_template(recipe, request.objective, request.parameters)
-        validate_instance("env.mova_agent_plan_v1", raw, ErrorCode.PLAN_INVALID)
-        gate_plan(Plan.model_validate(raw), pool, profile)
 
 
 # Answers that are not refusals of anything: nothing to record.
@@ -109,6 +84,7 @@ _NOT_REFUSALS = frozenset(
         ErrorCode.OPA_OUTPUT_UNAVAILABLE,  # a run's output archive not there (yet): refused nothing
         ErrorCode.METHOD_NOT_ALLOWED,
         ErrorCode.DATABASE_UNAVAILABLE,
+        ErrorCode.STORAGE_FULL,
         ErrorCode.INTERNAL_ERROR,
         # The model failed an explain: recorded in the ledger and as an episode, refused nothing.
         ErrorCode.EXPLAIN_UNAVAILABLE,
@@ -117,46 +93,33 @@ _NOT_REFUSALS = frozenset(
 )
 
 
-def _archive_episode(run_id: str, opa: opa_runs.Intake, who: Identity) -> Episode:
-    """The run's evidence of where its objective came from: which archive, signed by whom."""
-    signer = opa.signer
-    by = "unsigned" if signer is None else f"signed by {signer.subject}"
-    return episode(
-        run_id=run_id,
-        kind="opa_archive",
-        subject=opa.job.archive_sha256,
-        episode_type="execution/opa_archive",
-        status="completed",
-        summary=f"submitted as OPA archive {opa.job.archive_name} ({by}) by {who.name}",
-        executor_id=who.name,
-        recorded_at=now_iso(),
-        details={
-            "archive_name": opa.job.archive_name,
-            "archive_sha256": opa.job.archive_sha256,
-            "opa_version": opa.job.opa_version,
-            "execution_mode": opa.job.execution_mode,
-            "signer": None if signer is None else signer.model_dump(mode="json"),
-        },
-    )
-
-
 class Service:
     def __init__(self, settings: ShimSettings) -> None:
         self.settings = settings
-        self.db: Database = open_database(settings.database_url)
+        self.db: Database = open_database(settings.database_url, timeouts=settings.pg_timeouts)
         # Either process may be first on a fresh database: the shim creates the
         # tables it writes and the DBOS system tables it enqueues into.
         migrate(self.db)
         DBOS.migrate(settings.database_url)
-        self.client = DBOSClient(
-            system_database_url=settings.database_url, serializer=DBOSPortableJSON
+        # On PostgreSQL the client's engine carries the same connection bounds.
+        self._client_engine = system_engine(
+            settings.database_url, DEFAULT_CLIENT_POOL_SIZE, settings.pg_timeouts
         )
-        self.watch = RunWatch(settings.database_url, postgres=not self.db.is_sqlite)
+        self.client = DBOSClient(
+            system_database_url=settings.database_url,
+            system_database_engine=self._client_engine,
+            serializer=DBOSPortableJSON,
+        )
+        self.watch = RunWatch(
+            settings.database_url, postgres=not self.db.is_sqlite, timeouts=settings.pg_timeouts
+        )
         self._refusals = threading.Lock()  # see record_refusal
 
     def close(self) -> None:
         self.watch.close()
         self.client.destroy()
+        if self._client_engine is not None:
+            self._client_engine.dispose()
         self.db.dispose()
 
     def status(self, run_id: str) -> RunStatus | None:
@@ -177,102 +140,9 @@ class Service:
         who: Identity,
         opa: opa_runs.Intake | None = None,
     ) -> tuple[bool, IntentAccepted]:
-        """Store and enqueue an intent; (created, answer). A repeated key returns its run.
-        ``opa``: the validated archive the intent was made from, stored with the run."""
-        request = acting_as(request, "submitted_by", who)
-        if idempotency_key is not None:
-            existing = self._existing(request, idempotency_key)
-            if existing is not None:
-                return False, existing
-        _check_intent(request)
-        if request.plan is None:  # a refusal that can be known now happens now
-            planner = catalog.recipe(request.recipe).model.planner
-            s = self.settings
-            missing = planner_missing(
-                self.db, s.app_version, s.dead_after_s, request.recipe, planner
-            )
-            if missing is not None:
-                raise missing
-        self._check_backlog(request.submitted_by)
-        run_id = "run_" + uuid.uuid4().hex
-        intent_id = "int_" + uuid.uuid4().hex
-        opa_job = None if opa is None else opa.job
-        job = IntentJob(run_id=run_id, intent_id=intent_id, request=request, opa=opa_job)
-        try:
-            with self.db.engine.begin() as conn:
-                intents.insert_intent_and_run(
-                    conn,
-                    intent_id=intent_id,
-                    run_id=run_id,
-                    request=request,
-                    idempotency_key=idempotency_key,
-                )
-                if opa is not None:
-                    opa_runs.put_input(conn, run_id, opa)
-                    evidence.put_episode(conn, run_id, None, _archive_episode(run_id, opa, who))
-                self.client.enqueue_in_transaction(
-                    conn,
-                    {
-                        "workflow_name": INTENT_WORKFLOW,
-                        "queue_name": INTENT_QUEUE,
-                        "workflow_id": run_id,
-                        "app_version": self.settings.app_version,
-                    },
-                    job.model_dump(mode="json"),
-                )
-        except IntegrityError:
-            # Two requests with one Idempotency-Key raced; the other one won.
-            if idempotency_key is None:
-                raise
-            existing = self._existing(request, idempotency_key)
-            if existing is None:
-                raise
-            return False, existing
-        return True, IntentAccepted(
-            run_id=run_id,
-            intent_id=intent_id,
-            status=RunStatus.QUEUED.value,
-            links=run_links(run_id),
-        )
-
-    def _check_backlog(self, submitter: str) -> None:
-        """Refuse an intent the queue has no room for, before anything is stored: past
-        ``max_queued`` runs for everyone (503), past ``max_queued_per_submitter`` for
-        this submitter (429), so one submitter cannot fill the queue for the others.
-        Counted, not locked: concurrent submissions may pass the bound by a few."""
-        s = self.settings
-        with self.db.engine.connect() as conn:
-            total, theirs = runs.backlog(conn, submitter)
-        if theirs >= s.max_queued_per_submitter:
-            raise GatehouseError(
-                ErrorCode.QUEUE_SHARE_EXCEEDED,
-                f"{submitter} has {theirs} runs queued; one submitter may have"
-                f" {s.max_queued_per_submitter}",
-                {"queued": theirs, "limit": s.max_queued_per_submitter, "retry_after_s": 5},
-            )
-        if total >= s.max_queued:
-            raise GatehouseError(
-                ErrorCode.OVERLOADED,
-                f"{total} runs are queued; this deployment takes {s.max_queued}",
-                {"queued": total, "limit": s.max_queued, "retry_after_s": 5},
-            )
-
-    def _existing(self, request: IntentRequest, key: str) -> IntentAccepted | None:
-        with self.db.engine.connect() as conn:
-            found = intents.find_by_idempotency_key(conn, key)
-        if found is None:
-            return None
-        if found.request_digest != intents.request_digest(request):
-            raise GatehouseError(
-                ErrorCode.IDEMPOTENCY_CONFLICT,
-                "this Idempotency-Key was already used for a different intent",
-                {"run_id": found.run_id},
-            )
-        return IntentAccepted(
-            run_id=found.run_id,
-            intent_id=found.intent_id,
-            status=found.status,
-            links=run_links(found.run_id),
+        """Store and enqueue an intent; (created, answer); see ``shim._submit``."""
+        return submit(
+            self.db, self.client, self.settings, request, key=idempotency_key, who=who, opa=opa
         )
 
     # ------------------------------------------------------------ decisions

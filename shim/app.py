@@ -15,11 +15,8 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contracts import (
     EPISODES_CHANNELS,
@@ -32,7 +29,6 @@ from contracts import (
     ForkRequest,
     GatehouseError,
     IntentRequest,
-    JsonValue,
     MessageRequest,
     Role,
     RunStatus,
@@ -40,9 +36,10 @@ from contracts import (
 from ledger import database_unreachable, opa_runs
 from shim._auth import Identity, bearer
 from shim._door import Door, DoorMiddleware, Refused
+from shim._error_handlers import install_error_handlers
 from shim._events import add_event_routes
 from shim._explain import explain
-from shim._http import error_response, known_query, media_type, model_response, read_body
+from shim._http import known_query, media_type, model_response, read_body
 from shim._metrics import add_metrics_route
 from shim._opa_runs import (
     ARCHIVE_MEDIA_TYPES,
@@ -153,11 +150,6 @@ def create_app(
             raise GatehouseError(ErrorCode.FORBIDDEN, f"{who.name} is not {wanted}")
         return who
 
-    def db_down() -> JSONResponse:
-        return error_response(
-            GatehouseError(ErrorCode.DATABASE_UNAVAILABLE, "the database cannot be reached")
-        )
-
     async def record_refusal(request: Request, exc: GatehouseError) -> None:
         route = request.scope.get("route")
         refused = Refused(
@@ -171,43 +163,7 @@ def create_app(
         )
         await record(refused, 1)
 
-    @app.exception_handler(GatehouseError)
-    async def _gatehouse_error(request: Request, exc: GatehouseError) -> JSONResponse:
-        await record_refusal(request, exc)
-        return error_response(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(_r: Request, exc: RequestValidationError) -> JSONResponse:
-        problems: list[JsonValue] = [
-            {"path": "/" + "/".join(str(p) for p in e.get("loc", ())), "problem": str(e.get("msg"))}
-            for e in exc.errors()[:20]
-        ]
-        return error_response(
-            GatehouseError(
-                ErrorCode.INVALID_REQUEST, "a parameter is invalid", {"errors": problems}
-            )
-        )
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_r: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(
-            exc.status_code, ErrorCode.INVALID_REQUEST
-        )
-        return error_response(GatehouseError(code, str(exc.detail)))
-
-    @app.exception_handler(OperationalError)
-    async def _db_down(_r: Request, exc: OperationalError) -> JSONResponse:
-        _log.warning("database unavailable: %s", exc.__class__.__name__)
-        return db_down()
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_r: Request, exc: Exception) -> JSONResponse:
-        # The database lost, however wrapped (DBAPIError, psycopg's own, DBOS's client)
-        if database_unreachable(exc):
-            _log.warning("database unavailable: %s", exc.__class__.__name__)
-            return db_down()
-        _log.exception("unexpected error")
-        return error_response(GatehouseError(ErrorCode.INTERNAL_ERROR, type(exc).__name__))
+    install_error_handlers(app, record_refusal)
 
     @app.get("/healthz")
     def healthz() -> JSONResponse:

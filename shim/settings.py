@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
-from ledger import resolve_database_url
+from ledger import PgTimeouts, resolve_database_url, resolve_pg_timeouts
 from ledger.anchors import DEFAULT_ANCHOR_FILE
 from opa_format import DEFAULT_TRUST_DIR
 
@@ -71,12 +71,14 @@ class ShimSettings:
     # and one submitter may have at most max_queued_per_submitter of them (429).
     max_queued: int = 1000
     max_queued_per_submitter: int = 200
+    # GATEHOUSE_PG_*: how long a PostgreSQL connection may go unanswered (ledger._net).
+    pg_timeouts: PgTimeouts = field(default_factory=PgTimeouts)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
         e = dict(os.environ) if env is None else env
-        max_body = _bytes(e, "GATEHOUSE_MAX_BODY_BYTES", 1024 * 1024)
-        max_archive = _bytes(e, "GATEHOUSE_MAX_ARCHIVE_BYTES", 32 * 1024 * 1024)
+        max_body = _positive_int(e, "GATEHOUSE_MAX_BODY_BYTES", 1024 * 1024)
+        max_archive = _positive_int(e, "GATEHOUSE_MAX_ARCHIVE_BYTES", 32 * 1024 * 1024)
         return cls(
             database_url=resolve_database_url(e)[0],
             app_version=e.get("GATEHOUSE_APP_VERSION", APP_VERSION),
@@ -94,15 +96,17 @@ class ShimSettings:
                 "GATEHOUSE_RATE_PER_ADDRESS",
             ),
             event_window_s=_seconds(e, "GATEHOUSE_SECURITY_EVENT_WINDOW_S", 60.0),
-            max_queued=_count(e, "GATEHOUSE_MAX_QUEUED", 1000),
-            max_queued_per_submitter=_count(e, "GATEHOUSE_MAX_QUEUED_PER_SUBMITTER", 200),
+            max_queued=_positive_int(e, "GATEHOUSE_MAX_QUEUED", 1000),
+            max_queued_per_submitter=_positive_int(e, "GATEHOUSE_MAX_QUEUED_PER_SUBMITTER", 200),
+            pg_timeouts=resolve_pg_timeouts(e),
             tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])
             if e.get("GATEHOUSE_TOKENS_FILE")
             else None,
         )
 
 
-def _bytes(env: dict[str, str], key: str, default: int) -> int:
+def _positive_int(env: dict[str, str], key: str, default: int) -> int:
+    """A positive whole number: a size in bytes, a count."""
     try:
         value = int(env.get(key, str(default)))
     except ValueError as exc:
@@ -110,11 +114,6 @@ def _bytes(env: dict[str, str], key: str, default: int) -> int:
     if value <= 0:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{key} must be positive")
     return value
-
-
-def _count(env: dict[str, str], key: str, default: int) -> int:
-    """A positive whole number (the same rules as a size in bytes)."""
-    return _bytes(env, key, default)
 
 
 def _seconds(env: dict[str, str], key: str, default: float) -> float:

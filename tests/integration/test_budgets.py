@@ -21,8 +21,6 @@ from tests.support.mova import load_upstream, vendor_errors
 from tests.support.stack import (
     BACKENDS,
     Stack,
-    drop_database,
-    fresh_database_url,
     running_stack,
     shim_client,
     wait_for_status,
@@ -212,14 +210,6 @@ def test_budget_episodes_conform_upstream(stack: Stack, shared_dir: Path | None)
 
 
 # ---------------------------------------------------------------- a crash mid-run
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    require_backend(request.param)
-    url = fresh_database_url(request.param, tmp_path)
-    yield url
-    drop_database(url)
-
-
 @pytest.mark.slow
 def test_a_crash_does_not_reset_what_was_spent(db_url: str, tmp_path: Path) -> None:
     """A worker killed after step s2's call completed; the recovered run counts s1 and

@@ -11,7 +11,6 @@ run then replays from its ledger to the same trace digest.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +20,10 @@ from fastapi.testclient import TestClient
 from contracts import Plan, digest_of
 from shim._fixture import InventoryService
 from shim._procs import start_worker, stop
-from tests.conftest import require_backend
 from tests.support.stack import (
-    BACKENDS,
-    drop_database,
-    fresh_database_url,
     shim_client,
     wait_for_status,
 )
-
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    require_backend(request.param)
-    url = fresh_database_url(request.param, tmp_path)
-    yield url
-    drop_database(url)
 
 
 def _step(handler: str, base_url: str) -> dict[str, Any]:

@@ -27,7 +27,6 @@ from ledger.signing import generate_key, load_signing_key, load_verify_key, sign
 from shim.cli import main
 from tests.conftest import require_backend
 from tests.support.guard import network_guard
-from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.stack import BACKENDS, Stack, running_stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,18 +56,6 @@ def signed_stack(
         yield built
 
 
-def _finished_run(stack: Stack, steps: int = 3) -> str:
-    plan = noop_plan(steps, objective="evidence")
-    r = stack.submit({"recipe": "echo", "objective": "evidence", "mode": "run-plan", "plan": plan})
-    assert r.status_code == 202, r.text
-    run_id = str(r.json()["run_id"])
-    stack.wait(run_id, {"waiting_approval"})
-    ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)})
-    assert ok.status_code == 200, ok.text
-    assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
-    return run_id
-
-
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     with pytest.raises(SystemExit) as done:
         main(list(argv))
@@ -79,7 +66,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def exported(signed_stack: Stack, keys: dict[str, Path]) -> tuple[str, bytes]:
     """(run id, its bundle's bytes), exported through the CLI."""
-    run_id = _finished_run(signed_stack)
+    run_id = signed_stack.finished_run(objective="evidence")
     out = keys["deploy"].parent / f"{run_id}-{signed_stack.backend}.bundle"
     with pytest.raises(SystemExit) as done:
         main(
@@ -261,7 +248,7 @@ def _ledger_verify(stack: Stack, run_id: str) -> dict[str, Any]:
 
 
 def test_an_intact_run_is_anchored_in_the_database_and_the_file(signed_stack: Stack) -> None:
-    run_id = _finished_run(signed_stack, steps=2)
+    run_id = signed_stack.finished_run(2, "evidence")
     report = _ledger_verify(signed_stack, run_id)
     assert report["ok"] is True and report["entries"] == 2
     assert report["anchored"]["checkpoints"] == 2 and report["anchored"]["signed"] == 2
@@ -277,7 +264,7 @@ def test_an_intact_run_is_anchored_in_the_database_and_the_file(signed_stack: St
 def test_a_consistent_rewrite_is_caught_by_the_anchors(
     signed_stack: Stack, db_anchor_too: bool
 ) -> None:
-    run_id = _finished_run(signed_stack)
+    run_id = signed_stack.finished_run(objective="evidence")
     _rewrite_consistently(signed_stack, run_id, seq=2)
     if db_anchor_too:  # whoever rewrote the chain removed the database's checkpoint too
         signed_stack.execute("DELETE FROM chain_checkpoints WHERE run_id = :r", r=run_id)
@@ -292,7 +279,7 @@ def test_a_consistent_rewrite_is_caught_by_the_anchors(
 
 
 def test_a_truncated_chain_is_caught_by_the_anchors(signed_stack: Stack) -> None:
-    run_id = _finished_run(signed_stack)
+    run_id = signed_stack.finished_run(objective="evidence")
     signed_stack.execute("DELETE FROM calls WHERE run_id = :r AND chain_seq = 3", r=run_id)
     signed_stack.execute("DELETE FROM chain_checkpoints WHERE run_id = :r", r=run_id)
     report = _ledger_verify(signed_stack, run_id)

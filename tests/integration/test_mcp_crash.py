@@ -10,7 +10,6 @@ simply sent again. Either way the run then replays from its ledger.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +18,12 @@ from fastapi.testclient import TestClient
 
 from policies import catalog
 from shim._procs import start_worker, stop
-from tests.conftest import require_backend
 from tests.support.mcp import POOL_ID, McpHttpServer, http_connector, write_policies
 from tests.support.plans import digest_of_plan
 from tests.support.stack import (
-    BACKENDS,
-    drop_database,
-    fresh_database_url,
     shim_client,
     wait_for_status,
 )
-
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    require_backend(request.param)
-    url = fresh_database_url(request.param, tmp_path)
-    yield url
-    drop_database(url)
 
 
 def _read(client: TestClient, run_id: str) -> dict[str, Any]:

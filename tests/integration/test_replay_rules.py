@@ -20,7 +20,6 @@ from ledger import open_database
 from policies import catalog
 from policies.catalog import Loaded
 from tests.conftest import require_backend
-from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.stack import BACKENDS, Stack, running_stack
 from worker._runtime import runtime
 from worker.replay import replay_run
@@ -33,18 +32,6 @@ def stack(
     require_backend(request.param)
     with running_stack(request.param, tmp_path_factory.mktemp("rules")) as s:
         yield s
-
-
-def _finished_run(stack: Stack) -> str:
-    plan = noop_plan(2)
-    r = stack.submit({"recipe": "echo", "objective": "rules", "mode": "run-plan", "plan": plan})
-    assert r.status_code == 202, r.text
-    run_id = str(r.json()["run_id"])
-    stack.wait(run_id, {"waiting_approval"})
-    ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)})
-    assert ok.status_code == 200, ok.text
-    assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
-    return run_id
 
 
 def _edited(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,7 +54,7 @@ def _edited(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_run_replays_under_the_rules_it_ran_under(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run_id = _finished_run(stack)
+    run_id = stack.finished_run(2, "rules")
     kept = stack.sql("SELECT kind, policy_id FROM policy_versions ORDER BY kind, policy_id")
     assert ("profile", "default") in kept and ("tool_pool", "default") in kept
     assert ("recipe", "echo") in kept
@@ -96,7 +83,7 @@ def test_a_run_replays_under_the_rules_it_ran_under(
 def test_a_run_whose_versions_were_never_kept_is_held_to_todays_files(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run_id = _finished_run(stack)
+    run_id = stack.finished_run(2, "rules")
     stack.execute("DELETE FROM policy_versions")
     _edited(monkeypatch)
     db = open_database(stack.database_url)

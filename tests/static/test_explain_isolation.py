@@ -42,6 +42,7 @@ PLAN_PATH = (
     "worker/steps_calls.py",
     "worker/records/",
     "worker/replay.py",
+    "worker/replay_ports.py",
     "worker/providers/opencode.py",
 )
 NAMES = frozenset(
