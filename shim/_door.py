@@ -255,6 +255,4 @@ class DoorMiddleware:
             {"retry_after_s": after},
         )
         await self.door.rate_limited(self._refused(scope, exc, who))
-        answer = error_response(exc)
-        answer.headers["Retry-After"] = str(after)
-        return answer
+        return error_response(exc)  # Retry-After from details["retry_after_s"]

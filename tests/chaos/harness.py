@@ -1,4 +1,5 @@
-"""The process harness: a private PostgreSQL, the shim and worker slots as real processes.
+"""The process harness: a private PostgreSQL (or a given SQLite file), the shim and
+worker slots as real processes.
 
 Everything Gatehouse runs here is a separate OS process, started the way
 ``gatehouse up`` starts them (``shim._procs``). The harness supervises the
@@ -6,12 +7,13 @@ worker slots itself: a slot that dies is started again under the same
 executor id and without any crash point, unless it was killed for good.
 
 Every HTTP answer is counted by route and status. While the database is away
-the shim must answer 503, which the harness waits out; any other 5xx is a
-failure and is recorded with its body.
+the shim must answer 503, which the harness waits out; while a disk is full,
+507 ``storage_full``; any other 5xx is a failure and is recorded with its body.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -20,7 +22,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
 from tests.chaos.sink import Sink
 from tests.support.pgcluster import PgCluster
 from tests.support.stack import GENEROUS_LIMITS
+from tests.support.tcp_proxy import TcpProxy
 
 __all__ = [
     "DB_NAME",
@@ -60,6 +62,7 @@ WORKER_ENV = {
 # Who the harness acts as: four-eyes holds (the submitter never decides).
 IDENTITIES: dict[str, list[Role]] = {
     "submitter": [Role.SUBMITTER],
+    "submitter-b": [Role.SUBMITTER],
     "approver-a": [Role.APPROVER],
     "approver-b": [Role.APPROVER],
     "operator": [Role.OPERATOR],
@@ -134,6 +137,8 @@ class Api:
         self.figures.status(route, r.status_code)
         if r.status_code == 503:
             self.figures.add("http_503")
+        elif r.status_code == 507 and r.json().get("error", {}).get("code") == "storage_full":
+            self.figures.add("http_507_storage_full")  # a full disk (tests/chaos/test_full_disk.py)
         elif r.status_code >= 500:
             self.figures.add("http_5xx_not_503")
             self.figures.fail(f"{route} answered {r.status_code}: {r.text[:300]}")
@@ -197,11 +202,13 @@ class Workers:
         root: Path,
         figures: Figures,
         env: dict[str, str],
+        workspace_root: Path | None = None,
     ) -> None:
         self.database_url = database_url
         self.root = root
         self.figures = figures
         self.env = env
+        self.workspace_root = workspace_root or root / "workspaces"
         self.slots: dict[str, Slot] = {}
         self.lock = threading.RLock()
         self.on_crash: Callable[[Slot], None] | None = None
@@ -223,7 +230,7 @@ class Workers:
             self._starts += 1
             log = self.root / "logs" / f"{executor_id}-{self._starts:04d}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
-            proc = start_worker(self.database_url, executor_id, self.root / "workspaces", log, env)
+            proc = start_worker(self.database_url, executor_id, self.workspace_root, log, env)
             slot = Slot(executor_id, proc, crash_point, time.monotonic(), log)
             self.slots[executor_id] = slot
             return slot
@@ -328,7 +335,7 @@ class Workers:
 
 @dataclass
 class Stack:
-    pg: PgCluster
+    cluster: PgCluster | None  # None on a SQLite stack (``running_stack(database_url=...)``)
     database_url: str
     sink: Sink
     api: Api
@@ -336,6 +343,16 @@ class Stack:
     figures: Figures
     root: Path
     shim: subprocess.Popen[bytes]
+    # With ``running_stack(proxy=True)``: the proxy the shim and the workers reach
+    # PostgreSQL through (``database_url`` names it); the harness's own checks go direct.
+    proxy: TcpProxy | None = None
+
+    @property
+    def pg(self) -> PgCluster:
+        """The private cluster: the PostgreSQL faults need one."""
+        if self.cluster is None:
+            raise RuntimeError("this stack runs on SQLite: it has no PostgreSQL cluster")
+        return self.cluster
 
     def start_workers(self, executor_ids: list[str]) -> None:
         for executor_id in executor_ids:
@@ -343,26 +360,49 @@ class Stack:
         self.workers.wait_ready(executor_ids)
 
 
-@contextmanager
+@contextlib.contextmanager
 def running_stack(
-    root: Path, worker_env: dict[str, str], sink_delay_s: float = 0.0
+    root: Path,
+    worker_env: dict[str, str],
+    sink_delay_s: float = 0.0,
+    proxy: bool = False,
+    shim_env: dict[str, str] | None = None,
+    *,
+    database_url: str | None = None,
+    workspace_root: Path | None = None,
 ) -> Iterator[Stack]:
-    """A private cluster, the sink, the shim; worker slots are started by the caller."""
+    """A private cluster (or the database ``database_url`` names, e.g. a SQLite file),
+    the sink, the shim; worker slots are started by the caller. ``shim_env`` is given
+    to the shim and every worker (settings both read, such as the anchor file).
+
+    With ``proxy`` the shim and the workers are given a database URL through a
+    :class:`~tests.support.tcp_proxy.TcpProxy` (``stack.proxy``) whose faults the
+    scenario switches; ``stack.pg`` still reaches the cluster directly."""
     figures = Figures()
     root.mkdir(parents=True, exist_ok=True)
-    with PgCluster() as pg, Sink(delay_s=sink_delay_s) as sink:
-        url = pg.create_database(DB_NAME)
+    both = dict(shim_env or {})
+    with contextlib.ExitStack() as hold:
+        pg = None if database_url is not None else hold.enter_context(PgCluster())
+        sink = hold.enter_context(Sink(delay_s=sink_delay_s))
+        url = pg.create_database(DB_NAME) if pg is not None else database_url or ""
+        via: TcpProxy | None = None
+        if proxy:
+            if pg is None:
+                raise ValueError("a proxied stack needs the private PostgreSQL cluster")
+            via = hold.enter_context(TcpProxy("127.0.0.1", pg.port))
+            url = url.replace(f":{pg.port}/", f":{via.port}/", 1)
         tokens_file = root / "tokens.json"
         tokens = {name: add_token(tokens_file, name, roles) for name, roles in IDENTITIES.items()}
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        shim = start_shim(url, port, root / "shim.log", tokens_file, extra_env=GENEROUS_LIMITS)
+        env = {**GENEROUS_LIMITS, **both}
+        shim = start_shim(url, port, root / "shim.log", tokens_file, extra_env=env)
         api = Api(base, tokens, figures)
-        workers = Workers(url, root, figures, worker_env)
+        workers = Workers(url, root, figures, {**worker_env, **both}, workspace_root)
         try:
             wait_healthy(base, shim)
             workers.run_monitor()
-            yield Stack(pg, url, sink, api, workers, figures, root, shim)
+            yield Stack(pg, url, sink, api, workers, figures, root, shim, via)
         finally:
             workers.stop_all()
             stop([shim])

@@ -25,6 +25,69 @@ DOC = HERE.parent.parent / "docs" / "reliability.md"
 START = "<!-- figures:start (written by python -m tests.chaos.report) -->"
 END = "<!-- figures:end -->"
 TIERS = ("ci", "soak")
+SCENARIOS_START = "<!-- scenarios:start (written by python -m tests.chaos.report) -->"
+SCENARIOS_END = "<!-- scenarios:end -->"
+SOAK_START = "<!-- soak:start (written by python -m tests.chaos.report) -->"
+SOAK_END = "<!-- soak:end -->"
+
+# Each fault scenario: the results file its test writes (var/chaos/<name>.json),
+# how the fault is injected and what Gatehouse does about it.
+SCENARIOS: dict[str, tuple[str, str, str]] = {
+    "ci": (
+        "crashes (the chaos suite, ci tier)",
+        "kill -9 of workers at random and at named crash points, a slot killed for good,"
+        " PostgreSQL `-m immediate` restarts, `pg_terminate_backend`",
+        "DBOS recovers each worker's runs on restart; the reaper hands a dead slot's runs"
+        " over; calls cut off without an idempotency key are flagged in doubt",
+    ),
+    "network": (
+        "network faults to PostgreSQL",
+        "a TCP proxy between every process and the database: latency, connections dropped"
+        " mid-transaction, a black hole, a partition that heals",
+        "TCP keepalives and timeouts end dead connections in bounded time; work resumes"
+        " when the network heals",
+    ),
+    "disk": (
+        "full disk",
+        "the SQLite file, workspaces and evidence on a small tmpfs filled with ballast",
+        "writes fail with a stable code; nothing half-written counts as done; runs resume"
+        " once space is freed",
+    ),
+    "overload": (
+        "overload",
+        "two submitters flood the shim while no worker runs, then workers drain with one killed",
+        "503 `overloaded` / 429 `queue_share_exceeded` with Retry-After; reads answered;"
+        " nothing refused is stored, nothing accepted is dropped",
+    ),
+    "upgrade_same_version": (
+        "upgrade, flow unchanged",
+        "runs waiting approval and mid-plan; a worker killed, the rest stopped; the next"
+        " release's migration applied; its workers started under the same version",
+        "the new workers resume every run (DBOS recovers by executor id and version)",
+    ),
+    "upgrade_new_version": (
+        "upgrade, flow changed",
+        "as above, the new release under a bumped `GATEHOUSE_APP_VERSION`",
+        "`/workers` and `/readyz` name the unserved old version; old workers kept until"
+        " drained finish the old runs, new ones take new runs",
+    ),
+    "clock": (
+        "clock jumps",
+        "the workers' wall clock stepped forward and back with libfaketime",
+        "timeouts and the stall detector run on the monotonic clock; ledger order is by"
+        " sequence and hash chain",
+    ),
+    "soak-short": (
+        "soak (short form, in `check`)",
+        "`gatehouse up --workers 3`, runs at a steady rate, a worker killed every 30 s",
+        "memory, open files, connections and bytes per run sampled; see below",
+    ),
+    "soak-long": (
+        "soak (`mise run soak`)",
+        "`gatehouse up --workers 3`, 10,000 runs over an hour, a worker killed every 3 min",
+        "memory, open files, connections and bytes per run sampled; see below",
+    ),
+}
 
 
 def _get(r: dict[str, Any], *path: str) -> Any:
@@ -145,6 +208,107 @@ def render(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_scenarios(results: dict[str, dict[str, Any]]) -> str:
+    """One row per fault scenario that has recorded figures."""
+    lines = [
+        "| fault | how it is injected | what Gatehouse does | last run: faults, runs,"
+        " lost / duplicated / unexpected, flagged, replayed |",
+        "|---|---|---|---|",
+    ]
+    for name, (fault, how, does) in SCENARIOS.items():
+        r = results.get(name)
+        if r is None:
+            continue
+        if "counts" in r:
+            c = r["counts"]
+            figures = (
+                f"{c['faults_injected']} faults, {c['runs']} runs,"
+                f" {c['lost']} / {c['duplicated']} / {c['unexpected']},"
+                f" {c['flagged']} flagged, {c['replayed']} replayed"
+            )
+        else:  # the chaos suite's own results file
+            k = r.get("checker", {})
+            faults = (_get(r, "kills", "total") or 0) + (r.get("db_restarts") or 0)
+            faults += r.get("terminate_rounds") or 0
+            figures = (
+                f"{faults} faults, {r.get('runs')} runs,"
+                f" {k.get('lost')} / {k.get('duplicated')} / {k.get('unexpected')},"
+                f" {k.get('flags')} flagged, {r.get('replay_matched')} replayed"
+            )
+        lines.append(f"| {fault} | {how} | {does} | {figures} ({r.get('recorded_at', '?')}) |")
+    return "\n".join(lines)
+
+
+def render_soak(results: dict[str, dict[str, Any]]) -> str:
+    """The long soak's curves (the short form's when no long one is recorded)."""
+    name = "soak-long" if "soak-long" in results else "soak-short"
+    r = results.get(name)
+    if r is None or "soak" not in r:
+        return "No soak recorded yet: run it, then `python -m tests.chaos.report --record`."
+    s = r["soak"]
+    c, t = s["curves"], s["timings"]
+    lines = [
+        f"Last {'long' if name == 'soak-long' else 'short'} soak: {r['recorded_at']},"
+        f" {s['runs_asked']} runs over {s['minutes']} min ({s['wall_s']} s with the"
+        f" settling), {s['worker_kills']} workers killed, {r['cpus']} CPUs;"
+        f" {s['samples']} samples.",
+        "",
+        "| t (s) | " + " | ".join(str(x) for x in c["t_s"]) + " |",
+        "|---|" + "---|" * len(c["t_s"]),
+    ]
+    for key, label in (
+        ("runs_finished", "runs ended"),
+        ("workers_rss_mb", "workers' memory, MB (3 together)"),
+        ("shim_rss_mb", "shim memory, MB"),
+        ("workers_open_files", "workers' open files"),
+        ("shim_open_files", "shim open files"),
+        ("db_connections", "database sessions"),
+        ("table_mb", "tables, MB"),
+    ):
+        lines.append(f"| {label} | " + " | ".join(str(x) for x in c[key]) + " |")
+    lines += [
+        "",
+        "| figure | first quarter (median) | last quarter (median) | max |",
+        "|---|---|---|---|",
+    ]
+    for key, label in (
+        ("workers_rss_mb", "workers' memory, MB"),
+        ("shim_rss_mb", "shim memory, MB"),
+        ("workers_open_files", "workers' open files"),
+        ("shim_open_files", "shim open files"),
+        ("db_connections", "database sessions"),
+    ):
+        lines.append(
+            f"| {label} | {c[key + '_first_quarter_median']} |"
+            f" {c[key + '_last_quarter_median']} | {c[key + '_max']} |"
+        )
+    lines += [
+        "",
+        f"Bytes each run leaves in the tables: {c['table_bytes_per_run']}."
+        f" Approval to end, first tenth of the runs: median {t['first_tenth']['median_s']} s,"
+        f" p95 {t['first_tenth']['p95_s']} s; last tenth: median"
+        f" {t['last_tenth']['median_s']} s, p95 {t['last_tenth']['p95_s']} s"
+        f" (ratio {t['median_ratio_last_to_first']}).",
+    ]
+    return "\n".join(lines)
+
+
+def _between(text: str, start: str, end: str, body: str) -> str:
+    if start not in text or end not in text:
+        raise ValueError(f"{DOC} has no {start} ... {end} markers")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}\n{end}{tail}"
+
+
+def load_scenarios() -> dict[str, dict[str, Any]]:
+    return {
+        n: json.loads((RESULTS / f"{n}.json").read_text(encoding="utf-8"))
+        for n in SCENARIOS
+        if (RESULTS / f"{n}.json").exists()
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", action="store_true", help="copy var/chaos/*.json first")
@@ -152,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
     if args.record:
-        for tier in TIERS:
+        for tier in (*TIERS, *SCENARIOS):
             found = Path(args.source) / f"{tier}.json"
             if found.exists():
                 shutil.copyfile(found, RESULTS / f"{tier}.json")
@@ -162,12 +326,15 @@ def main(argv: list[str] | None = None) -> int:
         if (RESULTS / f"{t}.json").exists()
     }
     text = DOC.read_text(encoding="utf-8")
-    if START not in text or END not in text:
-        sys.stderr.write(f"{DOC} has no figures markers\n")
+    try:
+        text = _between(text, START, END, render(results))
+        scenarios = load_scenarios()
+        text = _between(text, SCENARIOS_START, SCENARIOS_END, render_scenarios(scenarios))
+        text = _between(text, SOAK_START, SOAK_END, render_soak(scenarios))
+    except ValueError as exc:
+        sys.stderr.write(f"{exc}\n")
         return 1
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{START}\n{render(results)}\n{END}{tail}", encoding="utf-8")
+    DOC.write_text(text, encoding="utf-8")
     sys.stdout.write(f"wrote the figures of {', '.join(results) or 'no tier'} into {DOC}\n")
     return 0
 

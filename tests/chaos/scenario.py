@@ -22,7 +22,7 @@ from typing import Any
 
 from policies import catalog
 from tests.chaos.book import RunBook
-from tests.chaos.checker import Flag, Observation, check
+from tests.chaos.checker import Flag, Observation, Verdict, check
 from tests.chaos.crashpoints import crash_matrix, wait_until
 from tests.chaos.faults import Faults
 from tests.chaos.harness import SLOTS, Stack, say
@@ -75,6 +75,10 @@ class Scenario:
         self.faults = Faults(stack, self.fault_rng, self.figures)
         self.resolver = Resolver(self.api, stack.sink, self.book, self.figures)
         self.interrupted: set[str] = set()
+        # What the last final_check read from the ledgers (local effects, flags), so the
+        # verdict can be taken again against the sink's truth (see tests.chaos.invariants).
+        self.ledger_observations: list[Observation] = []
+        self.flags: list[Flag] = []
         self.cases: list[dict[str, Any]] = []
         self.probe: dict[str, int] = {}
         self.storm: dict[str, Any] = {}
@@ -284,15 +288,10 @@ class Scenario:
             replayed_calls += int(report.get("calls") or 0)
             if report.get("match") is not True:
                 self.figures.fail(f"replay of {entry.run_id} diverged: {report.get('divergences')}")
-        _, applied = self.stack.sink.snapshot()
-        observations.extend(Observation(a.effect_id, "sink") for a in applied)
-        # A call whose answer the sink could not deliver (its caller was killed) was
-        # cut off after its effect: on the unkeyed endpoint it must have been flagged.
-        cut_off = {e for path, e in self.stack.sink.cut_off if path == UNKEYED_PATH}
-        self.interrupted |= cut_off
-        verdict = check(
-            self.book.expected(), observations, list(flags.values()) + extra_flags, self.interrupted
-        )
+        self.ledger_observations = observations
+        self.flags = list(flags.values()) + extra_flags
+        verdict = self.verdict()
+        observations = self.observations()
         for category in ("lost", "duplicated", "unexpected", "unflagged", "misresolved"):
             for item in getattr(verdict, category):
                 self.figures.fail(f"checker: {category}: {item}")
@@ -315,6 +314,18 @@ class Scenario:
             "orphaned_by_kill_for_good": len(self.orphaned),
             "adopted_from_killed_for_good": len([r for r in self.orphaned if r in adopted]),
         }
+
+    def observations(self) -> list[Observation]:
+        """The ledgers' local effects (as last read) and every effect the sink applied."""
+        _, applied = self.stack.sink.snapshot()
+        return self.ledger_observations + [Observation(a.effect_id, "sink") for a in applied]
+
+    def verdict(self) -> Verdict:
+        """The checker's verdict on what the model expects against what was observed."""
+        # A call whose answer the sink could not deliver (its caller was killed) was
+        # cut off after its effect: on the unkeyed endpoint it must have been flagged.
+        self.interrupted |= {e for path, e in self.stack.sink.cut_off if path == UNKEYED_PATH}
+        return check(self.book.expected(), self.observations(), self.flags, self.interrupted)
 
     def _listed_runs(self) -> set[str]:
         found: set[str] = set()

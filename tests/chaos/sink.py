@@ -134,6 +134,19 @@ class Sink:
         with self._lock:
             return sum(1 for a in self.applied if a.effect_id == effect_id)
 
+    def forget(self, effect_id: str) -> Applied:
+        """Remove one application of an effect from the truth (a negative control's
+        planted loss); ``remember`` puts it back."""
+        with self._lock:
+            for n, a in enumerate(self.applied):
+                if a.effect_id == effect_id:
+                    return self.applied.pop(n)
+        raise KeyError(effect_id)
+
+    def remember(self, applied: Applied) -> None:
+        with self._lock:
+            self.applied.append(applied)
+
     def snapshot(self) -> tuple[list[Received], list[Applied]]:
         with self._lock:
             return list(self.received), list(self.applied)

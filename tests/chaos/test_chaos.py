@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.harness import SLOTS, WORKER_ENV, running_stack, say
+from tests.chaos.invariants import negative_control, results_dir
 from tests.chaos.scenario import QUOTAS, SCALES, Scenario
 from tests.support.pgcluster import unavailable_reason
 
@@ -27,10 +28,6 @@ def _scale_name() -> str:
     if name not in SCALES:
         raise pytest.UsageError(f"CHAOS_SCALE must be one of {sorted(SCALES)}, not {name!r}")
     return name
-
-
-def results_dir() -> Path:
-    return Path(os.environ.get("CHAOS_RESULTS_DIR", "var/chaos"))
 
 
 @pytest.mark.slow
@@ -45,7 +42,10 @@ def test_chaos_suite(tmp_path: Path) -> None:
     # The sink holds each answer a moment, so kills land while calls are in flight.
     with running_stack(tmp_path, WORKER_ENV, sink_delay_s=0.15) as stack:
         stack.start_workers(list(SLOTS))
-        results = Scenario(stack, SCALES[name], seed).run()
+        scenario = Scenario(stack, SCALES[name], seed)
+        results = scenario.run()
+        results["negative_control"] = negative_control(scenario)
+        results["failures"] = list(stack.figures.failures)
     results["recorded_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["cpus"] = os.cpu_count()
     out = results_dir() / f"{name}.json"
@@ -59,6 +59,7 @@ def test_chaos_suite(tmp_path: Path) -> None:
     assert results["ledger_verified"] == results["runs"]
     assert results["replay_matched"] == results["runs"]
     assert results["replay_outbound_calls"] == 0
+    assert results["negative_control"]["passed"], results["negative_control"]
     assert results["crash_cases"]["passed"] == results["crash_cases"]["total"] > 0
     quota = QUOTAS[name]
     assert results["runs"] >= quota["runs"], results["runs"]
@@ -101,6 +102,8 @@ def test_a_long_database_outage_is_waited_out(tmp_path: Path) -> None:
             scenario.resolver.stop()
         assert left == [], f"runs that never ended after the outage: {left}"
         results = scenario.final_check()
+        control = negative_control(scenario)
+    assert control["passed"], control
     assert stack.figures.failures == [], "\n".join(stack.figures.failures[:20])
     assert results["runs_by_status"] == {"succeeded": 6}, results["runs_by_status"]
     checker = results["checker"]

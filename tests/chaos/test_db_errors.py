@@ -4,6 +4,7 @@ that fails the way a lost database makes it fail."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -114,3 +115,34 @@ def test_anything_else_is_still_a_500(tmp_path: Path) -> None:
     with client:
         r = client.get("/runs")
     assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error"
+
+
+def _full_disk() -> Exception:
+    return OperationalError(
+        "INSERT INTO runs", {}, sqlite3.OperationalError("database or disk is full")
+    )
+
+
+def _full_disk_under_dbos() -> Exception:
+    try:
+        try:
+            raise _full_disk()
+        except OperationalError as exc:
+            raise DBOSException("could not enqueue") from exc
+    except DBOSException as outer:
+        return outer
+
+
+@pytest.mark.parametrize("loss", [_full_disk, _full_disk_under_dbos], ids=["plain", "under DBOS"])
+def test_a_full_disk_is_507_storage_full_with_retry_after(
+    tmp_path: Path, loss: Callable[[], Exception]
+) -> None:
+    """SQLite's "database or disk is full" is an OperationalError too, but it is not a
+    lost database: waiting for the database will not help, freeing space will."""
+    client, _ = _client(tmp_path, loss)
+    with client:
+        r = client.get("/runs")
+    assert r.status_code == 507, r.text
+    error = r.json()["error"]
+    assert error["code"] == ErrorCode.STORAGE_FULL.value and error["retryable"] is True
+    assert int(r.headers["Retry-After"]) > 0

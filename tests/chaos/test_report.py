@@ -4,7 +4,21 @@ from __future__ import annotations
 
 import json
 
-from tests.chaos.report import DOC, END, RESULTS, START, TIERS, render
+from tests.chaos.report import (
+    DOC,
+    END,
+    RESULTS,
+    SCENARIOS_END,
+    SCENARIOS_START,
+    SOAK_END,
+    SOAK_START,
+    START,
+    TIERS,
+    load_scenarios,
+    render,
+    render_scenarios,
+    render_soak,
+)
 from tests.chaos.scenario import QUOTAS
 
 
@@ -30,3 +44,22 @@ def test_recorded_figures_meet_the_issue_quotas_and_passed() -> None:
         assert r["runs"] >= q["runs"] and r["kills"]["total"] >= q["kills"], tier
         assert r["db_restarts"] >= q["db_restarts"], tier
         assert r["terminate_rounds"] >= q["terminate_rounds"], tier
+
+
+def test_the_fault_table_shows_the_recorded_scenarios() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    block = text.split(SCENARIOS_START, 1)[1].split(SCENARIOS_END, 1)[0].strip()
+    assert block == render_scenarios(load_scenarios()).strip(), "run: python -m tests.chaos.report"
+    soak = text.split(SOAK_START, 1)[1].split(SOAK_END, 1)[0].strip()
+    assert soak == render_soak(load_scenarios()).strip(), "run: python -m tests.chaos.report"
+
+
+def test_every_recorded_scenario_held_its_invariants() -> None:
+    for name, r in load_scenarios().items():
+        if "counts" not in r:
+            continue
+        c = r["counts"]
+        assert r["failures"] == [], (name, r["failures"][:5])
+        assert c["lost"] == c["duplicated"] == c["unexpected"] == 0, (name, c)
+        assert c["replayed"] == c["runs"] > 0, (name, c)
+        assert r["negative_control"]["passed"], (name, r["negative_control"])

@@ -24,6 +24,7 @@ from contracts import DriverKind, Role
 from shim._auth import add_token
 from shim.app import create_app
 from shim.settings import ShimSettings
+from tests.support.plans import digest_of_plan, noop_plan
 
 if TYPE_CHECKING:
     from worker.handlers._base import Handler
@@ -120,6 +121,19 @@ class Stack:
 
     def wait(self, run_id: str, statuses: set[str], timeout: float = 60) -> dict[str, Any]:
         return wait_for_status(self.run, run_id, statuses, timeout)
+
+    def finished_run(self, steps: int = 3, objective: str = "finished run") -> str:
+        """A run-plan run of ``steps`` noop steps, approved and succeeded; its id."""
+        plan = noop_plan(steps, objective=objective)
+        body = {"recipe": "echo", "objective": objective, "mode": "run-plan", "plan": plan}
+        r = self.submit(body)
+        assert r.status_code == 202, r.text
+        run_id = str(r.json()["run_id"])
+        self.wait(run_id, {"waiting_approval"})
+        ok = self.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)})
+        assert ok.status_code == 200, ok.text
+        assert self.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
+        return run_id
 
     def settle(self, timeout: float = 60) -> None:
         """Wait until no run is queued or running, so row counts stand still."""

@@ -1,0 +1,210 @@
+"""Issue 18: an upgrade with runs in flight.
+
+Runs are started on the old release, some waiting for approval and some mid-plan
+(the sink answers slowly); every worker is stopped, one of them by kill -9 in
+the middle of its calls, the shim too. The next release is deployed: its
+migration is applied with ``gatehouse migrate`` and its shim and workers start
+(tests.support.next_release: this code, as a copy with one more migration).
+The waiting runs are approved, a few new runs submitted, and every run must end
+under the versioning rule of docs/reliability.md ("Upgrades with runs in
+flight"), nothing lost, duplicated or unexpected:
+
+* same version — the flow did not change, the release keeps
+  ``GATEHOUSE_APP_VERSION``: the new workers, under the old executor ids, resume
+  every run themselves;
+* new version — the release bumps it: new runs go to the new workers only, the
+  old runs are listed as unserved (readiness, ``GET /workers``) until old
+  workers are started again, which drain them (the killed one's runs handed
+  over by their reaper) and are stopped once their version has nothing left.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts import APP_VERSION
+from shim._procs import start_shim, stop, wait_healthy
+from tests.chaos.crashpoints import wait_until
+from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, Stack, running_stack, say
+from tests.chaos.invariants import assert_held, record, settle_and_check
+from tests.chaos.model import Channel
+from tests.chaos.scenario import SCALES, Scenario
+from tests.support.next_release import NextRelease, build_next_release
+from tests.support.pgcluster import unavailable_reason
+from tests.support.stack import GENEROUS_LIMITS
+
+NEXT_VERSION = "gatehouse-next"
+SINK_DELAY_S = 0.8
+WAITING = 4  # runs left waiting for approval across the upgrade
+MOVING = 5  # runs approved at once, mid-plan when the workers stop
+AFTER = 2  # runs submitted once the next release is up
+SETTLE_S = 120.0
+
+
+def _versions(stack: Stack) -> dict[str, dict[str, Any]]:
+    raw = stack.api.json("GET", "/workers", "operator")
+    return {str(v["app_version"]): v for v in raw["versions"]}
+
+
+def _run_versions(stack: Stack, run_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Per run: (application version, executor id) as DBOS last recorded them."""
+    rows = stack.pg.query(
+        DB_NAME, "SELECT workflow_uuid, application_version, executor_id FROM dbos.workflow_status"
+    )
+    found = {str(r[0]): (str(r[1]), str(r[2])) for r in rows}
+    return {run_id: found[run_id] for run_id in run_ids}
+
+
+def _start(stack: Stack, ids: list[str], env: dict[str, str]) -> None:
+    for executor_id in ids:
+        stack.workers.start(executor_id, extra_env=env)
+    stack.workers.wait_ready(ids)
+
+
+def _deploy(stack: Stack, release: NextRelease, app_version: str) -> subprocess.Popen[bytes]:
+    """Stop the old shim, apply the next release's migration, start its shim on the same port."""
+    stop([stack.shim])
+    done = release.cli("migrate", env={"GATEHOUSE_DATABASE_URL": stack.database_url})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{release.migration}" in done.stdout, done.stdout
+    applied = stack.pg.query(DB_NAME, "SELECT MAX(version) FROM gatehouse.schema_migrations")
+    assert applied[0][0] == release.migration
+    port = int(stack.api.base_url.rsplit(":", 1)[1])
+    shim = start_shim(
+        stack.database_url,
+        port,
+        stack.root / "shim-next.log",
+        stack.root / "tokens.json",
+        extra_env={**GENEROUS_LIMITS, "GATEHOUSE_APP_VERSION": app_version},
+        cwd=release.tree,
+    )
+    wait_healthy(stack.api.base_url, shim)
+    stack.shim = shim
+    return shim
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("rule", ["same_version", "new_version"])
+def test_upgrade_with_runs_in_flight(tmp_path: Path, rule: str) -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no private PostgreSQL cluster for the upgrade test: {reason}")
+    faults = {"graceful_worker_stops": 0, "kill_9_mid_call": 0, "shim_restarts": 0}
+    with running_stack(tmp_path, WORKER_ENV, sink_delay_s=SINK_DELAY_S) as stack:
+        stack.start_workers(list(SLOTS))
+        scenario = Scenario(stack, SCALES["ci"], seed=18)
+        scenario.resolver.start()
+        shim: subprocess.Popen[bytes] | None = None
+        try:
+            # 1. The old release: runs waiting for approval, runs mid-plan.
+            waiting = [
+                scenario.submit(scenario.plan([Channel.KEYED, Channel.SHELL, Channel.UNKEYED]))
+                for _ in range(WAITING)
+            ]
+            moving = []
+            for _ in range(MOVING):
+                plan = [Channel.KEYED, Channel.UNKEYED, Channel.KEYED, Channel.NOTE]
+                run_id = scenario.submit(scenario.plan(plan))
+                scenario.decide(run_id)
+                moving.append(run_id)
+            wait_until(
+                lambda: all(scenario.status(r) == "waiting_approval" for r in waiting),
+                60,
+                "the runs to wait for approval",
+            )
+            wait_until(
+                lambda: sum(scenario.status(r) == "running" for r in moving) >= 2,
+                30,
+                "runs mid-plan",
+            )
+            # 2. Stop every worker: one by kill -9 while it holds runs, the rest gracefully.
+            holding = {s: scenario.faults.pending_runs(s) for s in SLOTS}
+            victim = max(SLOTS, key=lambda s: len(set(holding[s]) & set(moving)))
+            mid_plan = [r for r in moving if scenario.status(r) == "running"]
+            stack.workers.slots[victim].hold = True  # not restarted by the harness
+            assert stack.workers.kill(victim, "upgrade")
+            faults["kill_9_mid_call"] += 1
+            for executor_id in SLOTS:
+                if executor_id != victim:
+                    stack.workers.pause(executor_id)
+                    faults["graceful_worker_stops"] += 1
+            say(
+                f"every worker stopped ({victim} by kill -9, holding {len(holding[victim])}"
+                f" run(s)); {len(mid_plan)} run(s) mid-plan, {len(waiting)} waiting"
+            )
+            # 3. Deploy the next release: migration, shim, workers.
+            release = build_next_release(tmp_path)
+            new_version = APP_VERSION if rule == "same_version" else NEXT_VERSION
+            shim = _deploy(stack, release, new_version)
+            faults["shim_restarts"] += 1
+            new_env = {**release.worker_env(), "GATEHOUSE_APP_VERSION": new_version}
+            if rule == "same_version":
+                # The flow is unchanged: the next release's workers resume every run,
+                # each under the executor id that held it (the killed one's too).
+                stack.workers.env = {**WORKER_ENV, **new_env}
+                _start(stack, list(SLOTS), {})
+                old_workers: list[str] = []
+            else:
+                _start(stack, ["n1", "n2"], new_env)
+                # Nothing is abandoned unseen: the old version's runs are listed, unserved.
+                old = _versions(stack)[APP_VERSION]
+                assert old["served"] is False, old
+                assert old["pending"] + old["enqueued"] >= WAITING + len(mid_plan), old
+                ready = stack.api.json("GET", "/readyz", "operator")
+                assert any(APP_VERSION in str(w) for w in ready["warnings"]), ready
+                say(f"before the old workers start: {old}")
+                # Keep old workers until drained: the old release, under two of its
+                # executor ids; the killed one's runs are handed over by their reaper.
+                old_workers = [s for s in SLOTS if s != victim]
+                _start(stack, old_workers, {})
+            for run_id in waiting:
+                scenario.decide(run_id)
+            after = []
+            for _ in range(AFTER):
+                run_id = scenario.submit(scenario.plan([Channel.KEYED, Channel.SHELL]))
+                scenario.decide(run_id)
+                after.append(run_id)
+            # 4. Every run ends; the invariants hold.
+            results = settle_and_check(scenario, SETTLE_S)
+            # What an operator reads before stopping the old workers: nothing left.
+            versions = _versions(stack)
+            for executor_id in old_workers:
+                stack.workers.pause(executor_id)
+        finally:
+            scenario.resolver.stop()
+            if shim is not None:
+                stop([shim])
+        old_runs = _run_versions(stack, waiting + moving)
+        new_runs = _run_versions(stack, after)
+    results["upgrade"] = {
+        "rule": rule,
+        "from_version": APP_VERSION,
+        "to_version": new_version,
+        "migration": release.migration,
+        "waiting_for_approval": len(waiting),
+        "mid_plan_at_stop": len(mid_plan),
+        "approved_before_stop": len(moving),
+        "submitted_after": len(after),
+        "killed_worker_held": len(holding[victim]),
+        "old_runs_by_version": sorted({v for v, _ in old_runs.values()}),
+        "new_runs_by_version": sorted({v for v, _ in new_runs.values()}),
+        "old_runs_ended_on": sorted({e for _, e in old_runs.values()}),
+        "versions_at_end": versions,
+    }
+    record(f"upgrade_{rule}", results, faults)
+    say(f"upgrade ({rule}): {results['upgrade']}")
+    assert_held(results)
+    assert results["runs_by_status"] == {"succeeded": WAITING + MOVING + AFTER}, results
+    # Every old run stayed on the version it started under, and ended on a worker of it.
+    assert {v for v, _ in old_runs.values()} == {APP_VERSION}, old_runs
+    assert {v for v, _ in new_runs.values()} == {new_version}, new_runs
+    if rule == "new_version":
+        assert {e for _, e in old_runs.values()} <= set(old_workers), old_runs
+        assert {e for _, e in new_runs.values()} <= {"n1", "n2"}, new_runs
+        drained = versions[APP_VERSION]
+        assert drained["pending"] == drained["enqueued"] == 0, drained
