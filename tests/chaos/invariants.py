@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,8 +49,7 @@ def results_dir() -> Path:
 def settle_and_check(scenario: Scenario, timeout_s: float) -> dict[str, Any]:
     """Wait for every submitted run to end, then check every invariant. Failures
     are collected in the scenario's figures (``results["failures"]``)."""
-    scenario.scale = replace(scenario.scale, settle_s=timeout_s)
-    scenario.settle()
+    scenario.settle(timeout_s)
     results = scenario.final_check()
     results["negative_control"] = negative_control(scenario)
     results["failures"] = list(scenario.figures.failures)

@@ -228,10 +228,12 @@ class Scenario:
         self.stack.workers.start("w4")
 
     # ------------------------------------------------------------ 5 settle and check
-    def settle(self) -> None:
+    def settle(self, timeout_s: float | None = None) -> None:
+        """Wait for every submitted run to end (``timeout_s``, else the scale's)."""
         run_ids = [e.run_id for e in self.book.all()]
         say(f"settle: waiting for {len(run_ids)} run(s) to end")
-        for run_id in self.wait_terminal(run_ids, self.scale.settle_s):
+        limit = self.scale.settle_s if timeout_s is None else timeout_s
+        for run_id in self.wait_terminal(run_ids, limit):
             entry = self.book.get(run_id)
             state = entry.status if entry is not None else "?"
             self.figures.fail(f"run {run_id} never ended (still {state})")

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -334,8 +334,7 @@ def run_soak(root: Path, size: SoakSize, seed: int) -> dict[str, Any]:
             while time.monotonic() - started < window:
                 time.sleep(0.5)
             # Sampled until every run ended; the checking after it is not the load.
-            scenario.scale = replace(scenario.scale, settle_s=600 + size.runs * 0.05)
-            scenario.settle()
+            scenario.settle(600 + size.runs * 0.05)
             sampler.stop()
             results = settle_and_check(scenario, 60)
         finally:
