@@ -151,9 +151,16 @@ def test_upgrade_with_runs_in_flight(tmp_path: Path, rule: str) -> None:
                 old_workers: list[str] = []
             else:
                 _start(stack, ["n1", "n2"], new_env)
-                # Nothing is abandoned unseen: the old version's runs are listed, unserved.
+                # Nothing is abandoned unseen: the old version's runs are listed, unserved
+                # once its workers' last heartbeats are older than dead-after (until then
+                # they count as live: a stop and a short pause look the same).
+                dead_after_s = float(stack.api.json("GET", "/workers", "operator")["dead_after_s"])
+                wait_until(
+                    lambda: _versions(stack)[APP_VERSION]["served"] is False,
+                    dead_after_s + 15,
+                    "the old version to show as unserved",
+                )
                 old = _versions(stack)[APP_VERSION]
-                assert old["served"] is False, old
                 assert old["pending"] + old["enqueued"] >= WAITING + len(mid_plan), old
                 ready = stack.api.json("GET", "/readyz", "operator")
                 assert any(APP_VERSION in str(w) for w in ready["warnings"]), ready
