@@ -28,6 +28,7 @@ __all__ = [
     "Lease",
     "VersionLoad",
     "beats",
+    "errored_on_full_disk",
     "heartbeat",
     "lease",
     "list_executors",
@@ -227,3 +228,28 @@ def requeue_errored(conn: Conn, workflow_id: str, queue_name: str) -> bool:
         {"q": queue_name, "w": workflow_id},
     )
     return rows_changed(done) > 0
+
+
+# How a full disk reads in the error DBOS recorded (SQLite's message, ENOSPC, EDQUOT,
+# Gatehouse's own code): what ``ledger.storage_full`` recognises, as text.
+_FULL_DISK_TEXT = ("database or disk is full", "No space left on device",
+                   "Disk quota exceeded", "storage_full")  # fmt: skip
+
+
+def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[str]:
+    """Workflows of ``app_version`` that DBOS ended in ``ERROR`` for a full disk while
+    their run never ended: what ``requeue_errored`` puts back. The worker that saw the
+    disk fill up re-queues its own; this finds those whose worker died first."""
+    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    like = " OR ".join(f"w.error LIKE :t{i}" for i in range(len(_FULL_DISK_TEXT)))
+    rows = conn.execute(
+        sa.text(
+            f"SELECT w.workflow_uuid FROM {wf} w JOIN runs r ON r.run_id = w.workflow_uuid"  # noqa: S608  (fixed names; the texts are parameters)
+            " WHERE w.status = 'ERROR' AND r.finished_at IS NULL"
+            f" AND w.application_version = :v AND ({like})"
+            " ORDER BY w.workflow_uuid LIMIT :n"
+        ),
+        {"v": app_version, "n": limit,
+         **{f"t{i}": f"%{text}%" for i, text in enumerate(_FULL_DISK_TEXT)}},
+    ).all()  # fmt: skip
+    return [str(r[0]) for r in rows]

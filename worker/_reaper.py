@@ -49,7 +49,7 @@ from policies.episodes import episode
 from worker import cancel
 from worker._liveness import Silence
 from worker._runtime import Runtime
-from worker._storage import resume_stranded
+from worker._storage import requeue_orphaned, resume_stranded
 from worker.settings import WorkerSettings
 
 __all__ = ["Reaper", "beating", "heartbeat"]
@@ -167,6 +167,8 @@ class Reaper(threading.Thread):
         if leader:
             # Runs whose workflow was cancelled through DBOS cannot end themselves.
             cancel.sweep(self.rt)
+            # Nor can runs a full disk ended in DBOS whose worker died meanwhile.
+            requeue_orphaned(self.rt.db, s.app_version)
         if not leader or mono - self._healthy_since < self.dead_after_s:
             return []
         adopted: list[str] = []

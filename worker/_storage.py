@@ -22,7 +22,13 @@ from dbos._datasource import SQLAlchemyDatasource
 from contracts import INTENT_QUEUE
 from ledger import Database, executors, storage_full
 
-__all__ = ["resume_stranded", "stranded", "wait_for_space", "wait_out_full_disk"]
+__all__ = [
+    "requeue_orphaned",
+    "resume_stranded",
+    "stranded",
+    "wait_for_space",
+    "wait_out_full_disk",
+]
 
 T = TypeVar("T")
 
@@ -101,3 +107,23 @@ def resume_stranded(db: Database) -> list[str]:
     if resumed:
         _log.warning("resumed %d run(s) stopped by a full disk", len(resumed))
     return resumed
+
+
+def requeue_orphaned(db: Database, app_version: str) -> list[str]:
+    """Put back on the queue the runs of ``app_version`` that DBOS ended in ``ERROR``
+    for a full disk and that never ended, whoever's they were. ``stranded`` notes a
+    run in its worker's memory only (the disk is full: nothing can be written), so a
+    worker that dies before space is freed would leave its runs ``running`` for good;
+    the reaper's leader calls this every tick. While the disk is still full nothing
+    changes, and it tries again next tick."""
+    try:
+        with db.engine.begin() as conn:
+            found = executors.errored_on_full_disk(conn, app_version)
+            requeued = [w for w in found if executors.requeue_errored(conn, w, INTENT_QUEUE)]
+    except Exception as exc:
+        if not storage_full(exc):
+            raise
+        return []
+    if requeued:
+        _log.warning("re-queued %d run(s) a full disk had ended in DBOS", len(requeued))
+    return requeued

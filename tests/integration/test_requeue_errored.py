@@ -60,3 +60,32 @@ def test_an_errored_unfinished_run_goes_back_on_the_queue_and_ends(stack: Stack)
             assert executors.requeue_errored(conn, run_id, INTENT_QUEUE) is False
     finally:
         db.dispose()
+
+
+def test_the_leader_requeues_a_full_disk_error_whose_worker_is_gone(stack: Stack) -> None:
+    """The worker that saw the disk fill up keeps the run in memory only; were it to
+    die first, the reaper's leader still finds the run by DBOS's recorded error.
+    An ``ERROR`` for any other reason is left for an operator."""
+    full = stack.finished_run(2, "orphan")
+    bug = stack.finished_run(2, "bug")
+    errors = {
+        full: '{"name": "OperationalError", "message": "database or disk is full"}',
+        bug: '{"name": "ValueError", "message": "a bug"}',
+    }
+    for run_id, error in errors.items():
+        stack.execute(
+            f"UPDATE {_wf(stack)} SET status = 'ERROR', error = :e WHERE workflow_uuid = :w",
+            e=error,
+            w=run_id,
+        )
+        stack.execute("UPDATE runs SET finished_at = NULL WHERE run_id = :r", r=run_id)
+    deadline = time.monotonic() + 60
+    while _status(stack, full) != "SUCCESS" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _status(stack, full) == "SUCCESS"
+    calls = stack.sql(
+        "SELECT COUNT(*), COUNT(DISTINCT op_key) FROM calls WHERE run_id = :r", r=full
+    )
+    assert calls[0][0] == calls[0][1] == 2
+    time.sleep(3)  # a few more of the leader's ticks
+    assert _status(stack, bug) == "ERROR"
