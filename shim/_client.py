@@ -35,9 +35,15 @@ from contracts import (
     TextChannel,
 )
 
-__all__ = ["ApiError", "ArtifactRef", "Client", "dump", "explain_text"]
+__all__ = ["KEEPALIVE", "ApiError", "ArtifactRef", "Client", "dump", "explain_text"]
 
 ArtifactRef = dict[str, str | int]
+
+
+# A kept-alive connection is dropped by the client before the shim drops it (uvicorn
+# closes one idle for 5 s): with both at 5 s, a request sent just as the shim closes
+# its end is met with a connection reset.
+KEEPALIVE = httpx.Limits(keepalive_expiry=2.0)
 
 
 class _Calls(BaseModel):
@@ -79,6 +85,7 @@ class Client:
         self._http = httpx.Client(
             base_url=self.base_url,
             timeout=timeout,
+            limits=KEEPALIVE,
             trust_env=False,
             headers=headers,
             verify=ssl.create_default_context(cafile=ca) if ca else True,

@@ -27,6 +27,7 @@ from bench.hitl._counting import read_counts
 from contracts import Role
 from ledger import open_database
 from shim._auth import add_token
+from shim._client import KEEPALIVE
 from shim._procs import free_port, stop, wait_healthy
 
 __all__ = ["GatehouseSystem"]
@@ -88,7 +89,7 @@ class GatehouseSystem:
         wait_healthy(self.base, self.procs[0])
         if worker:
             self.procs.append(self._spawn("worker"))
-        self.client = httpx.Client(base_url=self.base, timeout=60)
+        self.client = httpx.Client(base_url=self.base, timeout=60, limits=KEEPALIVE)
         self._callers: list[httpx.Client] = []
         # Retryable error answers the client got and tried again, by status and code.
         self.retried: Counter[str] = Counter()
@@ -178,7 +179,7 @@ class GatehouseSystem:
         benchmark's process milliseconds of CPU (its TLS context), which is not
         Gatehouse's work and would compete with it for the same two cores."""
         while len(self._callers) < n:
-            self._callers.append(httpx.Client(base_url=self.base, timeout=60))
+            self._callers.append(httpx.Client(base_url=self.base, timeout=60, limits=KEEPALIVE))
         started = time.perf_counter()
         with ThreadPoolExecutor(n) as pool:
             list(pool.map(lambda c: self.one_run(client=c), self._callers[:n]))

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 
 from bench.hitl.gatehouse import GatehouseSystem
 from ledger import open_database
+from shim._client import KEEPALIVE
 from worker.replay import replay_run
 from worker.settings import WorkerSettings
 
@@ -43,12 +44,12 @@ def ingest(backend: str, url: str, tmp: Path, clients: int, seconds: float) -> d
     refused: list[int] = []
     lock = threading.Lock()
     try:
-        with httpx.Client(base_url=shim.base, timeout=60) as warm:
+        with httpx.Client(base_url=shim.base, timeout=60, limits=KEEPALIVE) as warm:
             shim.submit(warm, 3)  # connections, imports, the first plan: not measured
         deadline = time.monotonic() + seconds
 
         def client() -> None:
-            with httpx.Client(base_url=shim.base, timeout=60) as c:
+            with httpx.Client(base_url=shim.base, timeout=60, limits=KEEPALIVE) as c:
                 while time.monotonic() < deadline:
                     began = time.perf_counter()
                     try:

@@ -30,6 +30,7 @@ import httpx
 
 from contracts import Role
 from shim._auth import add_token
+from shim._client import KEEPALIVE
 from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
 from tests.chaos.sink import Sink
 from tests.support.pgcluster import PgCluster
@@ -117,7 +118,7 @@ class Api:
         self.base_url = base_url
         self.tokens = tokens
         self.figures = figures
-        self._http = httpx.Client(base_url=base_url, timeout=180, trust_env=False)
+        self._http = httpx.Client(base_url=base_url, timeout=180, trust_env=False, limits=KEEPALIVE)
 
     def close(self) -> None:
         self._http.close()
