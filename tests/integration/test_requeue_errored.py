@@ -33,6 +33,19 @@ def _status(stack: Stack, run_id: str) -> str:
     return str(rows[0][0])
 
 
+def _runs_on_to_the_end(stack: Stack, run_id: str) -> None:
+    """Back on the queue, the run runs on from its checkpoints: it ends again
+    (DBOS ``SUCCESS``), and none of its two calls ran twice."""
+    deadline = time.monotonic() + 60
+    while _status(stack, run_id) != "SUCCESS" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _status(stack, run_id) == "SUCCESS"
+    calls = stack.sql(
+        "SELECT COUNT(*), COUNT(DISTINCT op_key) FROM calls WHERE run_id = :r", r=run_id
+    )
+    assert calls[0][0] == calls[0][1] == 2
+
+
 def test_an_errored_unfinished_run_goes_back_on_the_queue_and_ends(stack: Stack) -> None:
     run_id = stack.finished_run(2, "requeue")
     db = open_database(stack.database_url)
@@ -47,15 +60,7 @@ def test_an_errored_unfinished_run_goes_back_on_the_queue_and_ends(stack: Stack)
         stack.execute("UPDATE runs SET finished_at = NULL WHERE run_id = :r", r=run_id)
         with db.engine.begin() as conn:
             assert executors.requeue_errored(conn, run_id, INTENT_QUEUE) is True
-        deadline = time.monotonic() + 60
-        while _status(stack, run_id) != "SUCCESS" and time.monotonic() < deadline:
-            time.sleep(0.2)
-        # Run on from its checkpoints: it ended again, and no call ran twice.
-        assert _status(stack, run_id) == "SUCCESS"
-        calls = stack.sql(
-            "SELECT COUNT(*), COUNT(DISTINCT op_key) FROM calls WHERE run_id = :r", r=run_id
-        )
-        assert calls[0][0] == calls[0][1] == 2
+        _runs_on_to_the_end(stack, run_id)
         with db.engine.begin() as conn:  # SUCCESS now: nothing to do
             assert executors.requeue_errored(conn, run_id, INTENT_QUEUE) is False
     finally:
@@ -79,13 +84,6 @@ def test_the_leader_requeues_a_full_disk_error_whose_worker_is_gone(stack: Stack
             w=run_id,
         )
         stack.execute("UPDATE runs SET finished_at = NULL WHERE run_id = :r", r=run_id)
-    deadline = time.monotonic() + 60
-    while _status(stack, full) != "SUCCESS" and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _status(stack, full) == "SUCCESS"
-    calls = stack.sql(
-        "SELECT COUNT(*), COUNT(DISTINCT op_key) FROM calls WHERE run_id = :r", r=full
-    )
-    assert calls[0][0] == calls[0][1] == 2
+    _runs_on_to_the_end(stack, full)
     time.sleep(3)  # a few more of the leader's ticks
     assert _status(stack, bug) == "ERROR"
