@@ -10,6 +10,7 @@ is kept under test-artifacts/ (or $GATEHOUSE_TEST_ARTIFACTS)."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 
 
 def test_approver_approves_in_the_browser_and_watches_the_run_finish(stack: Stack) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import Route, expect, sync_playwright
 
     plan = noop_plan(3, objective=f"dashboard {HOSTILE}")
     r = stack.submit({"recipe": "echo", "objective": HOSTILE, "mode": "run-plan", "plan": plan})
@@ -74,6 +75,16 @@ def test_approver_approves_in_the_browser_and_watches_the_run_finish(stack: Stac
             expect(page.locator("#plan-digest")).to_have_text(digest)
             expect(page.locator("body")).to_have_attribute("data-stream", "open")
             page.evaluate("window.__same_page = true")  # gone if the page reloads
+
+            # Each re-render of the run's body reaches this page late, as over a slow
+            # link: the run ends while one is on its way, and the page must fetch again
+            # rather than stay on a body rendered before the end.
+            def late(route: Route) -> None:
+                response = route.fetch()
+                time.sleep(0.6)
+                route.fulfill(response=response)
+
+            page.route("**/dashboard/runs/*/body", late)
 
             # a second tab decides; the first only listens
             other = context.new_page()

@@ -5,17 +5,25 @@
   var body = document.getElementById("run-body");
   if (!body || !window.EventSource) { return; }
   var runId = body.getAttribute("data-run-id");
+  // One fetch at a time; an event that arrives during one asks for one more after
+  // it (dropping it could leave the page on a body rendered before the run ended).
   var pending = false;
+  var again = false;
   function refresh() {
-    if (pending) { return; }
+    if (pending) { again = true; return; }
     pending = true;
+    again = false;
+    function done() {
+      pending = false;
+      if (again) { refresh(); }
+    }
     fetch("/dashboard/runs/" + runId + "/body", { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
-        pending = false;
         if (html !== null) { body.innerHTML = html; }
+        done();
       })
-      .catch(function () { pending = false; });
+      .catch(done);
   }
   var source = new EventSource("/dashboard/runs/" + runId + "/events");
   var log = document.getElementById("event-log");
