@@ -51,11 +51,8 @@ from worker.explain_request import (
     explain_seed,
     run_evidence,
 )
-from worker.providers.openai_compat import (
-    ModelSettings,
-    explain_request_body,
-    explain_with_model,
-)
+from worker.providers.chat import ModelSettings
+from worker.providers.explain_model import explain_request_body, explain_with_model
 from worker.settings import WorkerSettings
 
 __all__ = ["ExplainAsk", "explain_run", "explain_workflow", "prepare_explain", "replay_explain"]

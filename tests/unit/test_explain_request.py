@@ -31,7 +31,8 @@ from worker.explain_request import (
     explain_seed,
     run_evidence,
 )
-from worker.providers.openai_compat import ModelSettings, explain_request_body
+from worker.providers.chat import ModelSettings
+from worker.providers.explain_model import explain_request_body
 
 RUN_ID = "run_" + "a" * 32
 DIGEST = "b" * 64
@@ -257,7 +258,7 @@ def _model_settings(base_url: str) -> ModelSettings:
 
 def test_explain_with_model_returns_the_answer_and_sends_the_key() -> None:
     from tests.support.scripted_model import ScriptedModel
-    from worker.providers.openai_compat import explain_with_model
+    from worker.providers.explain_model import explain_with_model
 
     body = _body(run_evidence(_run(), CALLS, EPISODES))
     with ScriptedModel([{"content": REPORT}]) as model:
@@ -278,7 +279,7 @@ def test_explain_with_model_returns_the_answer_and_sends_the_key() -> None:
 )
 def test_explain_with_model_translates_failures(turn: dict[str, Any], code: ErrorCode) -> None:
     from tests.support.scripted_model import ScriptedModel
-    from worker.providers.openai_compat import explain_with_model
+    from worker.providers.explain_model import explain_with_model
 
     with ScriptedModel([turn]) as model, pytest.raises(GatehouseError) as info:
         explain_with_model(_model_settings(model.base_url), {"model": "scripted"}, "key-1")
@@ -289,7 +290,7 @@ def test_explain_with_model_translates_failures(turn: dict[str, Any], code: Erro
 def test_an_unreachable_model_is_explain_unavailable() -> None:
     import socket
 
-    from worker.providers.openai_compat import explain_with_model
+    from worker.providers.explain_model import explain_with_model
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

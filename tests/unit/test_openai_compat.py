@@ -28,7 +28,7 @@ from contracts import (
 from contracts._schemas import render_schema, validate_instance
 from contracts.tool_pool import CommandRule
 from tests.support.scripted_model import ScriptedModel, Turn
-from worker.providers import openai_compat
+from worker.providers import chat
 from worker.providers.openai_compat import (
     ANSWER_RULE,
     ModelSettings,
@@ -310,7 +310,7 @@ def test_malformed_completion_is_planner_failed(body: str) -> None:
 
 
 def test_oversized_response_is_planner_failed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(openai_compat, "MAX_RESPONSE_BYTES", 4096)
+    monkeypatch.setattr(chat, "MAX_RESPONSE_BYTES", 4096)
     big = dict(PLAN, objective="x" * 8000)
     with ScriptedModel([{"content": big}]) as model:
         error = _planner_failure(_settings(model.base_url))

@@ -5,47 +5,33 @@ Why it looks the way it does:
 * ``request_body`` is a pure function of its inputs and always spells the same
   bytes (canonical JSON), because its digest is written to the ledger: a
   recovered workflow must be able to prove it asked the same question.
-* ``plan_with_model`` is the one boundary where httpx meets Gatehouse, so every
-  foreign failure (transport, timeout, status, malformed answer) is translated
-  here, once, into ``GatehouseError(PLANNER_FAILED)``. Callers never see httpx.
+* ``plan_with_model`` sends it through the shared transport (``chat``), which
+  translates every foreign failure (transport, timeout, status, malformed
+  answer) once; here each becomes ``GatehouseError(PLANNER_FAILED)``.
 * It returns the proposed plan as a plain JSON object and does *not* validate
   it: the plan gate owns validation, and a planner that validated its own
   output would be a second, divergent gate.
-* The client ignores proxy environment variables and never follows redirects,
-  so the planner endpoint is exactly the configured one.
-* The explain skill (``worker/explain.py``) asks the same endpoint for a report
-  through ``explain_request_body`` / ``explain_with_model``: same transport,
-  its own error codes (``explain_unavailable``, ``explain_invalid``).
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
-
-import httpx
 
 from contracts._errors import ErrorCode, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json
 from contracts._schemas import render_schema
-from contracts.explain import EXPLAIN_REPORT_SCHEMA_ID
 from contracts.plan import PLAN_SCHEMA_ID
 from contracts.recipe import Recipe
 from contracts.tool_pool import Connector, ToolPool
+from worker.providers.chat import ModelSettings, chat, json_object_of
 
 __all__ = [
     "ANSWER_RULE",
-    "EXPLAIN_MAX_TOKENS",
-    "MAX_RESPONSE_BYTES",
     "ModelSettings",
     "PlannerInput",
-    "explain_request_body",
-    "explain_with_model",
     "plan_and_usage",
     "plan_with_model",
+    "planner_prompt",
     "request_body",
     "usage_from",
 ]
@@ -53,25 +39,6 @@ __all__ = [
 # The last line of the system message: the model answers with a plan, never with
 # what running it would produce (the gate refuses plans that carry results).
 ANSWER_RULE = "Answer with one JSON object matching the schema; never include execution results."
-
-# A plan is small; an endpoint that streams megabytes at us is broken or hostile,
-# and reading it all would hold the worker's memory hostage.
-MAX_RESPONSE_BYTES = 4 * 1024 * 1024
-
-_EXCERPT_CHARS = 500
-
-# ```json\n{...}\n```  (the language tag is optional; surrounding whitespace ignored)
-_FENCE = re.compile(r"^```[A-Za-z0-9_+-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```$", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    """Where the planner lives. ``base_url`` ends in the API root, e.g. ``.../v1``."""
-
-    base_url: str
-    model: str
-    api_key: str | None
-    timeout_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -190,79 +157,8 @@ def request_body(settings: ModelSettings, planner_input: PlannerInput) -> JsonOb
     return body
 
 
-def _excerpt(data: bytes | str) -> str:
-    """At most 500 characters: enough to diagnose, too little to flood the ledger."""
-    if isinstance(data, bytes):
-        # A UTF-8 character is at most 4 bytes: decode only what the excerpt can use.
-        data = data[: 4 * _EXCERPT_CHARS].decode("utf-8", errors="replace")
-    return data[:_EXCERPT_CHARS]
-
-
 def _fail(message: str, details: JsonObject) -> GatehouseError:
     return GatehouseError(ErrorCode.PLANNER_FAILED, message, details)
-
-
-def _reject_constant(name: str) -> NoReturn:
-    # NaN and Infinity are not JSON; PostgreSQL jsonb and canonical_json refuse them.
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _loads(text: str | bytes) -> object:
-    """``json.loads`` that refuses NaN/Infinity; raises ValueError on any bad input."""
-    parsed: object = json.loads(text, parse_constant=_reject_constant)
-    return parsed
-
-
-def _strip_fences(content: str) -> str:
-    """Models often wrap JSON in a Markdown fence despite response_format; unwrap it."""
-    stripped = content.strip()
-    match = _FENCE.match(stripped)
-    return match.group("body").strip() if match else stripped
-
-
-def _post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> tuple[int, bytes]:
-    """POST and read at most MAX_RESPONSE_BYTES (+1, to notice an oversized answer)."""
-    with (
-        httpx.Client(trust_env=False, follow_redirects=False, timeout=timeout_s) as client,
-        client.stream("POST", url, content=body, headers=headers) as response,
-    ):
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                break
-        return response.status_code, b"".join(chunks)
-
-
-def _content_of(
-    completion: object,
-    status: int,
-    raw: bytes,
-    fail: Callable[[str, JsonObject], GatehouseError] = _fail,
-) -> str:
-    """``choices[0].message.content``, or ``fail`` (PLANNER_FAILED) saying which part is missing."""
-    details: JsonObject = {"status": status, "body_excerpt": _excerpt(raw)}
-    if not isinstance(completion, dict):
-        raise fail("the planner's response is not a JSON object", details)
-    choices = completion.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise fail("the planner's response has no choices", details)
-    first = choices[0]
-    message = first.get("message") if isinstance(first, dict) else None
-    if not isinstance(message, dict):
-        raise fail("the planner's first choice has no message", details)
-    content = message.get("content")
-    if not isinstance(content, str) or not content.strip():
-        refusal = message.get("refusal")
-        if isinstance(refusal, str):
-            details["refusal"] = _excerpt(refusal)
-        finish_reason = first.get("finish_reason")
-        if isinstance(finish_reason, str):
-            details["finish_reason"] = finish_reason
-        raise fail("the planner's message has no text content", details)
-    return content
 
 
 def usage_from(completion: object, model: str) -> JsonObject:
@@ -290,144 +186,17 @@ def plan_with_model(
     return plan_and_usage(settings, planner_input, idempotency_key)[0]
 
 
-ErrorFactory = Callable[[str, JsonObject], GatehouseError]
-
-
-def _chat(
-    settings: ModelSettings,
-    body: bytes,
-    idempotency_key: str,
-    who: str,
-    *,
-    unavailable: ErrorFactory,
-    invalid: ErrorFactory,
-) -> tuple[object, int, bytes]:
-    """POST one chat completion; (the parsed completion, HTTP status, raw body).
-
-    ``unavailable`` words what says the model was not there (a timeout, no
-    connection, an HTTP error), ``invalid`` what it answered that is no answer
-    (too large, not JSON); ``who`` names the model in messages."""
-    url = settings.base_url.rstrip("/") + "/chat/completions"
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json",
-        "Idempotency-Key": idempotency_key,
-    }
-    if settings.api_key:
-        headers["Authorization"] = f"Bearer {settings.api_key}"
-    try:
-        status, raw = _post(url, body, headers, settings.timeout_s)
-    except httpx.TimeoutException as exc:
-        raise unavailable(
-            f"the {who} did not answer within {settings.timeout_s}s",
-            {"error": type(exc).__name__, "timeout_s": settings.timeout_s},
-        ) from exc
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise unavailable(
-            f"the {who} could not be reached",
-            {"error": type(exc).__name__, "reason": _excerpt(str(exc))},
-        ) from exc
-    details: JsonObject = {"status": status, "body_excerpt": _excerpt(raw)}
-    if len(raw) > MAX_RESPONSE_BYTES:
-        raise invalid(f"the {who}'s response exceeds {MAX_RESPONSE_BYTES} bytes", details)
-    if not 200 <= status < 300:
-        raise unavailable(f"the {who} answered HTTP {status}", details)
-    try:
-        completion = _loads(raw)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise invalid(f"the {who}'s response is not JSON", details) from exc
-    return completion, status, raw
-
-
 def plan_and_usage(
     settings: ModelSettings, planner_input: PlannerInput, idempotency_key: str
 ) -> tuple[JsonObject, JsonObject]:
     """Ask the model for a plan: (the plan as a JSON object, unvalidated; its usage).
 
-    The Idempotency-Key lets a compliant endpoint answer a retried call (after a
-    worker crash) with its first answer. Every failure raises PLANNER_FAILED,
-    which is retryable: models and their gateways fail transiently.
+    Every failure raises PLANNER_FAILED, which is retryable: models and their
+    gateways fail transiently.
     """
     body = canonical_json(request_body(settings, planner_input)).encode("utf-8")
-    completion, status, raw = _chat(
+    completion, status, raw = chat(
         settings, body, idempotency_key, "planner", unavailable=_fail, invalid=_fail
     )
-    content = _content_of(completion, status, raw)
-    details: JsonObject = {"status": status, "content_excerpt": _excerpt(content)}
-    try:
-        plan = _loads(_strip_fences(content))
-    except ValueError as exc:
-        raise _fail("the planner's content is not JSON", details) from exc
-    if not isinstance(plan, dict):
-        raise _fail("the planner's content is not a JSON object", details)
+    plan = json_object_of(completion, status, raw, "planner", _fail)
     return plan, usage_from(completion, settings.model)
-
-
-# ---------------------------------------------------------------- the explain skill
-
-# A report is a few paragraphs; the budget of one explain turn.
-EXPLAIN_MAX_TOKENS = 1024
-
-
-def explain_request_body(
-    settings: ModelSettings, system: str, user: str, seed: int | None
-) -> JsonObject:
-    """The chat-completions request of one explain, deterministic like ``request_body``:
-    its digest is what the ledger uses to tell the same question from another."""
-    body: JsonObject = {
-        "model": settings.model,
-        "temperature": 0,
-        "max_tokens": EXPLAIN_MAX_TOKENS,
-        "stream": False,
-        "messages": [
-            {"role": "system", "content": system},
-            {"role": "user", "content": user},
-        ],
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {
-                "name": "gatehouse_explain_report_v1",
-                "strict": True,
-                "schema": render_schema(EXPLAIN_REPORT_SCHEMA_ID),
-            },
-        },
-    }
-    if seed is not None:
-        body["seed"] = seed
-    return body
-
-
-# The shared helpers (``_content_of``) word their messages for the planner; an
-# explain's error names the model instead.
-def _unavailable(message: str, details: JsonObject) -> GatehouseError:
-    return GatehouseError(
-        ErrorCode.EXPLAIN_UNAVAILABLE, message.replace("planner", "model"), details
-    )
-
-
-def _invalid(message: str, details: JsonObject) -> GatehouseError:
-    return GatehouseError(ErrorCode.EXPLAIN_INVALID, message.replace("planner", "model"), details)
-
-
-def explain_with_model(
-    settings: ModelSettings, body: JsonObject, idempotency_key: str
-) -> JsonObject:
-    """Send one explain request; return the model's answer as a JSON object, unvalidated.
-
-    A model that cannot be reached, times out or answers an HTTP error is
-    EXPLAIN_UNAVAILABLE; an answer that is not a JSON object is EXPLAIN_INVALID
-    (the caller checks it against the report schema, with the same code).
-    """
-    sent = canonical_json(body).encode("utf-8")
-    completion, status, raw = _chat(
-        settings, sent, idempotency_key, "model", unavailable=_unavailable, invalid=_invalid
-    )
-    content = _content_of(completion, status, raw, _invalid)
-    details: JsonObject = {"status": status, "content_excerpt": _excerpt(content)}
-    try:
-        answer = _loads(_strip_fences(content))
-    except ValueError as exc:
-        raise _invalid("the model's content is not JSON", details) from exc
-    if not isinstance(answer, dict):
-        raise _invalid("the model's content is not a JSON object", details)
-    return answer
