@@ -39,7 +39,19 @@ from tests.chaos.model import Channel
 from tests.chaos.scenario import Scenario
 from tests.chaos.sink import UNKEYED_PATH
 
-__all__ = ["assert_held", "negative_control", "record", "results_dir", "settle_and_check"]
+__all__ = [
+    "RECORDED",
+    "assert_held",
+    "negative_control",
+    "record",
+    "results_dir",
+    "settle_and_check",
+]
+
+# Every counts line ``record`` printed in this pytest process, in order: the
+# chaos folder's conftest repeats them in the terminal summary, where they show
+# even when pytest captured the scenario's own output (``mise run check``).
+RECORDED: list[tuple[str, dict[str, int]]] = []
 
 
 def results_dir() -> Path:
@@ -122,6 +134,7 @@ def record(name: str, results: dict[str, Any], faults: dict[str, int]) -> Path:
         "replayed": results.get("replay_matched", 0),
     }
     say(f"{name}: " + ", ".join(f"{k} {v}" for k, v in results["counts"].items()))
+    RECORDED.append((name, dict(results["counts"])))
     out = results_dir() / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -9,16 +9,14 @@ duplicated or unexpected.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tests.chaos.harness import SLOTS, WORKER_ENV, running_stack, say
-from tests.chaos.invariants import negative_control, results_dir
+from tests.chaos.invariants import assert_held, negative_control, record
 from tests.chaos.scenario import QUOTAS, SCALES, Scenario
 from tests.support.pgcluster import unavailable_reason
 
@@ -46,20 +44,16 @@ def test_chaos_suite(tmp_path: Path) -> None:
         results = scenario.run()
         results["negative_control"] = negative_control(scenario)
         results["failures"] = list(stack.figures.failures)
-    results["recorded_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    results["cpus"] = os.cpu_count()
-    out = results_dir() / f"{name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    say(f"figures written to {out}")
-
-    assert results["failures"] == [], "\n".join(results["failures"][:40])
-    checker = results["checker"]
-    assert checker["lost"] == checker["duplicated"] == checker["unexpected"] == 0, checker
-    assert results["ledger_verified"] == results["runs"]
-    assert results["replay_matched"] == results["runs"]
-    assert results["replay_outbound_calls"] == 0
-    assert results["negative_control"]["passed"], results["negative_control"]
+    kills = results["kills"]
+    faults = {
+        "kill_random": kills["random"],
+        "kill_at_crash_point": kills["crash_point"],
+        "kill_for_good": kills["for_good"],
+        "db_restarts": results["db_restarts"],
+        "terminate_rounds": results["terminate_rounds"],
+    }
+    say(f"figures written to {record(name, results, faults)}")
+    assert_held(results)
     assert results["crash_cases"]["passed"] == results["crash_cases"]["total"] > 0
     quota = QUOTAS[name]
     assert results["runs"] >= quota["runs"], results["runs"]

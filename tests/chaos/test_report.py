@@ -63,3 +63,24 @@ def test_every_recorded_scenario_held_its_invariants() -> None:
         assert c["lost"] == c["duplicated"] == c["unexpected"] == 0, (name, c)
         assert c["replayed"] == c["runs"] > 0, (name, c)
         assert r["negative_control"]["passed"], (name, r["negative_control"])
+
+
+def test_the_counts_summary_has_a_line_per_recorded_scenario() -> None:
+    from tests.chaos.conftest import summary_lines
+
+    counts = {"faults_injected": 6, "runs": 15, "lost": 0, "duplicated": 1, "replayed": 15}
+    lines = summary_lines([("network", counts), ("upgrade_new_version", {"runs": 11})])
+    assert len(lines) == 3
+    assert lines[0].split() == [
+        "scenario",
+        "faults",
+        "runs",
+        "lost",
+        "duplicated",
+        "unexpected",
+        "flagged",
+        "replayed",
+    ]
+    assert lines[1].split() == ["network", "6", "15", "0", "1", "0", "0", "15"]
+    assert lines[2].split()[:3] == ["upgrade_new_version", "0", "11"]
+    assert len({len(line) for line in lines}) == 1  # one width: the columns line up
