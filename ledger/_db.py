@@ -189,13 +189,18 @@ def database_unreachable(exc: BaseException) -> bool:
 # SQLite's primary result code for "database or disk is full"
 _SQLITE_FULL = 13
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+# PostgreSQL's disk_full: a relation, a temporary file or the WAL found no room
+# (errcode_for_file_access maps ENOSPC to it). A WAL write that fails this way
+# stops the server instead, which is waited out as a lost database.
+_PG_DISK_FULL = "53100"
 
 
 def storage_full(exc: BaseException) -> bool:
     """Whether ``exc``, or anything that caused it, says a disk is full: SQLite's
-    "database or disk is full" (however SQLAlchemy or DBOS wrapped it), an
-    ``OSError`` ENOSPC or EDQUOT from a file write, or ``storage_full`` already
-    translated. Each passes once space is freed."""
+    "database or disk is full" (however SQLAlchemy or DBOS wrapped it), PostgreSQL's
+    ``disk_full`` (SQLSTATE 53100: a table or index could not grow), an ``OSError``
+    ENOSPC or EDQUOT from a file write, or ``storage_full`` already translated. Each
+    passes once space is freed."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -206,6 +211,8 @@ def storage_full(exc: BaseException) -> bool:
             getattr(current, "sqlite_errorcode", None) == _SQLITE_FULL
             or "database or disk is full" in str(current)
         ):
+            return True
+        if isinstance(current, psycopg.Error) and current.sqlstate == _PG_DISK_FULL:
             return True
         if isinstance(current, OSError) and current.errno in _NO_SPACE:
             return True

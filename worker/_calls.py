@@ -87,9 +87,11 @@ def _ledger_tx(fn: Callable[[Connection], T]) -> T:
             with runtime().db.engine.begin() as conn:
                 return fn(conn)
         except Exception as exc:
-            if not (database_unreachable(exc) or storage_full(exc)):
+            full = storage_full(exc)
+            if not (full or database_unreachable(exc)):
                 raise
-            _log.warning("ledger: the database cannot take the write; retrying in %.1f s", delay)
+            why = "the disk is full" if full else "the database cannot be reached"
+            _log.warning("ledger: %s; retrying the write in %.1f s", why, delay)
             time.sleep(delay)
             delay = min(_DB_RETRY_CAP_S, delay * 2)
 

@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 DB_NAME = "gh_chaos"
+TABLESPACE = "gh_small"  # running_stack(tablespace=...): where DB_NAME lives
 # The worker slots; the last is the one killed for good.
 SLOTS = ("w1", "w2", "w3")
 # Quick heartbeats so a slot killed for good is handed over within seconds.
@@ -371,6 +372,7 @@ def running_stack(
     *,
     database_url: str | None = None,
     workspace_root: Path | None = None,
+    tablespace: Path | None = None,
 ) -> Iterator[Stack]:
     """A private cluster (or the database ``database_url`` names, e.g. a SQLite file),
     the sink, the shim; worker slots are started by the caller. ``shim_env`` is given
@@ -378,14 +380,19 @@ def running_stack(
 
     With ``proxy`` the shim and the workers are given a database URL through a
     :class:`~tests.support.tcp_proxy.TcpProxy` (``stack.proxy``) whose faults the
-    scenario switches; ``stack.pg`` still reaches the cluster directly."""
+    scenario switches; ``stack.pg`` still reaches the cluster directly. With
+    ``tablespace`` (an empty folder) Gatehouse's database lives in a tablespace there,
+    so a test can fill its filesystem without touching the server's WAL."""
     figures = Figures()
     root.mkdir(parents=True, exist_ok=True)
     both = dict(shim_env or {})
     with contextlib.ExitStack() as hold:
         pg = None if database_url is not None else hold.enter_context(PgCluster())
         sink = hold.enter_context(Sink(delay_s=sink_delay_s))
-        url = pg.create_database(DB_NAME) if pg is not None else database_url or ""
+        if pg is not None and tablespace is not None:
+            pg.create_tablespace(TABLESPACE, tablespace)
+        where = TABLESPACE if tablespace is not None else None
+        url = pg.create_database(DB_NAME, where) if pg is not None else database_url or ""
         via: TcpProxy | None = None
         if proxy:
             if pg is None:

@@ -28,6 +28,7 @@ import pytest
 
 from contracts import ErrorCode, GatehouseError
 from ledger.anchors import append_line, from_file
+from tests.chaos.fill import picked_up, submit_while_full
 from tests.chaos.harness import WORKER_ENV, Stack, running_stack, say
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.scenario import SCALES, Scenario
@@ -38,44 +39,6 @@ SUBMITS_WHILE_FULL = 5
 FULL_S = 8.0  # how long each disk stays full
 GATEHOUSE = Path(sys.executable).parent / "gatehouse"
 ENDED = frozenset({"succeeded", "failed", "rejected", "cancelled"})
-
-
-def _running(sc: Scenario, run_ids: list[str], timeout: float = 30) -> None:
-    """Until every run has been picked up (none still queued)."""
-    deadline = time.monotonic() + timeout
-    while any(sc.status(r) == "queued" for r in run_ids):
-        if time.monotonic() > deadline:
-            raise TimeoutError("runs were not picked up")
-        time.sleep(0.2)
-
-
-def _submit_while_full(sc: Scenario, refusals: int, tries: int = 60) -> dict[str, Any]:
-    """Submit to a full database until ``refusals`` were refused. SQLite may still fit a
-    few writes in WAL pages it reuses: a submission it accepts is a run like any other
-    (booked, approved once space is back, and it must finish)."""
-    refused: list[dict[str, Any]] = []
-    accepted: list[str] = []
-    for _ in range(tries):
-        if len(refused) >= refusals:
-            break
-        planned = sc.plan(list(sc.channels))
-        body = {"recipe": "echo", "objective": "full", "mode": "run-plan", "plan": planned.plan}
-        r = sc.api.once("POST", "/intent", "submitter", body, {"Idempotency-Key": planned.tag})
-        if r.status_code in (200, 202):
-            run_id = str(r.json()["run_id"])
-            sc.book.add(run_id, planned)
-            accepted.append(run_id)
-            continue
-        error = r.json().get("error", {})
-        refused.append(
-            {
-                "status": r.status_code,
-                "code": error.get("code"),
-                "retryable": error.get("retryable"),
-                "retry_after": r.headers.get("Retry-After"),
-            }
-        )
-    return {"refused": refused, "accepted": accepted}
 
 
 def _export(stack: Stack, run_id: str, out: Path, key: Path) -> subprocess.CompletedProcess[str]:
@@ -175,7 +138,7 @@ def test_a_full_disk_refuses_cleanly_and_runs_resume(tmp_path: Path) -> None:
                 first = [sc.submit(sc.plan(list(sc.channels))) for _ in range(RUNS_BEFORE)]
                 for run_id in first:
                     sc.decide(run_id)
-                _running(sc, first)
+                picked_up(sc, first)
 
                 say(f"filling the workspace and evidence disk for {FULL_S:.0f} s")
                 ended_while_full = _held_full(sc, files, first, FULL_S)
@@ -187,7 +150,7 @@ def test_a_full_disk_refuses_cleanly_and_runs_resume(tmp_path: Path) -> None:
                     sc.decide(run_id)
                 say(f"filling the database disk too, for {FULL_S:.0f} s")
                 dbfs.fill()
-                full = _submit_while_full(sc, SUBMITS_WHILE_FULL)
+                full = submit_while_full(sc, SUBMITS_WHILE_FULL)
                 refused = full["refused"]
                 time.sleep(FULL_S)
                 say("freeing both disks")

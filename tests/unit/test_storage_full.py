@@ -7,6 +7,7 @@ import inspect
 import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 from dbos import _datasource
 from dbos._datasource import SQLAlchemyDatasource, _is_retriable_db_error
@@ -36,12 +37,18 @@ FULL: dict[str, BaseException] = {
     "EDQUOT": OSError(errno.EDQUOT, "Disk quota exceeded"),
     "translated": no_space("the anchor file", OSError(errno.ENOSPC, "full")),
     "wrapped": _wrapped(OSError(errno.ENOSPC, "No space left on device")),
+    # What psycopg raises for "could not extend file ...: No space left on device"
+    "postgres": OperationalError("INSERT", {}, psycopg.errors.DiskFull("could not extend")),
+    "postgres, bare": psycopg.errors.DiskFull("could not extend file"),
 }
 NOT_FULL: dict[str, BaseException] = {
     "locked": OperationalError("INSERT", {}, sqlite3.OperationalError("database is locked")),
     "EACCES": PermissionError(errno.EACCES, "Permission denied"),
     "other code": GatehouseError(ErrorCode.DATABASE_UNAVAILABLE, "away"),
     "bug": ValueError("a bug"),
+    # PostgreSQL's other "insufficient resources" codes are not a full disk
+    "postgres, no memory": OperationalError("SELECT", {}, psycopg.errors.OutOfMemory("oom")),
+    "postgres, too many": psycopg.errors.TooManyConnections("too many clients"),
 }
 
 

@@ -1,0 +1,50 @@
+"""What the full-disk scenarios share: waiting for runs to be picked up, and
+submitting to a full database until enough submissions were refused."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.chaos.scenario import Scenario
+
+__all__ = ["picked_up", "submit_while_full"]
+
+
+def picked_up(sc: Scenario, run_ids: list[str], timeout: float = 30) -> None:
+    """Until every run has been picked up (none still queued)."""
+    deadline = time.monotonic() + timeout
+    while any(sc.status(r) == "queued" for r in run_ids):
+        if time.monotonic() > deadline:
+            raise TimeoutError("runs were not picked up")
+        time.sleep(0.2)
+
+
+def submit_while_full(sc: Scenario, refusals: int, tries: int = 60) -> dict[str, Any]:
+    """Submit to a full database until ``refusals`` were refused. A database may still
+    fit a few writes in space it already holds (SQLite's WAL pages, PostgreSQL's
+    partly filled pages): a submission it accepts is a run like any other (booked,
+    approved once space is back, and it must finish)."""
+    refused: list[dict[str, Any]] = []
+    accepted: list[str] = []
+    for _ in range(tries):
+        if len(refused) >= refusals:
+            break
+        planned = sc.plan(list(sc.channels))
+        body = {"recipe": "echo", "objective": "full", "mode": "run-plan", "plan": planned.plan}
+        r = sc.api.once("POST", "/intent", "submitter", body, {"Idempotency-Key": planned.tag})
+        if r.status_code in (200, 202):
+            run_id = str(r.json()["run_id"])
+            sc.book.add(run_id, planned)
+            accepted.append(run_id)
+            continue
+        error = r.json().get("error", {})
+        refused.append(
+            {
+                "status": r.status_code,
+                "code": error.get("code"),
+                "retryable": error.get("retryable"),
+                "retry_after": r.headers.get("Retry-After"),
+            }
+        )
+    return {"refused": refused, "accepted": accepted}
