@@ -1,6 +1,7 @@
 """Chaos suite: real processes, a private PostgreSQL, kill -9 and database crashes.
 
-``harness`` runs the shim and worker slots, ``faults`` breaks them,
+``harness`` runs the shim and worker slots, ``client`` calls the shim and
+counts every answer, ``faults`` breaks them,
 ``crashpoints`` holds the named crash cases and their exact outcomes, ``sink``
 is the callee that records every effect, ``model`` says what the approved plans
 should have produced, ``book`` keeps what was submitted and decided,

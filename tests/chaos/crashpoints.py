@@ -15,7 +15,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from tests.chaos.harness import SLOTS, say
+from tests.chaos.client import say
+from tests.chaos.harness import SLOTS
 from tests.chaos.model import NON_IDEMPOTENT, STEP_ID, Channel
 
 if TYPE_CHECKING:

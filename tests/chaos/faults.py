@@ -9,7 +9,8 @@ import random
 import time
 
 from contracts import INTENT_WORKFLOW
-from tests.chaos.harness import DB_NAME, Figures, Stack, say
+from tests.chaos.client import Figures, say
+from tests.chaos.harness import DB_NAME, Stack
 
 __all__ = ["Faults"]
 

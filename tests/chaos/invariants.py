@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from tests.chaos.harness import say
+from tests.chaos.client import say
 from tests.chaos.model import Channel
 from tests.chaos.scenario import Scenario
 from tests.chaos.sink import UNKEYED_PATH

@@ -15,8 +15,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from tests.chaos.client import say
 from tests.chaos.crashpoints import wait_until
-from tests.chaos.harness import say
 from tests.chaos.model import Channel
 
 if TYPE_CHECKING:

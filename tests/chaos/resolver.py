@@ -14,7 +14,7 @@ import threading
 
 from tests.chaos.book import RunBook
 from tests.chaos.checker import Flag
-from tests.chaos.harness import Api, Figures, say
+from tests.chaos.client import Api, Figures, say
 from tests.chaos.model import Channel
 from tests.chaos.sink import Sink
 

@@ -23,9 +23,10 @@ from typing import Any
 from policies import catalog
 from tests.chaos.book import RunBook
 from tests.chaos.checker import Flag, Observation, Verdict, check
+from tests.chaos.client import say
 from tests.chaos.crashpoints import crash_matrix, wait_until
 from tests.chaos.faults import Faults
-from tests.chaos.harness import SLOTS, Stack, say
+from tests.chaos.harness import SLOTS, Stack
 from tests.chaos.model import Channel, PlannedRun, make_plan, random_channels
 from tests.chaos.probes import approval_storm, probe_routes
 from tests.chaos.resolver import Resolver

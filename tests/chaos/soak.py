@@ -33,8 +33,9 @@ from typing import Any
 
 from shim._auth import add_token
 from shim._procs import free_port, stop
+from tests.chaos.client import Api, Figures, say
 from tests.chaos.crashpoints import wait_until
-from tests.chaos.harness import DB_NAME, IDENTITIES, Api, Figures, Stack, Workers, say
+from tests.chaos.harness import DB_NAME, IDENTITIES, Stack, Workers
 from tests.chaos.model import Channel, random_channels
 from tests.chaos.scenario import SCALES, Scenario
 from tests.chaos.sink import Sink

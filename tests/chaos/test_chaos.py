@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.harness import SLOTS, WORKER_ENV, running_stack, say
+from tests.chaos.client import say
+from tests.chaos.harness import SLOTS, WORKER_ENV, running_stack
 from tests.chaos.invariants import assert_held, negative_control, record
 from tests.chaos.scenario import QUOTAS, SCALES, Scenario
 from tests.support.pgcluster import unavailable_reason

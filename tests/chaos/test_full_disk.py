@@ -28,8 +28,9 @@ import pytest
 
 from contracts import ErrorCode, GatehouseError
 from ledger.anchors import append_line, from_file
+from tests.chaos.client import say
 from tests.chaos.fill import picked_up, submit_while_full
-from tests.chaos.harness import WORKER_ENV, Stack, running_stack, say
+from tests.chaos.harness import WORKER_ENV, Stack, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.scenario import SCALES, Scenario
 from tests.support.smallfs import SmallFs, small_fs, unavailable_reason

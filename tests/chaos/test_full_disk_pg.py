@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.client import say
 from tests.chaos.fill import picked_up, submit_while_full
-from tests.chaos.harness import DB_NAME, TABLESPACE, WORKER_ENV, running_stack, say
+from tests.chaos.harness import DB_NAME, TABLESPACE, WORKER_ENV, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.scenario import SCALES, Scenario
 from tests.support import pgcluster, smallfs

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from contracts import INTENT_WORKFLOW
-from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, Stack, running_stack, say
+from tests.chaos.client import say
+from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, Stack, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.scenario import SCALES, Scenario
 from tests.support.pgcluster import unavailable_reason

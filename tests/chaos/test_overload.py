@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, running_stack, say
+from tests.chaos.client import say
+from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.model import Channel, PlannedRun
 from tests.chaos.scenario import SCALES, Scenario

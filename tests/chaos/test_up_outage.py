@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from shim._procs import free_port
+from tests.chaos.client import say
 from tests.chaos.crashpoints import wait_until
-from tests.chaos.harness import say
 from tests.chaos.model import Channel, make_plan
 from tests.chaos.sink import Sink
 from tests.support.pgcluster import PgCluster, unavailable_reason

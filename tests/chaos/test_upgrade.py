@@ -28,8 +28,9 @@ import pytest
 
 from contracts import APP_VERSION
 from shim._procs import start_shim, stop, wait_healthy
+from tests.chaos.client import say
 from tests.chaos.crashpoints import wait_until
-from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, Stack, running_stack, say
+from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, Stack, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.model import Channel
 from tests.chaos.scenario import SCALES, Scenario
