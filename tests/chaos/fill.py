@@ -1,4 +1,4 @@
-"""What the full-disk scenarios share: waiting for runs to be picked up, and
+"""What the full-disk scenarios share: runs in flight before a disk fills, and
 submitting to a full database until enough submissions were refused."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.chaos.scenario import Scenario
 
-__all__ = ["picked_up", "submit_while_full"]
+__all__ = ["picked_up", "runs_in_flight", "submit_while_full"]
 
 
 def picked_up(sc: Scenario, run_ids: list[str], timeout: float = 30) -> None:
@@ -18,6 +18,16 @@ def picked_up(sc: Scenario, run_ids: list[str], timeout: float = 30) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("runs were not picked up")
         time.sleep(0.2)
+
+
+def runs_in_flight(sc: Scenario, n: int) -> list[str]:
+    """Submit ``n`` runs over every channel, approve each, and wait until a worker has
+    picked every one up."""
+    run_ids = [sc.submit(sc.plan(list(sc.channels))) for _ in range(n)]
+    for run_id in run_ids:
+        sc.decide(run_id)
+    picked_up(sc, run_ids)
+    return run_ids
 
 
 def submit_while_full(sc: Scenario, refusals: int, tries: int = 60) -> dict[str, Any]:

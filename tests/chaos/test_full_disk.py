@@ -29,7 +29,7 @@ import pytest
 from contracts import ErrorCode, GatehouseError
 from ledger.anchors import append_line, from_file
 from tests.chaos.client import say
-from tests.chaos.fill import picked_up, submit_while_full
+from tests.chaos.fill import runs_in_flight, submit_while_full
 from tests.chaos.harness import WORKER_ENV, Stack, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.scenario import SCALES, Scenario
@@ -136,10 +136,7 @@ def test_a_full_disk_refuses_cleanly_and_runs_resume(tmp_path: Path) -> None:
             sc = Scenario(stack, SCALES["ci"], seed=18)
             sc.resolver.start()
             try:
-                first = [sc.submit(sc.plan(list(sc.channels))) for _ in range(RUNS_BEFORE)]
-                for run_id in first:
-                    sc.decide(run_id)
-                picked_up(sc, first)
+                first = runs_in_flight(sc, RUNS_BEFORE)
 
                 say(f"filling the workspace and evidence disk for {FULL_S:.0f} s")
                 ended_while_full = _held_full(sc, files, first, FULL_S)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.client import say
-from tests.chaos.fill import picked_up, submit_while_full
+from tests.chaos.fill import runs_in_flight, submit_while_full
 from tests.chaos.harness import DB_NAME, TABLESPACE, WORKER_ENV, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.scenario import SCALES, Scenario
@@ -84,10 +84,7 @@ def test_a_full_postgres_disk_refuses_cleanly_and_runs_resume(tmp_path: Path) ->
         sc = Scenario(stack, SCALES["ci"], seed=53)
         sc.resolver.start()
         try:
-            first = [sc.submit(sc.plan(list(sc.channels))) for _ in range(RUNS_BEFORE)]
-            for run_id in first:
-                sc.decide(run_id)
-            picked_up(sc, first)
+            runs_in_flight(sc, RUNS_BEFORE)
             say(f"filling the database's disk for {FULL_S:.0f} s or more")
             ballast = fs.fill()
             full = submit_while_full(sc, SUBMITS_WHILE_FULL)
