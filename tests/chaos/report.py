@@ -53,6 +53,13 @@ SCENARIOS: dict[str, tuple[str, str, str]] = {
         "writes fail with a stable code; nothing half-written counts as done; runs resume"
         " once space is freed",
     ),
+    "disk_pg": (
+        "full disk, PostgreSQL",
+        "Gatehouse's database (its tables and DBOS's) in a tablespace on a small tmpfs"
+        " filled with ballast; the server's WAL on the roomy disk",
+        "`disk_full` (53100) answered 507 `storage_full`; workers and DBOS wait it out in"
+        " place; runs resume once space is freed",
+    ),
     "overload": (
         "overload",
         "two submitters flood the shim while no worker runs, then workers drain with one killed",
