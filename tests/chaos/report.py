@@ -226,22 +226,12 @@ def render_scenarios(results: dict[str, dict[str, Any]]) -> str:
         r = results.get(name)
         if r is None:
             continue
-        if "counts" in r:
-            c = r["counts"]
-            figures = (
-                f"{c['faults_injected']} faults, {c['runs']} runs,"
-                f" {c['lost']} / {c['duplicated']} / {c['unexpected']},"
-                f" {c['flagged']} flagged, {c['replayed']} replayed"
-            )
-        else:  # the chaos suite's own results file
-            k = r.get("checker", {})
-            faults = (_get(r, "kills", "total") or 0) + (r.get("db_restarts") or 0)
-            faults += r.get("terminate_rounds") or 0
-            figures = (
-                f"{faults} faults, {r.get('runs')} runs,"
-                f" {k.get('lost')} / {k.get('duplicated')} / {k.get('unexpected')},"
-                f" {k.get('flags')} flagged, {r.get('replay_matched')} replayed"
-            )
+        c = r["counts"]
+        figures = (
+            f"{c['faults_injected']} faults, {c['runs']} runs,"
+            f" {c['lost']} / {c['duplicated']} / {c['unexpected']},"
+            f" {c['flagged']} flagged, {c['replayed']} replayed"
+        )
         lines.append(f"| {fault} | {how} | {does} | {figures} ({r.get('recorded_at', '?')}) |")
     return "\n".join(lines)
 
