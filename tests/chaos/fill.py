@@ -4,11 +4,12 @@ submitting to a full database until enough submissions were refused."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from tests.chaos.scenario import Scenario
 
-__all__ = ["picked_up", "runs_in_flight", "submit_while_full"]
+__all__ = ["count_in_logs", "picked_up", "runs_in_flight", "space_waits", "submit_while_full"]
 
 
 def picked_up(sc: Scenario, run_ids: list[str], timeout: float = 30) -> None:
@@ -58,3 +59,13 @@ def submit_while_full(sc: Scenario, refusals: int, tries: int = 60) -> dict[str,
             }
         )
     return {"refused": refused, "accepted": accepted}
+
+
+def space_waits(logs: Path) -> int:
+    """How often the workers (their logs in ``logs``) said a write waits for space."""
+    return count_in_logs(logs, "the disk is full")
+
+
+def count_in_logs(logs: Path, phrase: str) -> int:
+    """How often ``phrase`` stands in the ``*.log`` files of ``logs``."""
+    return sum(p.read_text(errors="replace").count(phrase) for p in logs.glob("*.log"))

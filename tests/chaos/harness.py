@@ -267,7 +267,9 @@ def running_stack(
     with contextlib.ExitStack() as hold:
         pg = None if database_url is not None else hold.enter_context(PgCluster())
         sink = hold.enter_context(Sink(delay_s=sink_delay_s))
-        if pg is not None and tablespace is not None:
+        if tablespace is not None:
+            if pg is None:
+                raise ValueError("a tablespace needs the private PostgreSQL cluster")
             pg.create_tablespace(TABLESPACE, tablespace)
         where = TABLESPACE if tablespace is not None else None
         url = pg.create_database(DB_NAME, where) if pg is not None else database_url or ""

@@ -29,7 +29,7 @@ import pytest
 from contracts import ErrorCode, GatehouseError
 from ledger.anchors import append_line, from_file
 from tests.chaos.client import say
-from tests.chaos.fill import runs_in_flight, submit_while_full
+from tests.chaos.fill import count_in_logs, runs_in_flight, space_waits, submit_while_full
 from tests.chaos.harness import WORKER_ENV, Stack, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.scenario import SCALES, Scenario
@@ -160,9 +160,8 @@ def test_a_full_disk_refuses_cleanly_and_runs_resume(tmp_path: Path) -> None:
             finally:
                 sc.resolver.stop()
             exits = stack.figures.get("worker_exits_unexpected")
-            logs = [p.read_text(errors="replace") for p in (stack.root / "logs").glob("*.log")]
-            waits = sum(text.count("the disk is full") for text in logs)
-            stranded = sum(text.count("stopped on a full disk") for text in logs)
+            waits = space_waits(stack.root / "logs")
+            stranded = count_in_logs(stack.root / "logs", "stopped on a full disk")
             stack_runs = len(sc.book.all())
         whole, broken = _anchor_lines(anchors)
         integrity = _integrity(db_file)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.client import say
-from tests.chaos.fill import runs_in_flight, submit_while_full
+from tests.chaos.fill import runs_in_flight, space_waits, submit_while_full
 from tests.chaos.harness import DB_NAME, TABLESPACE, WORKER_ENV, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.scenario import SCALES, Scenario
@@ -38,16 +38,11 @@ WAIT_S = 60.0  # at most, when no worker write has found it full yet
 SIZE_KIB = 64 * 1024  # a fresh database (a copy of template1) and the runs fit
 
 
-def _waits(logs: Path) -> int:
-    """How often the workers logged a write waiting for space."""
-    return sum(p.read_text(errors="replace").count("the disk is full") for p in logs.glob("*.log"))
-
-
 def _held_until_a_worker_waits(logs: Path, at_least_s: float, at_most_s: float) -> float:
     started = time.monotonic()
     while True:
         held = time.monotonic() - started
-        if (held >= at_least_s and _waits(logs) > 0) or held >= at_most_s:
+        if (held >= at_least_s and space_waits(logs) > 0) or held >= at_most_s:
             return held
         time.sleep(0.5)
 
@@ -100,7 +95,7 @@ def test_a_full_postgres_disk_refuses_cleanly_and_runs_resume(tmp_path: Path) ->
         finally:
             sc.resolver.stop()
         exits = stack.figures.get("worker_exits_unexpected")
-        waits = _waits(stack.root / "logs")
+        waits = space_waits(stack.root / "logs")
         server_log = stack.pg.log.read_text(errors="replace")
         refusals_by_server = server_log.count("No space left on device")
         runs = len(sc.book.all())

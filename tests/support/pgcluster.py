@@ -74,6 +74,12 @@ def _free_port() -> int:
         return port
 
 
+def _plain(name: str) -> None:
+    """Refuse a name that is not a plain identifier (it is spliced into DDL)."""
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"not a plain identifier: {name!r}")
+
+
 class PgCluster:
     """``with PgCluster() as pg: pg.url("gatehouse")`` — started on enter, removed on exit."""
 
@@ -166,9 +172,9 @@ class PgCluster:
     def create_database(self, dbname: str, tablespace: str | None = None) -> str:
         """Create ``dbname`` (a plain identifier), in ``tablespace`` when given, and
         return its URL."""
-        for name in (dbname, tablespace or ""):
-            if not name.replace("_", "").isalnum() and name:
-                raise ValueError(f"not a plain identifier: {name!r}")
+        _plain(dbname)
+        if tablespace is not None:
+            _plain(tablespace)
         where = f' TABLESPACE "{tablespace}"' if tablespace else ""
         self._execute("postgres", f'CREATE DATABASE "{dbname}"{where}')
         return self.url(dbname)
@@ -177,8 +183,7 @@ class PgCluster:
         """A tablespace ``name`` (a plain identifier) in the empty folder ``location``,
         which is given to the server's user first. Tables there fill ``location``'s
         filesystem; the WAL and the catalogs stay in the data directory."""
-        if not name.replace("_", "").isalnum():
-            raise ValueError(f"not a plain identifier: {name!r}")
+        _plain(name)
         location.mkdir(parents=True, exist_ok=True)
         if self._as_root:
             entry = pwd.getpwnam(_RUN_AS)
