@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from itertools import pairwise
+from itertools import groupby, pairwise
 from pathlib import Path
 
 import pytest
@@ -43,10 +43,15 @@ def _chain_vs_clock(scenario: Scenario) -> int:
         calls = scenario.api.json("GET", f"/runs/{entry.run_id}/ledger", "operator")["calls"]
         stamps = [datetime.fromisoformat(c["started_at"].replace("Z", "+00:00")) for c in calls]
         inversions += sum(1 for a, b in pairwise(stamps) if b < a)
-        tools = [c["step_id"] for c in calls if c["kind"] == "tool"]
+        tool_calls = [c for c in calls if c["kind"] == "tool"]
+        # A call settled as not applied is tried again under the next attempt, so one
+        # step may hold several calls: they must sit together, attempts climbing.
+        tools = [step for step, _ in groupby(c["step_id"] for c in tool_calls)]
         order = [e.step_id for e in entry.planned.effects]
-        if tools != [s for s in order if s in tools]:
-            scenario.figures.fail(f"ledger of {entry.run_id} lists {tools}, the plan is {order}")
+        listed = [(c["step_id"], c["attempt"]) for c in tool_calls]
+        climbing = all(a < b for (s, a), (t, b) in pairwise(listed) if s == t)
+        if tools != [s for s in order if s in tools] or not climbing:
+            scenario.figures.fail(f"ledger of {entry.run_id} lists {listed}, the plan is {order}")
     return inversions
 
 
