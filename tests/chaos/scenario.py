@@ -3,9 +3,9 @@
 1. crash points — every (crash point x handler) case, each with its exact outcome
 2. route probe — the database stopped: every route that needs it answers 503
 3. approval storm — 100 concurrent decisions on one run: exactly one takes effect
-4. load — runs submitted twice each, approved (a few rejected), while workers are
-   killed at random, one slot is killed for good, PostgreSQL crash-restarts and
-   its sessions are terminated
+4. load — runs submitted twice each, approved (a few rejected), while workers
+   are killed at random, one slot is killed for good, PostgreSQL crash-restarts
+   and its sessions are terminated (``tests.chaos.load``)
 5. settle and check — every run terminal, every ledger chain verifies, every
    replay reproduces its trace digest, and the checker sorts every effect
 """
@@ -24,10 +24,11 @@ from policies import catalog
 from tests.chaos.book import RunBook
 from tests.chaos.checker import Flag, Observation, Verdict, check
 from tests.chaos.client import say
-from tests.chaos.crashpoints import crash_matrix, wait_until
+from tests.chaos.crashpoints import crash_matrix
 from tests.chaos.faults import Faults
 from tests.chaos.harness import SLOTS, Stack
-from tests.chaos.model import Channel, PlannedRun, make_plan, random_channels
+from tests.chaos.load import load_with_faults
+from tests.chaos.model import Channel, PlannedRun, make_plan
 from tests.chaos.probes import approval_storm, probe_routes
 from tests.chaos.resolver import Resolver
 from tests.chaos.sink import UNKEYED_PATH
@@ -162,71 +163,6 @@ class Scenario:
             if open_ids:
                 time.sleep(0.5)
         return open_ids
-
-    # ------------------------------------------------------------ 4 load with faults
-    def load(self) -> None:
-        s = self.scale
-        events = (
-            ["kill"] * s.random_kills
-            + ["restart"] * s.db_restarts
-            + ["terminate"] * s.terminate_rounds
-        )
-        self.fault_rng.shuffle(events)
-        events.insert(len(events) // 4, "kill_for_good")
-        window = len(events) * (sum(s.gap_s) / 2 + 0.4)
-        say(f"load: {s.load_runs}+ run(s) over ~{window:.0f} s with {len(events)} fault(s)")
-        faults_done = threading.Event()
-        submitter = threading.Thread(
-            target=self._submit_load, args=(window, faults_done), daemon=True
-        )
-        submitter.start()
-        restarts = 0
-        for n, event in enumerate(events, 1):
-            time.sleep(self.fault_rng.uniform(*s.gap_s))
-            if n % 10 == 0:
-                say(f"fault {n}/{len(events)}; {len(self.book.all())} run(s) submitted")
-            if event == "kill":
-                self.faults.kill_random_worker()
-            elif event == "restart":
-                restarts += 1
-                # every other restart also kills a worker while the database is away
-                self.faults.restart_database(self.fault_rng.uniform(*s.down_s), restarts % 2 == 0)
-            elif event == "terminate":
-                self.faults.terminate_connections()
-            else:
-                self._kill_for_good()
-        faults_done.set()
-        submitter.join()
-
-    def _submit_load(self, window: float, faults_done: threading.Event) -> None:
-        """Keep runs in flight for as long as the faults go on (and at least ``load_runs``),
-        three at a time, so a kill or a restart finds several runs mid-call."""
-        burst = 3
-        pause = window * burst / max(1, self.scale.load_runs)
-        submitted = 0
-        while submitted < self.scale.load_runs or not faults_done.is_set():
-            for _ in range(burst):
-                planned = self.plan(random_channels(self.plan_rng, self.channels, 2, 5))
-                try:
-                    run_id = self.submit(planned)
-                    self.decide(run_id, approve=self.plan_rng.random() >= 0.1)
-                except (TimeoutError, AssertionError) as exc:
-                    self.figures.fail(f"load submit {planned.tag}: {exc}")
-                submitted += 1
-            time.sleep(pause)
-
-    def _kill_for_good(self) -> None:
-        victim = SLOTS[-1]
-        try:
-            wait_until(
-                lambda: bool(self.faults.pending_runs(victim)), 20, f"{victim} to hold a run"
-            )
-        except TimeoutError:
-            say(f"{victim} holds no run; killing it for good anyway")
-        self.orphaned = self.faults.pending_runs(victim)
-        self.stack.workers.retire(victim)
-        say(f"kill -9 worker {victim} for good, holding {len(self.orphaned)} run(s); starting w4")
-        self.stack.workers.start("w4")
 
     # ------------------------------------------------------------ 5 settle and check
     def settle(self, timeout_s: float | None = None) -> None:
@@ -369,7 +305,7 @@ class Scenario:
             timed("crash_points", lambda: crash_matrix(self))
             timed("route_probe", lambda: probe_routes(self))
             timed("approval_storm", lambda: approval_storm(self))
-            timed("load", self.load)
+            timed("load", lambda: load_with_faults(self))
             timed("settle", self.settle)
         finally:
             self.resolver.stop()

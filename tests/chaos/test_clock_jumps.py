@@ -23,6 +23,7 @@ import pytest
 from tests.chaos.client import say
 from tests.chaos.harness import SLOTS, WORKER_ENV, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
+from tests.chaos.load import kill_for_good
 from tests.chaos.scenario import SCALES, Scenario
 from tests.support import fakeclock
 from tests.support.pgcluster import unavailable_reason
@@ -84,7 +85,7 @@ def test_clock_jumps(tmp_path: Path) -> None:
                 clock.set(offset)
                 say(f"worker wall clock now {offset:+d} s from the true one")
                 if n == KILL_AT:
-                    scenario._kill_for_good()  # a real stall, judged while clocks are a day off
+                    kill_for_good(scenario)  # a real stall, judged while clocks are a day off
                 time.sleep(HOLD_S)
             clock.set(0)
             results = settle_and_check(scenario, 150)
