@@ -15,7 +15,6 @@ recovered workflow and a replay take exactly the same path.
 from __future__ import annotations
 
 from contracts import (
-    DriverKind,
     ErrorCode,
     GatehouseError,
     IntentJob,
@@ -24,7 +23,6 @@ from contracts import (
     Mode,
     OnError,
     Plan,
-    PlanStep,
     PolicyProfile,
     RunStatus,
     ToolPool,
@@ -36,27 +34,13 @@ from worker._inputs import fresh_steps, resolve_input
 from worker._ports import Ports, Trace
 from worker._seed import planner_seed
 from worker._settle import cut_at, settle
+from worker._step_call import refusal_outcome, step_call, step_record
 from worker.coordinator.budgets import Spent
 from worker.coordinator.failures import is_hard
 from worker.coordinator.repair import Repairs
-from worker.records import RunEnd, StepRecord
+from worker.records import RunEnd
 
 __all__ = ["run_intent"]
-
-
-def _record(
-    run_id: str, position: int, step: PlanStep, outcome: JsonObject, spent: Spent | None
-) -> StepRecord:
-    return StepRecord(
-        run_id=run_id,
-        step_id=step.step_id,
-        position=position,
-        driver_kind=step.driver_kind.value,
-        connector_id=step.connector_id,
-        outcome=outcome,
-        output_schema_ref=step.output_schema_ref,
-        budgets=None if spent is None else spent.view_json(),
-    )
 
 
 def run_intent(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
@@ -206,43 +190,20 @@ class _Run:
             except GatehouseError as exc:
                 if (stop := self.stopped(step.step_id, summary)) is not None:
                     return stop
-                refusal: JsonObject = {
-                    "ok": False,
-                    "output": exc.details,
-                    "error_code": exc.code.value,
-                    "error_message": exc.message,
-                    "op_key": None,
-                    "artifacts": [],
-                }
-                ports.record_step_result(_record(run_id, position, step, refusal, spent))
+                refusal = refusal_outcome(exc)
+                ports.record_step_result(step_record(run_id, position, step, refusal, spent))
                 summary.append({"step_id": step.step_id, "ok": False, "error_code": exc.code.value})
                 return self.end(RunStatus.FAILED, summary, exc.code.value, exc.message)
 
-            call: JsonObject = {
-                "run_id": run_id,
-                "step_id": step.step_id,
-                "position": position,
-                "driver_kind": step.driver_kind.value,
-                "connector": connector.model_dump(mode="json"),
-                "input": step_input,
-                # its first attempt checks this boundary for a cancel before it is claimed
-                "boundary": step.step_id,
-            }
-            if step.driver_kind is DriverKind.OPENCODE:
-                call["executor_policy"] = profile.opencode.model_dump(mode="json")
-                if profile.unsandboxed_opencode == "allowed":
-                    call["unsandboxed_opencode"] = "allowed"
-            else:  # its record, written with its call (an OpenCode turn's is written after)
-                call["record"] = {
-                    "connector_id": step.connector_id,
-                    "output_schema_ref": step.output_schema_ref,
-                }
-                # a stdio MCP server is a program too: the same sandbox rule holds
-                shell = step.driver_kind in (DriverKind.RESTRICTED_SHELL, DriverKind.MCP_PROXY)
-                if shell and profile.unsandboxed_shell == "allowed":
-                    call["unsandboxed_shell"] = "allowed"
-            if self.opa is not None:
-                call["opa"] = self.opa.model_dump(mode="json")
+            call = step_call(
+                run_id,
+                position,
+                step,
+                connector=connector,
+                step_input=step_input,
+                profile=profile,
+                opa=self.opa,
+            )
             outcome, attempts = settle(ports, self.trace, spent, call, profile=profile, seed=seed)
             found = outcome.get("cancelled")
             if isinstance(found, dict):  # stopped at the step's boundary, nothing called
@@ -251,7 +212,7 @@ class _Run:
             final = (
                 recorded
                 if isinstance(recorded, dict)
-                else ports.record_step_result(_record(run_id, position, step, outcome, spent))
+                else ports.record_step_result(step_record(run_id, position, step, outcome, spent))
             )
             ok = bool(final.get("ok"))
             code_value = final.get("error_code")

@@ -38,6 +38,7 @@ ALLOWED = frozenset(
 PLAN_PATH = (
     "policies/",
     "worker/_flow.py",
+    "worker/_step_call.py",
     "worker/_ports.py",
     "worker/steps_calls.py",
     "worker/records/",
