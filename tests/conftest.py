@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +42,17 @@ def shared_dir() -> Path | None:
 
 
 _exit_status: list[int] = []
+
+
+def _stop_like_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (``kill``, a CI runner's timeout) ends the session as Ctrl-C does:
+    the test's ``finally`` blocks run, so the stacks it started (workers,
+    ``gatehouse up``, private PostgreSQL clusters, sinks) are stopped, not left."""
+    signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
