@@ -78,7 +78,12 @@ def test_a_full_sqlite_file_also_counts_as_unreachable_for_retries() -> None:
 # failing runs for good again.
 
 
-def test_a_datasource_told_so_takes_a_full_disk_for_transient(tmp_path: Path) -> None:
+def test_a_datasource_told_so_takes_a_full_disk_for_transient(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not registered with DBOS: a DBOS another test launched in this process would refuse
+    # it (datasources come before launch), and the hook under test does not need it.
+    monkeypatch.setattr(_datasource, "_register_datasource", lambda ds: None)
     ds = SQLAlchemyDatasource.create(f"sqlite:///{tmp_path / 'ds.sqlite'}")
     try:
         full = FULL["sqlalchemy"]
