@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import sqlalchemy as sa
 
-from ledger._db import Conn, is_postgres, now_sql, rows_changed
+from ledger._db import Conn, db_clock, is_postgres, now_sql, rows_changed
 
 
 @dataclass(frozen=True)
 class Executor:
-    """One worker as its heartbeat row records it (times are ISO 8601, UTC)."""
+    """One worker as its heartbeat row records it (times are ISO 8601, UTC), and how
+    long ago its last heartbeat was by the database's clock, the clock that stamps it."""
 
     executor_id: str
     app_version: str
@@ -21,6 +23,7 @@ class Executor:
     heartbeat_at: str
     reaped_at: str | None
     planners: tuple[str, ...] | None = None  # None: the worker did not say (older build)
+    heartbeat_age_s: float = 0.0
 
 
 __all__ = [
@@ -157,7 +160,10 @@ def mark_reaped(conn: Conn, *, executor_id: str, beat: int, now: str) -> bool:
 
 
 def list_executors(conn: Conn) -> list[Executor]:
-    """Every worker that ever sent a heartbeat, the most recent first."""
+    """Every worker that ever sent a heartbeat, the most recent first. Ages are read
+    against the database's clock, never the reader's: a shim whose host clock was
+    stepped an hour ahead must not see every worker as an hour silent."""
+    now = db_clock(conn)
     rows = conn.execute(
         sa.text(
             "SELECT executor_id, app_version, hostname, pid, started_at, heartbeat_at, reaped_at,"
@@ -174,9 +180,14 @@ def list_executors(conn: Conn) -> list[Executor]:
             heartbeat_at=str(r[5]),
             reaped_at=None if r[6] is None else str(r[6]),
             planners=None if r[7] is None else tuple(p for p in str(r[7]).split(",") if p),
+            heartbeat_age_s=(now - _instant(str(r[5]))).total_seconds(),
         )
         for r in rows
     ]
+
+
+def _instant(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def unfinished_by_version(conn: Conn) -> list[VersionLoad]:

@@ -10,7 +10,6 @@ status are a gauge).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
@@ -38,13 +37,8 @@ def snapshot(conn: Conn) -> Snapshot:
         return [tuple(r) for r in conn.execute(sa.text(sql)).all()]
 
     wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
-    now = datetime.now(UTC)
     ages = [
-        (
-            e.executor_id,
-            e.app_version,
-            (now - datetime.fromisoformat(e.heartbeat_at)).total_seconds(),
-        )
+        (e.executor_id, e.app_version, e.heartbeat_age_s)
         for e in executors.list_executors(conn)
         if e.reaped_at is None
     ]

@@ -27,12 +27,11 @@ def _age_s(stamp: str, now: datetime) -> float:
 
 def workers(db: Database, app_version: str, dead_after_s: float) -> JsonObject:
     """Every worker that ever sent a heartbeat, with its age and whether it is live."""
-    now = datetime.now(UTC)
     with db.engine.connect() as conn:
         found = executors.list_executors(conn)
     rows: list[JsonValue] = []
     for e in found:
-        age = _age_s(e.heartbeat_at, now)
+        age = round(e.heartbeat_age_s, 1)
         rows.append(
             {
                 "executor_id": e.executor_id,
@@ -63,13 +62,12 @@ def versions(db: Database, app_version: str, dead_after_s: float) -> list[JsonVa
     wait on it (``pending``: started; ``enqueued``: not yet dequeued) and how many
     live workers serve it. A version with runs and no live worker is ``served: false``:
     its runs wait until a worker of that version starts."""
-    now = datetime.now(UTC)
     with db.engine.connect() as conn:
         loads = {v.app_version: v for v in executors.unfinished_by_version(conn)}
         found = executors.list_executors(conn)
     live: dict[str, int] = {}
     for e in found:
-        if e.reaped_at is None and _age_s(e.heartbeat_at, now) <= dead_after_s:
+        if e.reaped_at is None and e.heartbeat_age_s <= dead_after_s:
             live[e.app_version] = live.get(e.app_version, 0) + 1
     out: list[JsonValue] = []
     for version in sorted(set(loads) | set(live) | {app_version}):
@@ -201,7 +199,6 @@ def planner_missing(
 
 
 def _live(db: Database, app_version: str, dead_after_s: float) -> list[executors.Executor]:
-    now = datetime.now(UTC)
     with db.engine.connect() as conn:
         found = executors.list_executors(conn)
     return [
@@ -209,5 +206,5 @@ def _live(db: Database, app_version: str, dead_after_s: float) -> list[executors
         for e in found
         if e.app_version == app_version
         and e.reaped_at is None
-        and _age_s(e.heartbeat_at, now) <= dead_after_s
+        and e.heartbeat_age_s <= dead_after_s
     ]

@@ -1,14 +1,17 @@
-"""Clock jumps: every worker's wall clock stepped forward and back mid-run.
+"""Clock jumps: every worker's and the shim's wall clock stepped forward and back mid-run.
 
-All worker slots run on one libfaketime clock (``tests.support.fakeclock``) the
-test steps +1 h, back, -1 h, +1 day and back while runs are in flight; the
-monotonic clock is left alone, as a real NTP step or a restored VM leaves it.
+All worker slots and the shim run on one libfaketime clock
+(``tests.support.fakeclock``) the test steps +1 h, back, -1 h, +1 day and back
+while runs are in flight; the monotonic clock is left alone, as a real NTP step
+or a restored VM leaves it, and so is PostgreSQL's (another host's clock).
 The sink holds every answer for a second, so steps land while http calls wait
 on their step timeout (seconds, far below any step): a deadline computed on the
 wall clock would fire at once on a forward step. While the clock is a day
 ahead the last slot is killed for good: the reaper in a live worker must still
-see that stall and hand its runs over. Every run must then succeed, every
-effect land once, every hash chain verify and every replay match.
+see that stall and hand its runs over. At every step the shim must still see
+each running worker as live and answer ``/readyz`` ready: heartbeats are stamped
+by the database's clock and aged by it, not by the reader's. Every run must then
+succeed, every effect land once, every hash chain verify and every replay match.
 """
 
 from __future__ import annotations
@@ -34,6 +37,23 @@ OFFSETS = [+HOUR, 0, -HOUR, +DAY, 0, +HOUR, 0]
 RUNS_PER_STEP = 3
 HOLD_S = 2.5
 KILL_AT = 3  # the index in OFFSETS (+1 day) at which the last slot is killed for good
+
+
+def _shim_misjudged(scenario: Scenario, offset: int) -> int:
+    """Workers running (and past their first heartbeat: listed) that the shim, its
+    clock ``offset`` s off, reports as not live; a refused readiness counts one more."""
+    ready = scenario.api.call("GET", "/readyz", "operator")
+    listed = scenario.api.json("GET", "/workers", "operator")["workers"]
+    live = {w["executor_id"] for w in listed if w["live"]}
+    running = {s.executor_id for s in scenario.stack.workers.live()}
+    wrong = sorted((running & {w["executor_id"] for w in listed}) - live)
+    ages = {w["executor_id"]: w["heartbeat_age_s"] for w in listed}
+    if wrong or ready.status_code != 200:
+        scenario.figures.fail(
+            f"shim clock {offset:+d} s: /readyz {ready.status_code}, running {sorted(running)}"
+            f" not live {wrong}; heartbeat ages {ages}"
+        )
+    return len(wrong) + int(ready.status_code != 200)
 
 
 def _chain_vs_clock(scenario: Scenario) -> int:
@@ -68,7 +88,8 @@ def test_clock_jumps(tmp_path: Path) -> None:
     clock = fakeclock.FakeClock(tmp_path / "clock")
     forward = back = 0
     started = time.monotonic()
-    with running_stack(tmp_path, {**WORKER_ENV, **clock.env()}, sink_delay_s=1.0) as stack:
+    misjudged = 0
+    with running_stack(tmp_path, WORKER_ENV, sink_delay_s=1.0, shim_env=clock.env()) as stack:
         stack.start_workers(list(SLOTS))
         scenario = Scenario(stack, SCALES["ci"], seed=18)
         scenario.resolver.start()
@@ -83,13 +104,15 @@ def test_clock_jumps(tmp_path: Path) -> None:
                 else:
                     back += 1
                 clock.set(offset)
-                say(f"worker wall clock now {offset:+d} s from the true one")
+                say(f"workers' and shim's wall clock now {offset:+d} s from the true one")
                 if n == KILL_AT:
                     kill_for_good(scenario)  # a real stall, judged while clocks are a day off
                 time.sleep(HOLD_S)
+                misjudged += _shim_misjudged(scenario, offset)
             clock.set(0)
             results = settle_and_check(scenario, 150)
             results["ledger_clock_inversions"] = _chain_vs_clock(scenario)
+            results["shim_misjudged_workers"] = misjudged
             results["failures"] = list(scenario.figures.failures)
         finally:
             scenario.resolver.stop()
@@ -99,7 +122,8 @@ def test_clock_jumps(tmp_path: Path) -> None:
         f"clock: {forward} forward, {back} back; runs {results['runs']}"
         f" {results['runs_by_status']}; orphaned {results['orphaned_by_kill_for_good']},"
         f" adopted {results['adopted_from_killed_for_good']};"
-        f" ledger stamps out of chain order {results['ledger_clock_inversions']}"
+        f" ledger stamps out of chain order {results['ledger_clock_inversions']};"
+        f" workers the shim misjudged {misjudged}"
     )
     record("clock", results, {"forward": forward, "back": back, "kill_for_good": 1})
     assert_held(results)
