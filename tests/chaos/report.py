@@ -80,9 +80,9 @@ SCENARIOS: dict[str, tuple[str, str, str]] = {
     ),
     "clock": (
         "clock jumps",
-        "the workers' wall clock stepped forward and back with libfaketime",
-        "timeouts and the stall detector run on the monotonic clock; ledger order is by"
-        " sequence and hash chain",
+        "the workers' and the shim's wall clock stepped forward and back with libfaketime",
+        "timeouts and the stall detector run on the monotonic clock; liveness on heartbeat"
+        " counters, ages on the database's clock; ledger order is by sequence and hash chain",
     ),
     "soak-short": (
         "soak (short form, in `check`)",

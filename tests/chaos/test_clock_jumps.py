@@ -39,6 +39,17 @@ HOLD_S = 2.5
 KILL_AT = 3  # the index in OFFSETS (+1 day) at which the last slot is killed for good
 
 
+def _load_last_slot(scenario: Scenario, rounds: int = 6) -> None:
+    """Submit a run at a time until the slot to be killed for good holds one (the
+    queue picks the worker), so its death leaves runs for the reaper to hand over."""
+    for _ in range(rounds):
+        if scenario.faults.pending_runs(SLOTS[-1]):
+            return
+        run_id = scenario.submit(scenario.plan(list(scenario.channels)))
+        scenario.decide(run_id)
+        time.sleep(0.8)
+
+
 def _shim_misjudged(scenario: Scenario, offset: int) -> int:
     """Workers running (and past their first heartbeat: listed) that the shim, its
     clock ``offset`` s off, reports as not live; a refused readiness counts one more."""
@@ -106,6 +117,7 @@ def test_clock_jumps(tmp_path: Path) -> None:
                 clock.set(offset)
                 say(f"workers' and shim's wall clock now {offset:+d} s from the true one")
                 if n == KILL_AT:
+                    _load_last_slot(scenario)
                     kill_for_good(scenario)  # a real stall, judged while clocks are a day off
                 time.sleep(HOLD_S)
                 misjudged += _shim_misjudged(scenario, offset)
