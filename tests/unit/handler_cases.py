@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import Connector, DriverKind, ErrorCode, Limits
+from contracts.opa_run import OpaJob
 from worker.coordinator.envelopes import build_envelope
 from worker.coordinator.executor import Delivered, check
 from worker.handlers._base import Handler
@@ -23,8 +24,9 @@ class Ctx:
     connector: Connector
 
 
-def run(handler: Handler, ctx: Ctx, arguments: Any) -> Delivered:
-    """One envelope to the handler, its result held to the protocol as the coordinator does."""
+def run(handler: Handler, ctx: Ctx, arguments: Any, opa: OpaJob | None = None) -> Delivered:
+    """One envelope to the handler (of a step in an OPA run with ``opa``), its result
+    held to the protocol as the coordinator does."""
     envelope = build_envelope(
         run_id="run-1",
         step_id="step-1",
@@ -32,6 +34,7 @@ def run(handler: Handler, ctx: Ctx, arguments: Any) -> Delivered:
         attempt=1,
         connector=ctx.connector,
         arguments=arguments,
+        opa=opa,
     ).bound(ctx.workspace)
     return check(envelope, handler(envelope))
 

@@ -12,12 +12,10 @@ import pytest
 
 from contracts import CommandRule, ErrorCode, GatehouseError
 from contracts.opa_run import OpaJob
-from tests.unit.handler_cases import OP_KEY
 from tests.unit.handler_cases import assert_failed as _assert_failed
 from tests.unit.handler_cases import ctx as _ctx
 from tests.unit.handler_cases import run as _run
-from worker.coordinator.envelopes import build_envelope
-from worker.coordinator.executor import Delivered, check
+from worker.coordinator.executor import Delivered
 from worker.handlers import restricted_shell as shell_handler
 
 SIMPLE = ("echo", "sha256sum", "sleep", "yes", "false", "ls")
@@ -116,17 +114,7 @@ def test_shell_in_an_opa_run_gets_the_opa_variables(tmp_path: Path) -> None:
         execution_mode="batch",
         data_root="inputs/",
     )
-    ctx = _ctx(tmp_path, (), RULES)
-    envelope = build_envelope(
-        run_id="run-1",
-        step_id="step-1",
-        op_key=OP_KEY,
-        attempt=1,
-        connector=ctx.connector,
-        arguments={"argv": ["env"]},
-        opa=job,
-    ).bound(tmp_path)
-    result = check(envelope, shell_handler.run(envelope))
+    result = _run(shell_handler.run, _ctx(tmp_path, (), RULES), {"argv": ["env"]}, opa=job)
     assert result.ok is True
     env = dict(line.split("=", 1) for line in str(result.output["stdout"]).splitlines())
     ws = str(tmp_path.resolve())
