@@ -111,14 +111,20 @@ def test_runs_watch_follows_a_run_live_to_its_end(
         argv = ["runs", "watch", run_id, "--url", url, "--token", token]
         watcher = threading.Thread(target=lambda: codes.append(cli(argv)))
         watcher.start()
-        time.sleep(0.5)  # the watcher is following a run that waits for a person
+        # The decision only once the watcher has said what it follows: a run that waits
+        # for a person (a fixed pause lost that race on a slow machine).
+        seen = ""
+        deadline = time.monotonic() + 30
+        while f"watching {run_id}" not in seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+            seen += capsys.readouterr().out
+        assert f"watching {run_id}: echo, waiting_approval" in seen, seen
         assert watcher.is_alive()
         ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)})
         assert ok.status_code == 200, ok.text
         watcher.join(60)
     assert codes == [0]
-    out = capsys.readouterr().out
-    assert f"watching {run_id}: echo, waiting_approval" in out
+    out = seen + capsys.readouterr().out
     assert "plan approved by bob" in out
     for step in ("s1", "s2"):
         assert f"{step} (noop)" in out and f"ledger {step}: completed" in out
