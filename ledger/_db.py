@@ -33,6 +33,7 @@ __all__ = [
     "corrupt",
     "database_unreachable",
     "epoch_sql",
+    "instant",
     "is_postgres",
     "no_space",
     "now_iso",
@@ -262,7 +263,12 @@ def db_clock(conn: Conn) -> datetime:
     one clock for all of them, whatever each worker's own says. SQLite's is this
     process's clock, as every writer of an embedded database shares its host."""
     text = conn.execute(sa.text(f"SELECT {now_sql(not is_postgres(conn))}")).scalar_one()
-    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    return instant(str(text))
+
+
+def instant(stamp: str) -> datetime:
+    """A stamp in ``now_iso``'s form (or ``now_sql``'s) as an aware datetime."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def iso(at: datetime) -> str:

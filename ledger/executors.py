@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 import sqlalchemy as sa
 
-from ledger._db import Conn, db_clock, is_postgres, now_sql, rows_changed
+from ledger._db import Conn, db_clock, instant, is_postgres, now_sql, rows_changed
 
 
 @dataclass(frozen=True)
@@ -180,14 +179,10 @@ def list_executors(conn: Conn) -> list[Executor]:
             heartbeat_at=str(r[5]),
             reaped_at=None if r[6] is None else str(r[6]),
             planners=None if r[7] is None else tuple(p for p in str(r[7]).split(",") if p),
-            heartbeat_age_s=(now - _instant(str(r[5]))).total_seconds(),
+            heartbeat_age_s=(now - instant(str(r[5]))).total_seconds(),
         )
         for r in rows
     ]
-
-
-def _instant(stamp: str) -> datetime:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def unfinished_by_version(conn: Conn) -> list[VersionLoad]:

@@ -47,7 +47,7 @@ def workers(db: Database, app_version: str, dead_after_s: float) -> JsonObject:
                 "planners": None if e.planners is None else list[JsonValue](e.planners),
             }
         )
-    listed = versions(db, app_version, dead_after_s)
+    listed = versions(db, app_version, dead_after_s, found)
     return {
         "workers": rows,
         "app_version": app_version,
@@ -57,14 +57,21 @@ def workers(db: Database, app_version: str, dead_after_s: float) -> JsonObject:
     }
 
 
-def versions(db: Database, app_version: str, dead_after_s: float) -> list[JsonValue]:
+def versions(
+    db: Database,
+    app_version: str,
+    dead_after_s: float,
+    found: list[executors.Executor] | None = None,
+) -> list[JsonValue]:
     """Every application version with unfinished runs or live workers: how many runs
     wait on it (``pending``: started; ``enqueued``: not yet dequeued) and how many
     live workers serve it. A version with runs and no live worker is ``served: false``:
-    its runs wait until a worker of that version starts."""
+    its runs wait until a worker of that version starts. ``found``: the workers, when
+    the caller has just read them."""
     with db.engine.connect() as conn:
         loads = {v.app_version: v for v in executors.unfinished_by_version(conn)}
-        found = executors.list_executors(conn)
+        if found is None:
+            found = executors.list_executors(conn)
     live: dict[str, int] = {}
     for e in found:
         if e.reaped_at is None and e.heartbeat_age_s <= dead_after_s:
@@ -130,7 +137,8 @@ def readiness(db: Database, app_version: str, dead_after_s: float) -> tuple[bool
     )
     if pending:
         return False, _report(checks)
-    listed = workers(db, app_version, dead_after_s)["workers"]
+    seen = workers(db, app_version, dead_after_s)
+    listed = seen["workers"]
     live = [
         w
         for w in (listed if isinstance(listed, list) else [])
@@ -158,9 +166,9 @@ def readiness(db: Database, app_version: str, dead_after_s: float) -> tuple[bool
     report["queue"] = info
     # Not a readiness condition either (new runs go to this version's workers), but a
     # run pinned to a version nobody serves would otherwise wait unseen.
-    listed_versions = versions(db, app_version, dead_after_s)
+    listed_versions = seen["versions"]
     report["versions"] = listed_versions
-    report["warnings"] = list[JsonValue](unserved(listed_versions))
+    report["warnings"] = seen["warnings"]
     return bool(live), report
 
 
