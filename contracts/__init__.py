@@ -3,6 +3,7 @@
 Imports nothing else of Gatehouse; every other package imports this one.
 """
 
+from contracts._base import Closed
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
 from contracts._schemas import SCHEMA_MODELS, schema_id, schema_registry, validate_instance
@@ -106,6 +107,7 @@ __all__ = [
     "CancelAccepted",
     "CancelRequest",
     "CancelSource",
+    "Closed",
     "CommandRule",
     "Connector",
     "DataRef",

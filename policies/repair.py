@@ -1,6 +1,6 @@
 """Plan repair, the pure part: what is wrong with a plan, and what a repair changed.
 
-Two moments ask a model planner for a repaired plan (``worker/_flow.py``):
+Two moments ask a model planner for a repaired plan (``worker/flow/``):
 
 * a compiled plan fails its schema or the gate: exactly one repair call, told
   the refusal; a repaired plan that still fails is refused for good;

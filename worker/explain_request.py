@@ -37,7 +37,7 @@ from contracts import (
     canonical_json,
     validate_instance,
 )
-from worker._seed import draw
+from worker.flow import draw
 
 __all__ = [
     "EXPLAIN_EPISODE_TYPE",

@@ -1,6 +1,6 @@
 """Replay: run a finished run's flow again with every call served from the ledger.
 
-``replay_run`` executes ``worker._flow.run_intent`` — the same code the live
+``replay_run`` executes ``worker.flow.run_intent`` — the same code the live
 workflow runs — through ``ReplayPorts``: each planner and tool call builds
 its request exactly as the live step does, then is answered by the ledger
 entry of its op_key. Nothing is sent anywhere (no handler or planner is ever
@@ -37,8 +37,8 @@ from ledger import (
     opa_runs,
 )
 from ledger.forks import Lineage
-from worker._flow import run_intent
 from worker._runtime import runtime
+from worker.flow import run_intent
 from worker.replay_ports import DivergedError, ReplayPorts, ReplayRules
 from worker.settings import WorkerSettings
 

@@ -1,6 +1,6 @@
 """The ports a replay runs the flow through: every call answered from the ledger.
 
-``ReplayPorts`` implements ``worker._ports`` the way ``worker.replay`` needs it:
+``ReplayPorts`` implements ``worker.flow.Ports`` the way ``worker.replay`` needs it:
 each planner and tool call builds its request exactly as the live step does and
 is answered by the ledger entry of its op_key (looked up under the parent run for
 a fork's calls before its fork point); nothing is sent and nothing is written. A
@@ -41,15 +41,8 @@ from policies import catalog
 from policies.catalog import Loaded
 from policies.repair import check_revision, gated_plan
 from worker._calls import Call, Performed
-from worker._seed import planner_seed
-from worker.records import (
-    BeginResult,
-    GateResult,
-    RunEnd,
-    StepRecord,
-    plan_problem,
-    step_verdict,
-)
+from worker.flow import BeginResult, GateResult, RunEnd, StepRecord, planner_seed
+from worker.records import plan_problem, step_verdict
 from worker.settings import WorkerSettings
 from worker.steps_calls import (
     PlannerCall,

@@ -34,9 +34,9 @@ from policies.templates import compile_template
 from worker._calls import Call, Performed, call_step, refusal, through_ledger
 from worker._runtime import runtime
 from worker._storage import wait_for_space
-from worker.coordinator.budgets import Spent
 from worker.coordinator.envelopes import build_envelope
 from worker.coordinator.executor import check, deliver, performed_of
+from worker.flow import Spent
 from worker.handlers import opencode as opencode_handler
 from worker.handlers._base import HandlerResult
 from worker.handlers.registry import HANDLERS

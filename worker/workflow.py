@@ -1,4 +1,4 @@
-"""The intent workflow: ``worker._flow`` run live, every port a durable DBOS
+"""The intent workflow: ``worker.flow`` run live, every port a durable DBOS
 step, message wait or durable sleep.
 
 The run id is the workflow id. A fork (``DBOS.fork_workflow``) runs its
@@ -31,12 +31,11 @@ from worker import explain as _explain  # registers the explain workflow with DB
 from worker import records as rec
 from worker import replay as _replay  # registers the replay workflow with DBOS
 from worker._crash import RUN, maybe_crash
-from worker._flow import run_intent
 from worker._runtime import runtime
 from worker._storage import stranded
 from worker._tracing import annotate
+from worker.flow import BeginResult, GateResult, RunEnd, StepRecord, run_intent
 from worker.opa import pack_output
-from worker.records import BeginResult, GateResult, RunEnd, StepRecord
 from worker.steps_calls import planner_call, tool_call
 
 __all__ = ["LivePorts", "intent_workflow"]
@@ -48,7 +47,7 @@ _RESOLUTION_RECHECK_S = 60.0
 
 
 class LivePorts:
-    """The flow's ports as DBOS steps (see ``worker._ports.Ports``).
+    """The flow's ports as DBOS steps (see ``worker.flow.Ports``).
 
     Some steps answer more than their port asks, in the same commit: ``begin``
     checks the ``@compile`` boundary for a cancel, and the approval wait's step

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import require_backend
 from tests.support.scripted_model import ScriptedModel
 from tests.support.stack import BACKENDS, Stack, running_stack
-from worker._seed import planner_seed
+from worker.flow import planner_seed
 
 
 def _plan(step_input: dict[str, Any]) -> dict[str, Any]:

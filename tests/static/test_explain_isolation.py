@@ -37,9 +37,7 @@ ALLOWED = frozenset(
 # What the planners and the gate run on: they may not even name the explain.
 PLAN_PATH = (
     "policies/",
-    "worker/_flow.py",
-    "worker/_step_call.py",
-    "worker/_ports.py",
+    "worker/flow/",
     "worker/steps_calls.py",
     "worker/records/",
     "worker/replay.py",
@@ -100,7 +98,7 @@ def test_no_plan_reads_an_explain_report() -> None:
 
 def test_the_check_catches_what_it_claims() -> None:
     bad = {
-        "worker/_flow.py": "from worker.explain import explain_run\n",
+        "worker/flow/_run.py": "from worker.explain import explain_run\n",
         "policies/gate.py": "from contracts import ExplainReport\n",
         "worker/steps_calls.py": "import contracts\nx = contracts.ExplainView\n",
         "policies/templates.py": "STEP = '@explain'\n",

@@ -1,6 +1,6 @@
 """A fake of the flow's ports: the whole run in memory, scripted, in milliseconds.
 
-``FakePorts`` implements ``worker._ports.Ports`` with no database, no DBOS and no
+``FakePorts`` implements ``worker.flow.Ports`` with no database, no DBOS and no
 handler: the planner's answers, each tool call's outcome per attempt, the
 people's decisions, cancels, an operator's resolutions and an interactive run's
 messages are given up front, and every port call is logged in order. The flow
@@ -29,7 +29,7 @@ from contracts import (
     digest_of,
 )
 from policies.repair import check_revision, gated_plan
-from worker.records import BeginResult, GateResult, RunEnd, StepRecord
+from worker.flow import BeginResult, GateResult, RunEnd, StepRecord
 
 __all__ = ["FakePorts", "Outcome", "failed", "ok", "planned"]
 

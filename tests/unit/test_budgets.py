@@ -8,7 +8,7 @@ import pytest
 
 from contracts import Budgets, ErrorCode, GatehouseError, Price
 from contracts.budgets import DEFAULT_BUDGETS
-from worker.coordinator.budgets import Spent, usage_of
+from worker.flow import Spent, usage_of
 from worker.providers.openai_compat import usage_from
 
 

@@ -1,4 +1,4 @@
-"""Unit tests for worker._inputs.resolve_input (RFC 6901 pointers into earlier outputs)."""
+"""Unit tests for worker.flow.resolve_input (RFC 6901 pointers into earlier outputs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from contracts import ErrorCode, GatehouseError, JsonObject, PlanStep
-from worker._inputs import resolve_input
+from worker.flow import resolve_input
 
 OUTPUTS: dict[str, JsonObject] = {
     "fetch": {

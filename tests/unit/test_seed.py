@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker._seed import draw, fresh_seed, planner_seed
+from worker.flow import draw, fresh_seed, planner_seed
 
 
 def test_a_draw_depends_only_on_seed_and_purpose() -> None:

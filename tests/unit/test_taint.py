@@ -18,7 +18,7 @@ from contracts import (
 )
 from policies import catalog
 from policies.taint import check_plan, check_resolved, position, tainted
-from worker._inputs import resolve_input
+from worker.flow import resolve_input
 
 PROFILE = catalog.profile("default").model
 

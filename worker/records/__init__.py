@@ -18,17 +18,13 @@ from worker.records.approval import (
     resume_after_resolution,
     take_decision,
 )
-from worker.records.begin import BeginResult, begin_run
-from worker.records.finish import RunEnd, finish_run
-from worker.records.gate import GateResult, gate_and_card, plan_problem, verify_plan
+from worker.records.begin import begin_run
+from worker.records.finish import finish_run
+from worker.records.gate import gate_and_card, plan_problem, verify_plan
 from worker.records.messages import read_message, took_message, wait_for_input
-from worker.records.steps import StepRecord, record_step_result, step_verdict
+from worker.records.steps import record_step_result, step_verdict
 
 __all__ = [
-    "BeginResult",
-    "GateResult",
-    "RunEnd",
-    "StepRecord",
     "begin_run",
     "expire_plan_card",
     "finish_run",

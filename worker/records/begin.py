@@ -5,30 +5,16 @@ from __future__ import annotations
 from contracts import (
     GatehouseError,
     JsonObject,
-    PolicyProfile,
     RunStatus,
-    ToolPool,
 )
-from contracts._base import Closed
 from ledger import Conn, runs
 from policies import catalog
 from worker._runtime import runtime
-from worker._seed import fresh_seed
+from worker.flow import BeginResult, fresh_seed
 from worker.records._tx import exec_id, session, tx
 from worker.records.cancels import observe_cancel
 
-__all__ = ["BeginResult", "begin_run"]
-
-
-class BeginResult(Closed):
-    ok: bool
-    profile: PolicyProfile | None = None
-    profile_digest: str | None = None
-    tool_pool: ToolPool | None = None
-    tool_pool_digest: str | None = None
-    seed: str | None = None
-    error_code: str | None = None
-    error_message: str | None = None
+__all__ = ["begin_run"]
 
 
 def _begin(arg: JsonObject) -> JsonObject:

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from contracts import (
     ErrorCode,
     JsonObject,
-    JsonValue,
     RunStatus,
 )
 from contracts.episode import ResultStatus
-from contracts.opa_run import OpaJob
 from ledger import anchors, evidence, now_iso, runs
 from policies.episodes import budget_episode, episode
 from worker._runtime import runtime
+from worker.flow import RunEnd
 from worker.records._tx import exec_id, session, tx
 from worker.records.cancels import observe_cancel
 
-__all__ = ["RunEnd", "finish_run"]
+__all__ = ["finish_run"]
 
 
 # How a run's end reads as a MOVA result_status.
@@ -102,21 +99,6 @@ def _finish(arg: JsonObject) -> JsonObject:
     settings = runtime().settings  # the run's chain head, anchored (ledger/anchors.py)
     anchors.anchor_run(s, run_id, exec_id(), settings.signing_key, settings.anchor_file)
     return {"status": status.value}
-
-
-@dataclass(frozen=True)
-class RunEnd:
-    """How a run ends, as the flow hands it to be recorded."""
-
-    run_id: str
-    status: RunStatus
-    steps: list[JsonValue]
-    error_code: str | None
-    error_message: str | None
-    trace_digest: str
-    budgets: JsonObject | None = None  # used / limit at the end (BudgetsView)
-    opa: OpaJob | None = None  # an OPA run: its output archive is packed first
-    follow_ups: list[JsonValue] | None = None  # an interactive run's turns after the first
 
 
 def finish_run(end: RunEnd) -> RunStatus:

@@ -17,22 +17,14 @@ from contracts import (
     ToolPool,
     digest_of,
 )
-from contracts._base import Closed
 from ledger import Conn, approvals, evidence, now_iso, plan_cards, runs
 from policies.episodes import episode, security_episode
 from policies.gate import read_only
 from policies.repair import check_revision, gated_plan
+from worker.flow import GateResult
 from worker.records._tx import atomic_tx, exec_id, session
 
-__all__ = ["GateResult", "gate_and_card", "plan_problem", "stored_plan_check", "verify_plan"]
-
-
-class GateResult(Closed):
-    ok: bool
-    plan: Plan | None = None
-    plan_digest: str | None = None
-    error_code: str | None = None
-    error_message: str | None = None
+__all__ = ["gate_and_card", "plan_problem", "stored_plan_check", "verify_plan"]
 
 
 def _refuse(run_id: str, phase: str, exc: GatehouseError, subject: str) -> JsonObject:

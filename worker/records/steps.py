@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from contracts import (
     DataRef,
     DriverKind,
@@ -16,9 +14,10 @@ from policies import catalog
 from policies.episodes import episode, security_episode
 from policies.executor_evidence import executor_episodes
 from policies.security import classify
+from worker.flow import StepRecord
 from worker.records._tx import exec_id, session, tx
 
-__all__ = ["StepRecord", "record_step_result", "step_verdict", "write_step"]
+__all__ = ["record_step_result", "step_verdict", "write_step"]
 
 
 def _record_step(arg: JsonObject) -> JsonObject:
@@ -142,20 +141,6 @@ def _security_code(code: JsonValue) -> ErrorCode | None:
     except ValueError:
         return None
     return None if classify(parsed)[0] == "other" else parsed
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """A finished step, as the flow hands it to be recorded."""
-
-    run_id: str
-    step_id: str
-    position: int
-    driver_kind: str
-    connector_id: str
-    outcome: JsonObject
-    output_schema_ref: str | None = None
-    budgets: JsonObject | None = None  # used / limit after this step (BudgetsView)
 
 
 def record_step_result(record: StepRecord) -> JsonObject:

@@ -26,7 +26,7 @@ from contracts import (
 from contracts.opa_run import OpaJob
 from policies import catalog
 from tests.support.fake_ports import FakePorts, Outcome, failed, ok, planned
-from worker._flow import run_intent
+from worker.flow import run_intent
 
 RUN = "run_" + "0" * 32
 POOL = catalog.tool_pool("default").model

@@ -1,6 +1,6 @@
 """One plan step's tool call, attempt after attempt, until its outcome is known.
 
-Part of the flow (``worker._flow``), run live and in a replay alike: a retry
+Part of the flow (``worker.flow._run``), run live and in a replay alike: a retry
 after a call that surely did not act (seeded backoff), the timeout ladder of a
 stalled OpenCode turn, an interrupted call a person must settle. No clock,
 randomness or I/O of its own: every such thing is a port.
@@ -9,10 +9,10 @@ randomness or I/O of its own: every such thing is a port.
 from __future__ import annotations
 
 from contracts import DriverKind, ErrorCode, JsonObject, PolicyProfile
-from worker._ports import Ports, Trace
-from worker._seed import draw
-from worker.coordinator.budgets import Spent
-from worker.coordinator.ladder import Ladder, applied, not_resent
+from worker.flow._budgets import Spent
+from worker.flow._ladder import Ladder, applied, not_resent
+from worker.flow._ports import Ports, Trace
+from worker.flow._seed import draw
 
 __all__ = ["cut_at", "settle"]
 

@@ -1,4 +1,4 @@
-"""What the intent flow (``worker._flow``) reaches the world through, and what it keeps.
+"""What the intent flow (``worker.flow._run``) reaches the world through, and what it keeps.
 
 ``Ports`` is everything the flow does that is not pure computation: the live
 DBOS workflow (``worker.workflow.LivePorts``) and a replay
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from contracts import JsonObject, JsonValue, Mode, PolicyProfile, ToolPool, digest_of
-from worker.records import BeginResult, GateResult, RunEnd, StepRecord
+from worker.flow._results import BeginResult, GateResult, RunEnd, StepRecord
 
 __all__ = ["Ports", "Trace"]
 

@@ -1,6 +1,6 @@
 """What the flow hands its ports for one step: the call, its record, a refusal.
 
-Pure: no I/O, no clock. ``worker._flow`` builds these between the gate's check
+Pure: no I/O, no clock. ``worker.flow._run`` builds these between the gate's check
 of a step and the call that runs it.
 """
 
@@ -15,8 +15,8 @@ from contracts import (
     PolicyProfile,
 )
 from contracts.opa_run import OpaJob
-from worker.coordinator.budgets import Spent
-from worker.records import StepRecord
+from worker.flow._budgets import Spent
+from worker.flow._results import StepRecord
 
 __all__ = ["refusal_outcome", "step_call", "step_record"]
 
@@ -31,7 +31,7 @@ def step_call(
     profile: PolicyProfile,
     opa: OpaJob | None,
 ) -> JsonObject:
-    """The tool call of the step at ``position``, as ``worker._settle.settle`` sends
+    """The tool call of the step at ``position``, as ``worker.flow._settle.settle`` sends
     it (each attempt adds its number). ``connector`` is the one the gate checked."""
     call: JsonObject = {
         "run_id": run_id,

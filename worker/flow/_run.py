@@ -30,15 +30,15 @@ from contracts import (
 from contracts.opa_run import OpaJob
 from policies.gate import check_step
 from policies.taint import check_resolved
-from worker._inputs import fresh_steps, resolve_input
-from worker._ports import Ports, Trace
-from worker._seed import planner_seed
-from worker._settle import cut_at, settle
-from worker._step_call import refusal_outcome, step_call, step_record
-from worker.coordinator.budgets import Spent
-from worker.coordinator.failures import is_hard
-from worker.coordinator.repair import Repairs
-from worker.records import RunEnd
+from worker.flow._budgets import Spent
+from worker.flow._failures import is_hard
+from worker.flow._inputs import fresh_steps, resolve_input
+from worker.flow._ports import Ports, Trace
+from worker.flow._repair import Repairs
+from worker.flow._results import RunEnd
+from worker.flow._seed import planner_seed
+from worker.flow._settle import cut_at, settle
+from worker.flow._step import refusal_outcome, step_call, step_record
 
 __all__ = ["run_intent"]
 

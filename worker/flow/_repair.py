@@ -23,10 +23,10 @@ from contracts import (
     ToolPool,
 )
 from policies.repair import gated_plan, problems_of
-from worker.coordinator.budgets import Spent
+from worker.flow._budgets import Spent
 
 if TYPE_CHECKING:
-    from worker._ports import Ports, Trace
+    from worker.flow._ports import Ports, Trace
 
 __all__ = ["COMPILE_REPAIR_ID", "MAX_STEP_REPAIRS", "MODEL_PLANNERS", "Repairs"]
 

@@ -1,6 +1,6 @@
 """The timeout ladder of an opencode step, and the outcomes of settled in-doubt calls.
 
-Pure bookkeeping for the flow's attempt loop (``worker/_flow.py``): no I/O.
+Pure bookkeeping for the flow's attempt loop (``worker/flow/_settle.py``): no I/O.
 """
 
 from __future__ import annotations

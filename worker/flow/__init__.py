@@ -1,0 +1,66 @@
+"""The intent flow: compile → gate → plan card → decision → execute → evidence.
+
+Pure orchestration, written once and run three ways through ``Ports``: live
+(``worker.durable``: every port a DBOS step, a durable wait or sleep), in a
+replay (``worker.replay``: every call served from the ledger), and in the
+tests' fakes. This package imports only ``contracts``, ``policies`` and
+itself: no DBOS, no ledger, no runtime, no clock, randomness, network or
+files. Random choices are drawn from the run's recorded seed, so a recovered
+workflow and a replay take exactly the same path.
+
+* ``_run`` — the flow of one run, step by step;
+* ``_settle`` — one step's call, attempt after attempt (retries, the timeout
+  ladder, calls in doubt);
+* ``_step`` — what one step hands the ports: its call, its record, a refusal;
+* ``_inputs`` — ``input_from``: an earlier step's output as a later input;
+* ``_repair`` — the plan-repair skill; ``_ladder`` — the OpenCode timeout
+  ladder; ``_failures`` — soft and hard failures; ``_budgets`` — what a run
+  has spent; ``_seed`` — seeded choices;
+* ``_ports`` — the ports and the trace; ``_results`` — what they exchange.
+"""
+
+from worker.flow._budgets import MODEL_TARGETS, Exceeded, Ledgered, Spent, usage_of
+from worker.flow._failures import HARD_FAILURES, is_hard
+from worker.flow._inputs import fresh_steps, resolve_input
+from worker.flow._ladder import Ladder, applied, not_resent
+from worker.flow._ports import Ports, Trace
+from worker.flow._repair import COMPILE_REPAIR_ID, MAX_STEP_REPAIRS, MODEL_PLANNERS, Repairs
+from worker.flow._results import BeginResult, GateResult, RunEnd, StepRecord
+from worker.flow._run import run_intent
+from worker.flow._seed import draw, fresh_seed, planner_seed
+from worker.flow._settle import cut_at, settle
+from worker.flow._step import refusal_outcome, step_call, step_record
+
+__all__ = [
+    "COMPILE_REPAIR_ID",
+    "HARD_FAILURES",
+    "MAX_STEP_REPAIRS",
+    "MODEL_PLANNERS",
+    "MODEL_TARGETS",
+    "BeginResult",
+    "Exceeded",
+    "GateResult",
+    "Ladder",
+    "Ledgered",
+    "Ports",
+    "Repairs",
+    "RunEnd",
+    "Spent",
+    "StepRecord",
+    "Trace",
+    "applied",
+    "cut_at",
+    "draw",
+    "fresh_seed",
+    "fresh_steps",
+    "is_hard",
+    "not_resent",
+    "planner_seed",
+    "refusal_outcome",
+    "resolve_input",
+    "run_intent",
+    "settle",
+    "step_call",
+    "step_record",
+    "usage_of",
+]

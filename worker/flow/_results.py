@@ -1,0 +1,74 @@
+"""What the ports answer the flow, and what the flow hands them to record.
+
+The live ports (``worker.durable``) write these as JSON in DBOS checkpoints and
+ledger rows; a replay and the tests' fakes build them in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts import (
+    Closed,
+    JsonObject,
+    JsonValue,
+    Plan,
+    PolicyProfile,
+    RunStatus,
+    ToolPool,
+)
+from contracts.opa_run import OpaJob
+
+__all__ = ["BeginResult", "GateResult", "RunEnd", "StepRecord"]
+
+
+class BeginResult(Closed):
+    """A run begun: the profile and tool pool it runs under, and its seed."""
+
+    ok: bool
+    profile: PolicyProfile | None = None
+    profile_digest: str | None = None
+    tool_pool: ToolPool | None = None
+    tool_pool_digest: str | None = None
+    seed: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+class GateResult(Closed):
+    """A plan gated and on the plan card (its digest), or why it was refused."""
+
+    ok: bool
+    plan: Plan | None = None
+    plan_digest: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A finished step, as the flow hands it to be recorded."""
+
+    run_id: str
+    step_id: str
+    position: int
+    driver_kind: str
+    connector_id: str
+    outcome: JsonObject
+    output_schema_ref: str | None = None
+    budgets: JsonObject | None = None  # used / limit after this step (BudgetsView)
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ends, as the flow hands it to be recorded."""
+
+    run_id: str
+    status: RunStatus
+    steps: list[JsonValue]
+    error_code: str | None
+    error_message: str | None
+    trace_digest: str
+    budgets: JsonObject | None = None  # used / limit at the end (BudgetsView)
+    opa: OpaJob | None = None  # an OPA run: its output archive is packed first
+    follow_ups: list[JsonValue] | None = None  # an interactive run's turns after the first
