@@ -41,14 +41,13 @@ from tests.support.stack import (
     postgres_available,
     shim_client,
 )
-from worker._runtime import runtime
 from worker.app import launch, shutdown
 from worker.opencode.runner import server_of, turn_spec
 from worker.opencode.supervisor import stop_running_server
 from worker.opencode.turn import run_turn
 from worker.replay import replay_run
+from worker.runtime import WorkerSettings, runtime
 from worker.scripted_model import ScriptedModel, load_script
-from worker.settings import WorkerSettings
 
 # Targets on the reference machine (2 cores, local PostgreSQL 15).
 TARGETS = {

@@ -18,6 +18,16 @@ from contracts.channels import (
     SECURITY_EVENTS_CHANNELS,
     TextChannel,
 )
+from contracts.durable import (
+    APPROVAL_TOPIC,
+    DURABLE_NAMES,
+    EXPLAIN_WORKFLOW,
+    INTENT_QUEUE,
+    INTENT_WORKFLOW,
+    REPLAY_WORKFLOW,
+    RESOLUTION_TOPIC,
+    Step,
+)
 from contracts.episode import DataRef, EnvelopeRef, Episode, Executor, SecurityEpisode
 from contracts.explain import (
     EXPLAIN_REPORT_SCHEMA_ID,
@@ -26,16 +36,7 @@ from contracts.explain import (
     ExplainView,
 )
 from contracts.intent import IntentAccepted, IntentRequest, Mode
-from contracts.job import (
-    APP_VERSION,
-    APPROVAL_TOPIC,
-    EXPLAIN_WORKFLOW,
-    INTENT_QUEUE,
-    INTENT_WORKFLOW,
-    REPLAY_WORKFLOW,
-    RESOLUTION_TOPIC,
-    IntentJob,
-)
+from contracts.job import APP_VERSION, IntentJob
 from contracts.messages import MessageAccepted, MessageRequest
 from contracts.notify import NotifyConfig, NotifyEvent, Sink, SmtpServer
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
@@ -82,6 +83,7 @@ __all__ = [
     "APPROVAL_TOPIC",
     "APP_VERSION",
     "BUDGET_KINDS",
+    "DURABLE_NAMES",
     "EPISODES_CHANNELS",
     "EXPLAIN_CHANNELS",
     "EXPLAIN_REPORT_SCHEMA_ID",
@@ -162,6 +164,7 @@ __all__ = [
     "SecurityEpisode",
     "Sink",
     "SmtpServer",
+    "Step",
     "StepView",
     "TextChannel",
     "TokenEntry",

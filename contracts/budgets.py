@@ -5,7 +5,7 @@ model; an intent may *narrow* them, never widen them: a value above the
 profile's is refused at submit with ``budget_widened``. The run uses the
 effective budgets, the smaller of the two for each kind.
 
-What counts (see ``worker/coordinator/budgets.py``, which does the counting):
+What counts (see ``worker/flow/_budgets.py``, which does the counting):
 
 * ``max_steps`` — tool calls executed. Every attempt counts (a retry after
   ``upstream_unavailable``, a timeout ladder's re-prompt): each one ran.

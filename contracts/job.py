@@ -18,12 +18,6 @@ __all__ = ["IntentJob"]
 # shim enqueues under this one; bump it when a change to the workflow code
 # would replay old runs differently.
 APP_VERSION = "gatehouse-5"
-INTENT_WORKFLOW = "gatehouse.intent"
-INTENT_QUEUE = "intentQ"
-APPROVAL_TOPIC = "gatehouse.approval"
-RESOLUTION_TOPIC = "gatehouse.resolution"
-REPLAY_WORKFLOW = "gatehouse.replay"
-EXPLAIN_WORKFLOW = "gatehouse.explain"
 
 
 class IntentJob(Closed):

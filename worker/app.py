@@ -1,8 +1,8 @@
 """Start and stop a worker: the only kind of process that runs workflows.
 
-A worker migrates the database, launches DBOS listening on ``intentQ`` with
-its own stable executor id and the explicit application version, and runs
-until told to stop. All workflow and step data is stored as portable JSON.
+A worker migrates the database, keeps the policy files it runs with, launches
+DBOS (``worker.durable``), starts its reaper and notifier, and runs until told
+to stop.
 
 A worker started while the database cannot be reached waits for it: each
 attempt is logged and retried with a backoff capped at a few seconds, so a
@@ -18,14 +18,9 @@ import sys
 import threading
 from collections.abc import Mapping
 
-import sqlalchemy as sa
-from dbos import DBOS, DBOSConfig, SQLAlchemyDatasource
-from dbos._serialization import DBOSPortableJSON
-
-from contracts import INTENT_QUEUE, DriverKind, GatehouseError
+from contracts import DriverKind, GatehouseError
 from ledger import (
     Database,
-    add_missing_views,
     database_unreachable,
     migrate,
     open_database,
@@ -34,26 +29,24 @@ from ledger import (
 )
 from ledger.policy_versions import PolicyVersion
 from policies import catalog
-from worker import workflow as _workflow  # registers the workflow with DBOS
-from worker._reaper import Reaper, beating
-from worker._runtime import Runtime, install, runtime
-from worker._storage import wait_out_full_disk
-from worker._tracing import set_tracing
-from worker.handlers._base import Handler
+from worker.coordinator import install_handlers
+from worker.durable import SYS_DB_POOL_SIZE, UPKEEP, start_dbos, stop_dbos
+from worker.handlers import Handler
 from worker.notify import Notifier
 from worker.opencode.supervisor import stop_running_server
-from worker.settings import WorkerSettings
+from worker.runtime import (
+    Reaper,
+    Runtime,
+    WorkerSettings,
+    beating,
+    install,
+    runtime,
+    set_tracing,
+)
 
-__all__ = [
-    "LaunchStoppedError",
-    "dbos_config",
-    "launch",
-    "main",
-    "shutdown",
-]
+__all__ = ["LaunchStoppedError", "launch", "main", "shutdown"]
 
 _log = logging.getLogger("gatehouse.worker")
-_ = _workflow
 _reapers: list[Reaper] = []
 _notifiers: list[Notifier] = []
 
@@ -64,34 +57,6 @@ _RETRY_CAP_S = 5.0
 
 class LaunchStoppedError(Exception):
     """The worker was told to stop while it was still waiting for the database."""
-
-
-# DBOS's system-database pool (its connections to the dbos schema).
-_SYS_DB_POOL_SIZE = 10
-
-
-def dbos_config(settings: WorkerSettings, engine: sa.Engine | None = None) -> DBOSConfig:
-    """DBOS's settings; ``engine`` (``ledger.system_engine``, PostgreSQL) is the
-    system-database engine DBOS uses instead of making one, so its connections
-    carry Gatehouse's connection bounds (GATEHOUSE_PG_*) too."""
-    traces = settings.telemetry
-    return {
-        "name": "gatehouse",
-        "system_database_url": settings.database_url,
-        "system_database_engine": engine,
-        "serializer": DBOSPortableJSON,
-        "application_version": settings.app_version,
-        "executor_id": settings.executor_id,
-        "log_level": "WARNING",
-        "sys_db_pool_size": _SYS_DB_POOL_SIZE,
-        # SQLite has no LISTEN/NOTIFY: DBOS polls for the messages that wake waits.
-        "notification_listener_polling_interval_sec": settings.wake_poll_s,
-        # OpenTelemetry: a span per run and per step, exported over OTLP/HTTP when
-        # endpoints are named, else to the tracer provider this process installed.
-        "enable_otlp": traces.enabled,
-        "otlp_traces_endpoints": list(traces.traces_endpoints) or None,
-        "otlp_attributes": {"gatehouse.executor_id": settings.executor_id, **traces.attributes},
-    }
 
 
 def keep_catalog(db: Database) -> int:
@@ -114,8 +79,7 @@ def _launch_once(
     settings: WorkerSettings, handlers: Mapping[DriverKind, Handler] | None = None
 ) -> Runtime:
     db: Database = open_database(settings.database_url, timeouts=settings.pg_timeouts)
-    sys_engine = system_engine(settings.database_url, _SYS_DB_POOL_SIZE, settings.pg_timeouts)
-    constructed = False
+    sys_engine = system_engine(settings.database_url, SYS_DB_POOL_SIZE, settings.pg_timeouts)
     try:
         migrate(db)
         keep_catalog(db)
@@ -125,27 +89,11 @@ def _launch_once(
         with beating(settings, db):
             settings.workspace_root.mkdir(parents=True, exist_ok=True)
             set_tracing(settings.telemetry.enabled)
-            DBOS(config=dbos_config(settings, sys_engine))
-            constructed = True
-            ds = SQLAlchemyDatasource.create(
-                settings.database_url, engine=db.engine, serializer=DBOSPortableJSON
-            )
-            wait_out_full_disk(ds)
-            rt = Runtime(settings=settings, db=db, ds=ds, handlers=handlers, sys_engine=sys_engine)
-            install(rt)
-            DBOS.listen_queues([INTENT_QUEUE])
-            DBOS.launch()
-            add_missing_views(db)  # those over DBOS's tables, which exist from here on
-            DBOS.register_queue(
-                INTENT_QUEUE,
-                worker_concurrency=settings.worker_concurrency,
-                polling_interval_sec=settings.queue_poll_s,
-            )
+            install_handlers(handlers)
+            rt = Runtime(settings=settings, db=db, sys_engine=sys_engine)
+            install(rt)  # before DBOS resumes this worker's runs, which use it
+            start_dbos(settings, db, sys_engine)
     except BaseException:
-        # A half-launched DBOS holds threads and connections: undo it so the
-        # next attempt starts clean.
-        if constructed:
-            DBOS.destroy(workflow_completion_timeout_sec=0)
         db.dispose()
         if sys_engine is not None:
             sys_engine.dispose()
@@ -189,7 +137,7 @@ def launch(
             _log.warning(
                 "worker %s: the database answered after %d attempts", settings.executor_id, attempt
             )
-        reaper = Reaper(rt, settings.heartbeat_s, settings.dead_after_s)
+        reaper = Reaper(rt, UPKEEP, settings.heartbeat_s, settings.dead_after_s)
         reaper.start()
         _reapers.append(reaper)
         if settings.notifications is not None:
@@ -209,7 +157,7 @@ def shutdown() -> None:
         notifier = _notifiers.pop()
         notifier.stop.set()
         notifier.join(timeout=30)
-    DBOS.destroy(workflow_completion_timeout_sec=0)
+    stop_dbos()
     stop_running_server()  # the OpenCode server stops with its worker
     rt.db.dispose()
     if rt.sys_engine is not None:

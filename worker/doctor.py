@@ -34,11 +34,11 @@ from contracts import GatehouseError, JsonObject
 from ledger import open_database, resolve_database_url, resolve_telemetry
 from ledger.anchors import DEFAULT_ANCHOR_FILE
 from worker.notify.config import load_config
-from worker.opencode.pin import DEFAULT_DIR, installed_pin
+from worker.opencode.pin import installed_pin
+from worker.runtime import DEFAULT_OPENCODE_DIR, evidence_key
 from worker.sandbox import find_sandbox
 from worker.sandbox.bwrap import BWRAP_ENV
 from worker.sandbox.server import server_sandbox
-from worker.settings import evidence_key
 
 __all__ = ["main", "report"]
 
@@ -87,7 +87,7 @@ def _database() -> Check:
 
 
 def _opencode() -> Check:
-    directory = Path(os.environ.get("GATEHOUSE_OPENCODE_DIR") or DEFAULT_DIR)
+    directory = Path(os.environ.get("GATEHOUSE_OPENCODE_DIR") or DEFAULT_OPENCODE_DIR)
     try:
         pin = installed_pin(directory)
     except GatehouseError as exc:

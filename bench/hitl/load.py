@@ -27,7 +27,7 @@ from bench.hitl.gatehouse import GatehouseSystem
 from ledger import open_database
 from shim._client import KEEPALIVE
 from worker.replay import replay_run
-from worker.settings import WorkerSettings
+from worker.runtime import WorkerSettings
 
 __all__ = ["ingest", "replay_all", "replay_long"]
 

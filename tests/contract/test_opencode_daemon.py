@@ -24,7 +24,7 @@ from contracts import ErrorCode, GatehouseError, OpencodePolicy
 from contracts._schemas import render_schema
 from contracts.plan import PLAN_SCHEMA_ID
 from tests.support.opencode import first_prompts, require_opencode, write_call
-from worker.handlers._base import HandlerResult
+from worker.handlers import HandlerResult
 from worker.opencode import workspace
 from worker.opencode.ban import refuse_parent
 from worker.opencode.client import OpencodeClient
@@ -32,8 +32,8 @@ from worker.opencode.pin import read_pin
 from worker.opencode.runner import server_of, turn_spec
 from worker.opencode.supervisor import REGISTRY_ENV, OpencodeServer, stop_running_server
 from worker.opencode.turn import TurnSpec, marker_of, reconcile, run_turn, session_for
+from worker.runtime import WorkerSettings
 from worker.scripted_model import ScriptedModel, load_script
-from worker.settings import WorkerSettings
 
 PLAN = {
     "schema_id": "env.mova_agent_plan_v1",

@@ -34,8 +34,8 @@ from tests.support.stack import drop_database, fresh_database_url, shim_client, 
 from worker.opencode.pin import read_pin
 from worker.opencode.turn import marker_of
 from worker.opencode.workspace import take
+from worker.runtime import WorkerSettings
 from worker.scripted_model import ScriptedModel, load_script
-from worker.settings import WorkerSettings
 
 PROFILE = "opencode-quick"  # stall_s 4: a quiet turn is a stall
 

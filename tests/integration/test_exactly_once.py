@@ -87,8 +87,8 @@ def test_attempts_stop_at_the_profiles_limit(stack: Stack) -> None:
 # ------------------------------------------------------------------ replay
 def test_replay_reproduces_the_trace_digest_without_calling_out(stack: Stack) -> None:
     from ledger import open_database
-    from worker._runtime import runtime
     from worker.replay import replay_run
+    from worker.runtime import runtime
 
     with InventoryService() as inventory:
         run_id = _run_plan(

@@ -130,8 +130,8 @@ def test_explain_through_the_ledger(
     assert len(_explain_rows(stack, run_id)) == 2
 
     # 4: a replay from the ledger alone: same text, no connection anywhere
-    from worker._runtime import runtime
     from worker.explain import replay_explain
+    from worker.runtime import runtime
 
     db = open_database(stack.database_url)
     try:

@@ -21,8 +21,8 @@ from policies import catalog
 from policies.catalog import Loaded
 from tests.conftest import require_backend
 from tests.support.stack import BACKENDS, Stack, running_stack
-from worker._runtime import runtime
 from worker.replay import replay_run
+from worker.runtime import runtime
 
 
 @pytest.fixture(params=BACKENDS)

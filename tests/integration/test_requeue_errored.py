@@ -1,5 +1,5 @@
 """A run a full disk stopped, whose error DBOS managed to record, is put back on the
-queue (``ledger.executors.requeue_errored``, called by ``worker._storage``) and runs
+queue (``ledger.executors.requeue_errored``, called by ``worker.durable``) and runs
 on from its checkpoints; a run that has ended is never touched. Both databases."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A worker keeps its heartbeat moving while it starts (``worker._reaper.beating``).
+"""A worker keeps its heartbeat moving while it starts (``worker.runtime.beating``).
 
 Migrations, DBOS's launch and its recovery of this worker's runs can take longer
 than the dead-after period on a loaded machine; the other workers' reaper must see
@@ -14,8 +14,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from ledger import Database, migrate, open_database
-from worker._reaper import beating
-from worker.settings import WorkerSettings
+from worker.runtime import WorkerSettings, beating
 
 
 def _beat(db: Database, executor_id: str) -> int:

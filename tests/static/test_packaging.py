@@ -1,9 +1,11 @@
-"""Every product package is in pyproject's package list: a wheel built from it
-would otherwise lack the folder, though an editable install still finds it."""
+"""Every product package is in what pyproject's package search finds: a wheel built
+from it would otherwise lack the folder, though an editable install still finds it."""
 
 from __future__ import annotations
 
 import tomllib
+
+from setuptools import find_packages
 
 from tests.static._source import REPO_ROOT
 
@@ -11,9 +13,9 @@ PRODUCT = ("contracts", "shim", "worker", "ledger", "policies", "vendor", "opa_f
 
 
 def test_every_package_folder_is_listed() -> None:
-    listed = set(
-        tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    )
+    search = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    include = search["packages"]["find"]["include"]
+    listed = set(find_packages(str(REPO_ROOT), include=include))
     found = {
         ".".join(init.parent.relative_to(REPO_ROOT).parts)
         for top in PRODUCT
@@ -21,3 +23,4 @@ def test_every_package_folder_is_listed() -> None:
         if "node_modules" not in init.parts
     }
     assert found - listed == set(), f"pyproject.toml does not list {sorted(found - listed)}"
+    assert listed - found == set(), f"pyproject.toml finds what is no package: {listed - found}"

@@ -12,8 +12,8 @@ import pytest
 from contracts import GatehouseError, JsonObject, Plan, digest_of
 from tests.support.stack import Stack, running_stack
 from worker.opencode.pin import SETUP_TASK, OpencodePin, installed_pin
+from worker.runtime import WorkerSettings
 from worker.scripted_model import ScriptedModel
-from worker.settings import WorkerSettings
 
 __all__ = [
     "approved_plan_run",

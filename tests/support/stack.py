@@ -27,7 +27,7 @@ from shim.settings import ShimSettings
 from tests.support.plans import digest_of_plan, noop_plan
 
 if TYPE_CHECKING:
-    from worker.handlers._base import Handler
+    from worker.handlers import Handler
 
 __all__ = [
     "BACKENDS",
@@ -174,8 +174,8 @@ def replay_everything(stack: Stack) -> None:
     trace digest, with no outbound connection (the network guard is on)."""
     from ledger import open_database
     from tests.support.guard import network_guard
-    from worker._runtime import runtime
     from worker.replay import replay_run
+    from worker.runtime import runtime
 
     stack.settle()
     finished = stack.sql(
@@ -280,7 +280,7 @@ def running_stack(
 
     from contracts import APPROVAL_TOPIC
     from worker.app import launch, shutdown
-    from worker.settings import WorkerSettings
+    from worker.runtime import WorkerSettings
 
     url = fresh_database_url(backend, tmp)
     workspace = tmp / "workspaces"

@@ -11,7 +11,7 @@ from contracts import Connector, DriverKind, ErrorCode, Limits
 from contracts.opa_run import OpaJob
 from worker.coordinator.envelopes import build_envelope
 from worker.coordinator.executor import Delivered, check
-from worker.handlers._base import Handler
+from worker.handlers import Handler
 
 __all__ = ["OP_KEY", "Ctx", "assert_failed", "ctx", "run"]
 

@@ -9,7 +9,7 @@ import pytest
 from contracts import Budgets, ErrorCode, GatehouseError, Price
 from contracts.budgets import DEFAULT_BUDGETS
 from worker.flow import Spent, usage_of
-from worker.providers.openai_compat import usage_from
+from worker.planners import usage_from
 
 
 def _call(target: str, *, usage: dict[str, Any] | None = None, ms: int = 0) -> dict[str, Any]:

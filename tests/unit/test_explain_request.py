@@ -21,18 +21,18 @@ from contracts import (
     canonical_json,
     digest_of,
 )
-from worker.explain_request import (
+from worker.explain import (
     EXPLAIN_EPISODE_TYPE,
     EXPLAIN_INSTRUCTION,
     EXPLAIN_STEP_ID,
     OUTPUT_EXCERPT_CHARS,
     check_report,
     explain_prompt,
+    explain_request_body,
     explain_seed,
     run_evidence,
 )
-from worker.providers.chat import ModelSettings
-from worker.providers.explain_model import explain_request_body
+from worker.planners import ModelSettings
 
 RUN_ID = "run_" + "a" * 32
 DIGEST = "b" * 64
@@ -258,7 +258,7 @@ def _model_settings(base_url: str) -> ModelSettings:
 
 def test_explain_with_model_returns_the_answer_and_sends_the_key() -> None:
     from tests.support.scripted_model import ScriptedModel
-    from worker.providers.explain_model import explain_with_model
+    from worker.explain import explain_with_model
 
     body = _body(run_evidence(_run(), CALLS, EPISODES))
     with ScriptedModel([{"content": REPORT}]) as model:
@@ -279,7 +279,7 @@ def test_explain_with_model_returns_the_answer_and_sends_the_key() -> None:
 )
 def test_explain_with_model_translates_failures(turn: dict[str, Any], code: ErrorCode) -> None:
     from tests.support.scripted_model import ScriptedModel
-    from worker.providers.explain_model import explain_with_model
+    from worker.explain import explain_with_model
 
     with ScriptedModel([turn]) as model, pytest.raises(GatehouseError) as info:
         explain_with_model(_model_settings(model.base_url), {"model": "scripted"}, "key-1")
@@ -290,7 +290,7 @@ def test_explain_with_model_translates_failures(turn: dict[str, Any], code: Erro
 def test_an_unreachable_model_is_explain_unavailable() -> None:
     import socket
 
-    from worker.providers.explain_model import explain_with_model
+    from worker.explain import explain_with_model
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -32,9 +32,8 @@ from tests.unit.handler_cases import assert_failed as _assert_failed
 from tests.unit.handler_cases import ctx as _ctx
 from tests.unit.handler_cases import run as _run
 from worker.coordinator.executor import Delivered
+from worker.handlers import Artifact, noop
 from worker.handlers import http as http_handler
-from worker.handlers import noop
-from worker.handlers._base import Artifact
 
 BIG = b"x" * 10_000
 

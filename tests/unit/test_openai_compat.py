@@ -28,14 +28,14 @@ from contracts import (
 from contracts._schemas import render_schema, validate_instance
 from contracts.tool_pool import CommandRule
 from tests.support.scripted_model import ScriptedModel, Turn
-from worker.providers import chat
-from worker.providers.openai_compat import (
+from worker.planners import (
     ANSWER_RULE,
     ModelSettings,
     PlannerInput,
     plan_with_model,
     request_body,
 )
+from worker.planners import _chat as chat
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -9,7 +9,7 @@ from contracts import GatehouseError
 from ledger import PgTimeouts, resolve_pg_timeouts
 from ledger._net import connect_args
 from shim.settings import ShimSettings
-from worker.settings import WorkerSettings
+from worker.runtime import WorkerSettings
 
 
 def test_unset_means_the_defaults() -> None:

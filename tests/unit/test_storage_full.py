@@ -15,7 +15,7 @@ from sqlalchemy.exc import OperationalError
 
 from contracts import ErrorCode, GatehouseError
 from ledger import database_unreachable, no_space, storage_full
-from worker._storage import wait_out_full_disk
+from worker.durable._dbos import wait_out_full_disk
 
 
 def _wrapped(inner: BaseException) -> BaseException:
@@ -74,7 +74,7 @@ def test_a_full_sqlite_file_also_counts_as_unreachable_for_retries() -> None:
 
 
 # DBOS is pinned (pyproject); these fail loudly if an upgrade moves what
-# ``worker._storage.wait_out_full_disk`` leans on, instead of full disks quietly
+# ``worker.durable._dbos.wait_out_full_disk`` leans on, instead of full disks quietly
 # failing runs for good again.
 
 

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives import serialization
 
 from contracts import ErrorCode, GatehouseError
 from tests.security.opa._build import make_pki
-from worker.settings import WorkerSettings
+from worker.runtime import WorkerSettings
 
 
 def test_no_signing_key_signs_nothing() -> None:

@@ -9,12 +9,32 @@ What belongs here (the Reach protocol's coordinator role):
   run's workspace, turns a panic into an ``error`` result (the traceback to
   ``system_log`` only), and holds every result to its schema (anything else
   is a protocol violation, a hard failure).
-* ``failures`` — which failures are soft (the step's ``on_error`` decides)
-  and which are hard (the run ends).
-* ``repair`` — the plan-repair skill: one repair call for a refused compile,
-  a repaired remainder after a soft failure with ``on_error: repair``.
-* ``ladder`` — the timeout ladder of an OpenCode step (revert, shrink, give up).
+
+Which failures are soft or hard, plan repair and the timeout ladder are the
+flow's (``worker/flow``).
 
 Handlers know envelopes and results, nothing else: no run state, no
 database, no other run's workspace.
 """
+
+from worker.coordinator.envelopes import build_envelope, envelope_id, permissions_of
+from worker.coordinator.executor import (
+    Delivered,
+    check,
+    deliver,
+    handlers,
+    install_handlers,
+    refused_result,
+)
+
+__all__ = [
+    "Delivered",
+    "build_envelope",
+    "check",
+    "deliver",
+    "envelope_id",
+    "handlers",
+    "install_handlers",
+    "permissions_of",
+    "refused_result",
+]

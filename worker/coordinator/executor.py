@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from contracts import DriverKind, ErrorCode, GatehouseError, JsonObject, validate_instance
 from contracts.execution import ExecutionEnvelope, ExecutionResult, ResultError, ResultMetrics
-from worker._calls import Performed
-from worker.handlers._base import Artifact, Handler
+from worker.handlers import Artifact, Handler
+from worker.handlers.registry import HANDLERS
 
-__all__ = ["Delivered", "check", "deliver", "performed_of", "refused_result"]
+__all__ = ["Delivered", "check", "deliver", "handlers", "install_handlers", "refused_result"]
 
 _log = logging.getLogger("gatehouse.coordinator")
 RESULT_SCHEMA = "env.execution_result_v1"
@@ -147,18 +147,18 @@ def deliver(envelope: ExecutionEnvelope, handlers: Mapping[DriverKind, Handler])
     return Delivered(delivered.result.model_copy(update={"metrics": duration}), delivered.artifacts)
 
 
-def performed_of(delivered: Delivered) -> Performed:
-    """What the ledger records of a delivered result: its output and artifacts as
-    for every call, and the rest of the result (envelope id, status, error,
-    metrics) under ``result``."""
-    result = delivered.result
-    return Performed(
-        ok=delivered.ok,
-        output=result.output,
-        error_code=delivered.error_code,
-        error_message=delivered.error_message,
-        artifacts=delivered.artifacts,
-        result=result.model_dump(
-            mode="json", include={"envelope_id", "status", "error", "metrics"}
-        ),
-    )
+_installed: list[Mapping[DriverKind, Handler]] = []
+
+
+def install_handlers(replacing: Mapping[DriverKind, Handler] | None) -> None:
+    """Deliver to ``replacing`` instead of the static registry (tests' own handlers,
+    through ``worker.app.launch``); None: the static registry again."""
+    _installed.clear()
+    if replacing is not None:
+        _installed.append(replacing)
+
+
+def handlers() -> Mapping[DriverKind, Handler]:
+    """The handlers tool calls are delivered to: the static registry
+    (``worker/handlers/registry.py``) unless a test installed its own."""
+    return _installed[0] if _installed else HANDLERS

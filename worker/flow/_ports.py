@@ -1,7 +1,7 @@
 """What the intent flow (``worker.flow._run``) reaches the world through, and what it keeps.
 
 ``Ports`` is everything the flow does that is not pure computation: the live
-DBOS workflow (``worker.workflow.LivePorts``) and a replay
+DBOS workflow (``worker.durable.LivePorts``) and a replay
 (``worker.replay.ReplayPorts``) each implement it. ``Trace`` is the ordered
 record of the calls a run consumed; its digest is the run's trace digest.
 """

@@ -2,7 +2,7 @@
 
 Orchestration only, written once and run two ways through ``Ports``:
 
-* live, as the DBOS workflow (``worker.workflow``): every port is a durable
+* live, as the DBOS workflow (``worker.durable``): every port is a durable
   step, a message wait or a durable sleep;
 * in a replay (``worker.replay``): every call is served from the ledger by
   op_key and nothing is written or sent.

@@ -7,8 +7,9 @@ now ends with this run (the prompt as a user message, what the run did as the
 assistant's), a new archive: ``output.opa``, signed when the worker has a
 signing key. Submitted again, it is the next run of the same session.
 
-Packing reads only this worker's workspace and the ledger. It is a DBOS step:
-a run recovered after it completed keeps what it packed; packed again (a crash
+Packing reads only this worker's workspace and the ledger. The live worker runs
+it as a DBOS step (``worker.durable``): a run recovered after it completed keeps
+what it packed; packed again (a crash
 inside it), the archive holds the same files and a later history timestamp.
 """
 
@@ -18,14 +19,12 @@ import datetime as dt
 import logging
 from pathlib import Path
 
-from dbos import DBOS
-
 from contracts import GatehouseError, JsonObject, JsonValue
 from contracts.opa_run import OPA_DIR, OPA_STEP, OUTPUT_DIR, OpaJob
 from ledger import evidence, opa_runs
 from opa_format import ArchiveLimits, History, HistoryMessage, write_archive
-from worker._runtime import runtime
 from worker.opa.unpack import accepted_archive, unpack
+from worker.runtime import runtime
 
 __all__ = ["pack_output"]
 
@@ -149,7 +148,6 @@ def _pack(raw: JsonObject) -> JsonObject:
     return {"packed": True, "output_sha256": digest, "outputs": listed}
 
 
-@DBOS.step(name="gatehouse.opa_pack", retries_allowed=True, max_attempts=4)
 def pack_output(raw: JsonObject) -> JsonObject:
     """Pack the run's output archive (``raw``: run_id, status, error_code, steps, opa)."""
     return _pack(raw)

@@ -20,8 +20,7 @@ from contracts import ErrorCode, GatehouseError, sha256_hex
 from contracts.opa_run import OPA_DIR, OUTPUT_DIR, OpaJob
 from ledger import evidence
 from opa_format import Archive, TrustStore, extract, read_archive
-from worker._runtime import runtime
-from worker.settings import WorkerSettings
+from worker.runtime import WorkerSettings, runtime
 
 __all__ = ["accepted_archive", "archive_of", "unpack"]
 

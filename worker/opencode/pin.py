@@ -17,10 +17,7 @@ from pydantic import ValidationError
 from contracts import ErrorCode, GatehouseError
 from contracts._base import Closed
 
-__all__ = ["DEFAULT_DIR", "SETUP_TASK", "OpencodePin", "binary", "installed_pin", "read_pin"]
-
-# The repository's vendor/opencode (the worker runs from an editable install).
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "vendor" / "opencode"
+__all__ = ["SETUP_TASK", "OpencodePin", "binary", "installed_pin", "read_pin"]
 
 
 class OpencodePin(Closed):

@@ -8,11 +8,11 @@ from typing import Literal
 
 from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
 from contracts.execution import TurnAllowance
-from worker.handlers._base import HandlerResult
+from worker.handlers import HandlerResult
 from worker.opencode.supervisor import OpencodeServer, ServerSpec, running_server
 from worker.opencode.turn import TurnSpec
+from worker.runtime import WorkerSettings
 from worker.sandbox.server import server_sandbox
-from worker.settings import WorkerSettings
 
 __all__ = ["narrow", "noted", "sandbox_refusal", "server_of", "turn_spec"]
 

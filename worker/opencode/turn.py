@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, OpencodePolicy
-from worker.handlers._base import Artifact, HandlerResult
+from worker.handlers import Artifact, HandlerResult
 from worker.opencode import workspace
 from worker.opencode.client import OpencodeClient
 from worker.opencode.config import PROVIDER_ID

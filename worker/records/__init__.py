@@ -1,45 +1,51 @@
-"""Database steps of the intent workflow (``_tx``: how each is run).
+"""What each moment of a run writes: the bodies of its database steps.
 
-Most are a DBOS step around one transaction whose writes are idempotent, so
-a crash before the checkpoint runs it again to the same rows; the gate and
-the plan check are DBOS datasource transactions, their rows and the
-checkpoint in one commit. One module per moment of a run: ``begin``,
-``gate`` (and the plan card and its tamper check), ``approval`` (people's
-decisions, in-doubt resolutions), ``steps``, ``messages`` (an interactive run
-between turns), ``finish``.
+Each body takes the open transaction, its argument as JSON and the worker's
+settings, and answers JSON; ``worker.durable`` runs each as a DBOS step (or a
+DBOS datasource transaction, whose rows and checkpoint commit together). A
+body run as a plain step may run twice after a crash before its checkpoint,
+so it writes nothing new the second time (rows keyed by what they record,
+``ON CONFLICT DO NOTHING``, updates to the same value). No DBOS here.
+
+One module per moment of a run: ``_begin``, ``_gate`` (the plan card and its
+tamper check), ``_decisions`` (people's decisions, in-doubt resolutions),
+``_steps``, ``_messages`` (an interactive run between turns), ``_cancels``
+(a cancel seen at a boundary), ``_finish``.
 """
 
-from worker.records.approval import (
+from worker.records._begin import begin
+from worker.records._cancels import cancel_episode, check_boundary, observe_cancel
+from worker.records._decisions import (
     expire_plan_card,
     needs_operator,
-    read_decision,
     read_resolution,
-    record_decision,
     resume_after_resolution,
     take_decision,
 )
-from worker.records.begin import begin_run
-from worker.records.finish import finish_run
-from worker.records.gate import gate_and_card, plan_problem, verify_plan
-from worker.records.messages import read_message, took_message, wait_for_input
-from worker.records.steps import record_step_result, step_verdict
+from worker.records._finish import FINISH, finish
+from worker.records._gate import gate, plan_check, plan_problem
+from worker.records._messages import read_message, took_message, wait_for_input
+from worker.records._steps import record_step, step_verdict, write_step
 
 __all__ = [
-    "begin_run",
+    "FINISH",
+    "begin",
+    "cancel_episode",
+    "check_boundary",
     "expire_plan_card",
-    "finish_run",
-    "gate_and_card",
+    "finish",
+    "gate",
     "needs_operator",
+    "observe_cancel",
+    "plan_check",
     "plan_problem",
-    "read_decision",
     "read_message",
     "read_resolution",
-    "record_decision",
-    "record_step_result",
+    "record_step",
     "resume_after_resolution",
     "step_verdict",
     "take_decision",
     "took_message",
-    "verify_plan",
     "wait_for_input",
+    "write_step",
 ]

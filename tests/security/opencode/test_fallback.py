@@ -13,9 +13,9 @@ from worker.coordinator.envelopes import build_envelope
 from worker.handlers import opencode as opencode_handler
 from worker.opencode.runner import sandbox_refusal
 from worker.opencode.supervisor import OpencodeServer, ServerSpec
+from worker.runtime import WorkerSettings
 from worker.sandbox.server import route_of
 from worker.scripted_model import ScriptedModel, load_script
-from worker.settings import WorkerSettings
 
 OP_KEY = "ab" * 32
 OFF = "GATEHOUSE_BWRAP=off: this worker runs no sandbox"

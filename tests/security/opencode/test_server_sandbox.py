@@ -31,9 +31,9 @@ from contracts.tool_pool import PERMISSION_CLASSES
 from tests.support.opencode import require_opencode, write_call
 from worker.opencode.supervisor import OpencodeServer, ServerSpec
 from worker.opencode.turn import TurnSpec, run_turn
+from worker.runtime import WorkerSettings
 from worker.sandbox.server import server_sandbox
 from worker.scripted_model import ScriptedModel, load_script
-from worker.settings import WorkerSettings
 
 REPO = Path(__file__).resolve().parents[3]
 SECRET = "GATEHOUSE_TEST_SECRET_" + uuid.uuid4().hex[:8]

@@ -1,0 +1,297 @@
+"""A provider or tool call through the op_key ledger, exactly once per op_key.
+
+Every planner, tool and explain call goes through ``through_ledger``, which
+the live worker runs as one DBOS step per call (``worker.durable``) and a
+replay never runs (it reads the ledger). The call:
+
+* claims the op_key (``started``) — a finished row found instead is returned
+  as is and nothing is called (a re-executed step after a crash, or a replay);
+* calls, completes the row and returns, which writes the DBOS checkpoint.
+  A tool call checks for a cancel at its step's boundary in the claim's
+  transaction and writes its step's record in the completion's, so one call
+  is four transactions: DBOS's look-up of the step, the claim, the
+  completion and DBOS's checkpoint;
+* finds a ``started`` row it did not finish (a crash mid-call): callees that
+  de-duplicate on the op_key (noop, http, the planners) are called again
+  with the same key; a callee that can be asked (OpenCode) is reconciled —
+  the finished turn is recorded, or the half-done one undone and reported
+  ``turn_interrupted`` — and never sent again; any other callee is *in
+  doubt* and is not called again — the step reports ``call_in_doubt`` so a
+  person decides.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from sqlalchemy.engine import Connection
+
+from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
+from ledger import calls, database_unreachable, evidence, storage_full
+from worker.handlers import Artifact, HandlerResult
+from worker.runtime import annotate, maybe_crash, runtime
+
+__all__ = ["Call", "Performed", "Prepared", "performed", "refusal", "settled", "through_ledger"]
+
+_log = logging.getLogger("gatehouse.calls")
+T = TypeVar("T")
+# Waiting out a lost database inside a call: first retry after this, doubling to the cap.
+_DB_RETRY_FIRST_S = 0.25
+_DB_RETRY_CAP_S = 5.0
+
+
+@dataclass(frozen=True)
+class Performed:
+    ok: bool
+    output: JsonObject
+    error_code: ErrorCode | None = None
+    error_message: str | None = None
+    artifacts: tuple[Artifact, ...] = ()
+    # A tool call's ExecutionResult, less what the fields above already hold
+    # (output, artifacts): envelope_id, status, error, metrics.
+    result: JsonObject | None = None
+
+    def response(self, artifact_refs: list[JsonValue]) -> JsonObject:
+        """What the ledger records for this call."""
+        recorded: JsonObject = {
+            "ok": self.ok,
+            "output": self.output,
+            "error_code": None if self.error_code is None else self.error_code.value,
+            "error_message": self.error_message,
+            "artifacts": artifact_refs,
+        }
+        if self.result is not None:
+            recorded["result"] = self.result
+        return recorded
+
+
+def _ledger_tx(fn: Callable[[Connection], T]) -> T:
+    """One ledger transaction, retried in place until the database answers.
+
+    A lost database must not fail the call step: the step would give up after
+    its few attempts and the workflow with it. Retrying here, with what the
+    callee answered still in hand, also keeps an outage between the effect and
+    its completion from turning a finished call into an in-doubt one.
+    """
+    delay = _DB_RETRY_FIRST_S
+    while True:
+        try:
+            with runtime().db.engine.begin() as conn:
+                return fn(conn)
+        except Exception as exc:
+            full = storage_full(exc)
+            if not (full or database_unreachable(exc)):
+                raise
+            why = "the disk is full" if full else "the database cannot be reached"
+            _log.warning("ledger: %s; retrying the write in %.1f s", why, delay)
+            time.sleep(delay)
+            delay = min(_DB_RETRY_CAP_S, delay * 2)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One provider or tool call, as the ledger identifies and records it."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    kind: str  # provider | tool
+    target: str  # the driver kind or planner
+    request: JsonObject  # what is sent; its digest is recorded
+    idempotent: bool  # the callee de-duplicates on the op_key (may be sent again)
+    # For a callee that can say what became of an interrupted call (an OpenCode
+    # session keeps its turns): settles it without sending it again, or None
+    # when it was certainly never sent (then it is sent now, for the first time).
+    reconcile: Callable[[str], Performed | None] | None = field(default=None, compare=False)
+    # Run in the claim's transaction first: an answer stops the call before it is
+    # claimed (a cancel seen at the step's boundary).
+    boundary: Callable[[Connection], JsonObject | None] | None = field(default=None, compare=False)
+    # Run in the completion's transaction (or, for an answer the ledger already
+    # had, in one of its own) with the call's result: fields added to the result
+    # (the step's record, written with its call). It must be idempotent.
+    settle: Callable[[Connection, JsonObject], JsonObject] | None = field(
+        default=None, compare=False
+    )
+
+    @property
+    def op_key(self) -> str:
+        return calls.op_key(self.run_id, self.step_id, self.attempt)
+
+    def result(
+        self, response: JsonObject, from_ledger: bool, duration_ms: int | None = None
+    ) -> JsonObject:
+        """What the step returns: the recorded response, what the trace digest needs,
+        and what the budgets count (the target, the ledger row's recorded duration;
+        both outside the response digest, and the same in a replay)."""
+        return {
+            "op_key": self.op_key,
+            "step_id": self.step_id,
+            "target": self.target,
+            "attempt": self.attempt,
+            "duration_ms": duration_ms,
+            "from_ledger": from_ledger,
+            "request_digest": digest_of(self.request),
+            "response_digest": digest_of(response),
+            **response,
+        }
+
+    def in_doubt(self) -> JsonObject:
+        """The response of an interrupted call whose effect nobody can know."""
+        return {
+            "ok": False,
+            "output": {"op_key": self.op_key, "step_id": self.step_id, "target": self.target},
+            "error_code": ErrorCode.CALL_IN_DOUBT.value,
+            "error_message": f"the {self.target} call for step {self.step_id!r} was interrupted"
+            " after it started; it may or may not have taken effect",
+            "artifacts": [],
+        }
+
+
+def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
+    """Run one call exactly once per op_key; return the recorded response.
+
+    A ledger row that fails validation stops this call (``corrupt_record``):
+    nothing is called on the strength of a record that cannot be trusted.
+    """
+    try:
+        return _call_once(call, perform)
+    except GatehouseError as exc:
+        if exc.code is not ErrorCode.CORRUPT_RECORD:
+            raise
+        return call.result(refusal(exc).response([]), False)
+
+
+def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
+    rt = runtime()
+    key = call.op_key
+    annotate(run_id=call.run_id, step_id=call.step_id, attempt=call.attempt, op_key=key,
+             kind=call.kind, target=call.target)  # fmt: skip
+    maybe_crash(rt.settings.crash_point, "before_claim", call.step_id)
+    # One transaction: the boundary check, then the claim (or the row a claim
+    # that lost found).
+    claimed = _ledger_tx(lambda conn: _claim(conn, call))
+    if isinstance(claimed, dict):
+        return claimed  # stopped at the boundary: nothing claimed, nothing called
+    row = claimed
+    if row is not None and row.status not in calls.UNFINISHED and row.response is not None:
+        if row.status in calls.RESOLVED:  # an operator settled an interrupted call
+            return call.result(call.in_doubt(), from_ledger=True)
+        served = call.result(row.response, from_ledger=True, duration_ms=row.duration_ms)
+        if call.settle is None:
+            return served
+        settle = call.settle
+        return {**served, **_ledger_tx(lambda conn: settle(conn, served))}
+    # A claim nobody completed means this call was interrupted mid-flight. The
+    # workflow's next step marks the row in doubt, with the run's status.
+    settled: Performed | None = None
+    if row is not None:
+        same = row.status != "in_doubt" and row.request_digest == digest_of(call.request)
+        if not same or (call.reconcile is None and not call.idempotent):
+            return call.result(call.in_doubt(), from_ledger=False)
+        if call.reconcile is not None:
+            try:
+                settled = call.reconcile(key)
+            except GatehouseError as exc:  # the callee cannot be asked: record why
+                settled = refusal(exc)
+    maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
+    started = time.monotonic()
+    performed = settled if settled is not None else perform(key)
+    maybe_crash(rt.settings.crash_point, "after_effect", call.step_id)
+    duration_ms = int((time.monotonic() - started) * 1000)
+
+    def complete(conn: Connection) -> JsonObject:
+        refs: list[JsonValue] = []
+        for art in performed.artifacts:
+            digest = evidence.put_artifact(
+                conn,
+                run_id=call.run_id,
+                step_id=call.step_id,
+                name=art.name,
+                media_type=art.media_type,
+                content=art.content,
+            )
+            refs.append(
+                {
+                    "name": art.name,
+                    "sha256": digest,
+                    "media_type": art.media_type,
+                    "size_bytes": len(art.content),
+                }
+            )
+        response = performed.response(refs)
+        recorded = calls.complete(
+            conn,
+            key=key,
+            run_id=call.run_id,
+            response=response,
+            ok=performed.ok,
+            error_code=response["error_code"] if isinstance(response["error_code"], str) else None,
+            duration_ms=duration_ms,
+        )
+        if recorded.response is None:  # pragma: no cover - complete() just wrote it
+            raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
+        result = call.result(recorded.response, from_ledger=False, duration_ms=recorded.duration_ms)
+        # What the caller writes with the completion (the step's own record): one commit.
+        return result if call.settle is None else {**result, **call.settle(conn, result)}
+
+    done = _ledger_tx(complete)
+    maybe_crash(rt.settings.crash_point, "after_completion", call.step_id)
+    return done
+
+
+def _claim(conn: Connection, call: Call) -> JsonObject | calls.CallRow | None:
+    """The boundary's answer when the call must not be made; else the claim: None
+    when this execution claimed the op_key, the row found when it was taken."""
+    if call.boundary is not None:
+        stop = call.boundary(conn)
+        if stop is not None:
+            return stop
+    won = calls.claim(
+        conn,
+        key=call.op_key,
+        run_id=call.run_id,
+        step_id=call.step_id,
+        attempt=call.attempt,
+        kind=call.kind,
+        target=call.target,
+        request=call.request,
+    )
+    return None if won else calls.lookup(conn, call.op_key)
+
+
+def refusal(exc: GatehouseError) -> Performed:
+    return Performed(ok=False, output=exc.details, error_code=exc.code, error_message=exc.message)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A call ready to go through the ledger, or the answer when it was refused
+    before anything could be called (nothing to ledger, in either mode)."""
+
+    call: Call | None
+    perform: Callable[[str], Performed] | None = None
+    refused: JsonObject | None = None
+
+    def answer(self, serve: Callable[[Call, Callable[[str], Performed]], JsonObject]) -> JsonObject:
+        """``serve``'s answer for the call: live, ``through_ledger``; in a replay, the ledger."""
+        if self.call is None or self.perform is None:
+            return self.refused if self.refused is not None else {}
+        return serve(self.call, self.perform)
+
+
+def performed(result: HandlerResult) -> Performed:
+    return Performed(
+        ok=result.ok,
+        output=result.output,
+        error_code=result.error_code,
+        error_message=result.error_message,
+        artifacts=result.artifacts,
+    )
+
+
+def settled(result: HandlerResult | None) -> Performed | None:
+    return None if result is None else performed(result)

@@ -1,0 +1,191 @@
+"""A plan step's tool call, one attempt of it, ready for the ledger.
+
+``prepare_tool`` builds the call's execution envelope (the ledger's request),
+what delivers it to the step's handler in the run's workspace, the cancel
+check at the step's boundary (in the claim's transaction) and the step's
+record (in the completion's). The live worker sends it through the ledger; a
+replay builds the same envelope and reads the recorded answer.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sqlalchemy.engine import Connection
+
+from contracts import (
+    Closed,
+    Connector,
+    DriverKind,
+    ErrorCode,
+    JsonObject,
+    OpencodePolicy,
+)
+from contracts.execution import ExecutionEnvelope, TurnAllowance
+from contracts.opa_run import OpaJob
+from ledger import calls
+from worker.calls._ledger import Call, Performed, Prepared
+from worker.coordinator import Delivered, build_envelope, check, deliver, handlers
+from worker.flow import Spent
+from worker.handlers import opencode as opencode_handler
+from worker.opa import unpack
+from worker.records import observe_cancel, write_step
+from worker.runtime import WorkerSettings, wait_for_space
+
+__all__ = ["StepRecordSpec", "ToolCall", "performed_of", "prepare_tool", "settles_step"]
+
+# Callees that de-duplicate on the op_key (or have no effect at all): an
+# interrupted call to them may be sent again with the same key.
+_IDEMPOTENT = {DriverKind.NOOP, DriverKind.HTTP}
+
+
+class StepRecordSpec(Closed):
+    """What the record of a step needs besides its call's result."""
+
+    connector_id: str
+    output_schema_ref: str | None = None
+    spent: JsonObject  # the run's budget account before this call (Spent.state_json)
+
+
+class ToolCall(Closed):
+    run_id: str
+    step_id: str
+    position: int = 0  # the step's place in the plan (0-based)
+    attempt: int
+    driver_kind: DriverKind
+    connector: Connector
+    input: JsonObject
+    # opencode steps only: the profile's executor policy, and whether this is the
+    # timeout ladder's narrowed re-prompt.
+    executor_policy: OpencodePolicy | None = None
+    narrowed: bool = False
+    allowance: TurnAllowance | None = None  # what is left of the run's budgets
+    opa: OpaJob | None = None  # the run came from an OPA archive
+    unsandboxed_shell: Literal["allowed"] | None = None  # the profile allows it in so many words
+    unsandboxed_opencode: Literal["allowed"] | None = None  # likewise, for opencode steps
+    # The step boundary checked for a cancel before the call is claimed (its first
+    # attempt only), and what the step's record needs when the call settles it.
+    boundary: str | None = None
+    record: StepRecordSpec | None = None
+
+
+# Codes after which the flow may call again (or wait for a person): such a
+# result does not settle its step at once, so its record is written later.
+_NOT_FINAL = frozenset(
+    {
+        ErrorCode.UPSTREAM_UNAVAILABLE.value,
+        ErrorCode.CALL_IN_DOUBT.value,
+        ErrorCode.TURN_INTERRUPTED.value,
+        ErrorCode.OC_STALLED.value,
+    }
+)
+
+
+def settles_step(spec: ToolCall, result: JsonObject) -> bool:
+    """Whether this call's result is its step's outcome, recorded with the call."""
+    return spec.record is not None and result.get("error_code") not in _NOT_FINAL
+
+
+def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
+    """The call of one attempt of one plan step: its envelope is the ledger's request."""
+    key = calls.op_key(spec.run_id, spec.step_id, spec.attempt)
+    envelope = build_envelope(
+        run_id=spec.run_id,
+        step_id=spec.step_id,
+        op_key=key,
+        attempt=spec.attempt,
+        connector=spec.connector,
+        arguments=spec.input,
+        executor_policy=spec.executor_policy,
+        narrowed=spec.narrowed,
+        allowance=spec.allowance,
+        opa=spec.opa,
+        unsandboxed_shell=spec.unsandboxed_shell,
+        unsandboxed_opencode=spec.unsandboxed_opencode,
+    )
+
+    def delivered() -> ExecutionEnvelope:
+        workspace = settings.workspace_root / spec.run_id
+
+        def prepare() -> None:
+            workspace.mkdir(parents=True, exist_ok=True)
+            if spec.opa is not None:  # the archive, in the workspace before the step runs
+                unpack(settings, workspace, spec.opa)
+
+        # Before the handler runs, nothing has taken effect: a full disk is waited out.
+        wait_for_space(f"workspace of {spec.run_id}", prepare)
+        return envelope.bound(workspace)
+
+    def reconcile(_key: str) -> Performed | None:
+        settled = opencode_handler.reconcile_turn(delivered())
+        return None if settled is None else performed_of(check(delivered(), settled))
+
+    def perform(_key: str) -> Performed:
+        return performed_of(deliver(delivered(), handlers()))
+
+    def boundary(conn: Connection) -> JsonObject | None:
+        at = spec.boundary or ""
+        found = observe_cancel(conn, spec.run_id, at, settings.executor_id)
+        return None if found is None else {"cancelled": found, "at": at}
+
+    def settle(conn: Connection, result: JsonObject) -> JsonObject:
+        record = spec.record
+        if record is None or not settles_step(spec, result):
+            return {}
+        budgets = Spent.from_state(record.spent).view_after(result)
+        arg: JsonObject = {
+            "run_id": spec.run_id,
+            "step_id": spec.step_id,
+            "position": spec.position,
+            "driver_kind": spec.driver_kind.value,
+            "connector_id": record.connector_id,
+            "outcome": result,
+            "output_schema_ref": record.output_schema_ref,
+            "budgets": budgets,
+        }
+        return {"recorded": write_step(conn, arg, settings.executor_id)}
+
+    return Prepared(
+        Call(
+            run_id=spec.run_id,
+            step_id=spec.step_id,
+            attempt=spec.attempt,
+            kind="tool",
+            target=spec.driver_kind.value,
+            request=envelope.model_dump(mode="json"),
+            idempotent=_idempotent(spec.connector, spec.input),
+            reconcile=reconcile if spec.driver_kind is DriverKind.OPENCODE else None,
+            boundary=None if spec.boundary is None else boundary,
+            settle=None if spec.record is None else settle,
+        ),
+        perform,
+    )
+
+
+def _idempotent(connector: Connector, step_input: JsonObject) -> bool:
+    """May an interrupted call to this connector be sent again with the same key?
+
+    MCP has no idempotency keys: only a tool the connector declares read-only
+    may be sent again; any other interrupted MCP call is in doubt.
+    """
+    if connector.driver_kind is DriverKind.MCP_PROXY:
+        tool = step_input.get("tool")
+        return connector.mcp is not None and tool in connector.mcp.read_only_tools
+    return connector.driver_kind in _IDEMPOTENT and connector.idempotency == "key"
+
+
+def performed_of(delivered: Delivered) -> Performed:
+    """What the ledger records of a delivered result: its output and artifacts as
+    for every call, and the rest of the result (envelope id, status, error,
+    metrics) under ``result``."""
+    result = delivered.result
+    return Performed(
+        ok=delivered.ok,
+        output=result.output,
+        error_code=delivered.error_code,
+        error_message=delivered.error_message,
+        artifacts=delivered.artifacts,
+        result=result.model_dump(
+            mode="json", include={"envelope_id", "status", "error", "metrics"}
+        ),
+    )

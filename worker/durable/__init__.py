@@ -1,0 +1,44 @@
+"""Everything DBOS: the workflows, their steps, and DBOS's start and stop.
+
+The rest of the worker knows nothing of the engine: the flow (``worker.flow``)
+reaches the world through ports, and this package is what implements them with
+DBOS — every port a durable step, a message wait or a durable sleep.
+
+* ``_workflows`` — the workflows and the one explicit list that registers them;
+* ``_live`` — ``LivePorts``: the flow's ports as DBOS steps and waits;
+* ``_records`` — each record of a run (``worker.records``) as its DBOS step;
+* ``_calls`` — the planner, tool, explain, replay and OPA-pack steps;
+* ``_tx`` — how a record runs: a plain step, or a datasource transaction;
+* ``_cancel`` — a workflow's own DBOS end, and the sweep of runs cancelled
+  through DBOS;
+* ``_recovery`` — what the reaper has DBOS do (``UPKEEP``);
+* ``_launch`` — DBOS's settings, start and stop;
+* ``_dbos`` — the one module that uses DBOS's private API.
+
+Every durable name comes from ``contracts.durable``.
+"""
+
+from worker.durable._launch import SYS_DB_POOL_SIZE, dbos_config, start_dbos, stop_dbos
+from worker.durable._live import LivePorts
+from worker.durable._recovery import UPKEEP
+from worker.durable._workflows import (
+    WORKFLOWS,
+    explain_workflow,
+    intent_workflow,
+    register,
+    replay_workflow,
+)
+
+__all__ = [
+    "SYS_DB_POOL_SIZE",
+    "UPKEEP",
+    "WORKFLOWS",
+    "LivePorts",
+    "dbos_config",
+    "explain_workflow",
+    "intent_workflow",
+    "register",
+    "replay_workflow",
+    "start_dbos",
+    "stop_dbos",
+]

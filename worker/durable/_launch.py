@@ -1,0 +1,79 @@
+"""Starting and stopping DBOS in a worker: its settings, the workflows, the queue.
+
+A worker launches DBOS listening on ``intentQ`` with its own stable executor id
+and the explicit application version; all workflow and step data is stored as
+portable JSON.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, SQLAlchemyDatasource
+
+from contracts import INTENT_QUEUE
+from ledger import Database, add_missing_views
+from worker.durable._dbos import wait_out_full_disk
+from worker.durable._state import set_datasource
+from worker.durable._workflows import register
+from worker.runtime import WorkerSettings
+
+__all__ = ["SYS_DB_POOL_SIZE", "dbos_config", "start_dbos", "stop_dbos"]
+
+# DBOS's system-database pool (its connections to the dbos schema).
+SYS_DB_POOL_SIZE = 10
+
+# Workflow and step data as JSON, never pickle (DBOS's portable JSON format).
+_SERIALIZER = DBOSPortableJSONSerializer()
+
+
+def dbos_config(settings: WorkerSettings, engine: sa.Engine | None = None) -> DBOSConfig:
+    """DBOS's settings; ``engine`` (``ledger.system_engine``, PostgreSQL) is the
+    system-database engine DBOS uses instead of making one, so its connections
+    carry Gatehouse's connection bounds (GATEHOUSE_PG_*) too."""
+    traces = settings.telemetry
+    return {
+        "name": "gatehouse",
+        "system_database_url": settings.database_url,
+        "system_database_engine": engine,
+        "serializer": _SERIALIZER,
+        "application_version": settings.app_version,
+        "executor_id": settings.executor_id,
+        "log_level": "WARNING",
+        "sys_db_pool_size": SYS_DB_POOL_SIZE,
+        # SQLite has no LISTEN/NOTIFY: DBOS polls for the messages that wake waits.
+        "notification_listener_polling_interval_sec": settings.wake_poll_s,
+        # OpenTelemetry: a span per run and per step, exported over OTLP/HTTP when
+        # endpoints are named, else to the tracer provider this process installed.
+        "enable_otlp": traces.enabled,
+        "otlp_traces_endpoints": list(traces.traces_endpoints) or None,
+        "otlp_attributes": {"gatehouse.executor_id": settings.executor_id, **traces.attributes},
+    }
+
+
+def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | None) -> None:
+    """Construct and launch DBOS (it resumes this executor's runs); undone if it fails
+    half-way, so the next attempt starts clean."""
+    register()
+    DBOS(config=dbos_config(settings, sys_engine))
+    try:
+        ds = SQLAlchemyDatasource.create(
+            settings.database_url, engine=db.engine, serializer=_SERIALIZER
+        )
+        wait_out_full_disk(ds)
+        set_datasource(ds)
+        DBOS.listen_queues([INTENT_QUEUE])
+        DBOS.launch()
+        add_missing_views(db)  # those over DBOS's tables, which exist from here on
+        DBOS.register_queue(
+            INTENT_QUEUE,
+            worker_concurrency=settings.worker_concurrency,
+            polling_interval_sec=settings.queue_poll_s,
+        )
+    except BaseException:
+        # A half-launched DBOS holds threads and connections.
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+        raise
+
+
+def stop_dbos() -> None:
+    DBOS.destroy(workflow_completion_timeout_sec=0)

@@ -1,0 +1,173 @@
+"""Each record of a run (``worker.records``) as the DBOS step it runs as, by its durable name.
+
+A plain step (``tx``) for a body that may run twice; a datasource transaction
+(``atomic_tx``) for the gate and the plan check, whose rows and checkpoint
+commit together.
+"""
+
+from __future__ import annotations
+
+from contracts import JsonObject, Mode, PolicyProfile, RunStatus, Step, ToolPool
+from worker import records
+from worker.durable._tx import atomic_tx, tx
+from worker.flow import BeginResult, GateResult, RunEnd, StepRecord
+
+__all__ = [
+    "begin_run",
+    "cancel_check",
+    "expire_plan_card",
+    "finish_run",
+    "gate_and_card",
+    "needs_operator",
+    "read_message",
+    "read_resolution",
+    "record_step_result",
+    "resume_after_resolution",
+    "take_decision",
+    "took_message",
+    "verify_plan",
+    "wait_for_input",
+]
+
+
+def begin_run(
+    run_id: str, policy_profile: str, tool_pool: str, at: str
+) -> tuple[BeginResult, JsonObject | None]:
+    """The run begun, and the cancel seen at boundary ``at`` (None: go on)."""
+    out = tx(
+        Step.BEGIN,
+        records.begin,
+        {"run_id": run_id, "policy_profile": policy_profile, "tool_pool": tool_pool, "at": at},
+    )
+    cancelled = out.get("cancelled")
+    return (
+        BeginResult.model_validate(out.get("begun")),
+        cancelled if isinstance(cancelled, dict) else None,
+    )
+
+
+def gate_and_card(
+    run_id: str,
+    raw_plan: JsonObject,
+    profile: PolicyProfile,
+    pool: ToolPool,
+    mode: Mode,
+    *,
+    revise: JsonObject | None = None,
+    repaired: bool = False,
+    budgets: JsonObject | None = None,
+) -> GateResult:
+    out = atomic_tx(
+        Step.GATE,
+        records.gate,
+        {
+            "run_id": run_id,
+            "plan": raw_plan,
+            "mode": mode.value,
+            "budgets": budgets,
+            "profile": profile.model_dump(mode="json"),
+            "tool_pool": pool.model_dump(mode="json"),
+            "revise": revise,
+            "repaired": repaired,
+        },
+    )
+    return GateResult.model_validate(out)
+
+
+def verify_plan(run_id: str, plan_digest: str) -> GateResult:
+    """Right before the first step: the stored plan must still be the approved one."""
+    out = atomic_tx(
+        Step.VERIFY_PLAN, records.plan_check, {"run_id": run_id, "plan_digest": plan_digest}
+    )
+    return GateResult.model_validate(out)
+
+
+def take_decision(run_id: str, plan_digest: str, at: str) -> JsonObject:
+    """``{decision, decided_by, cancelled, verified}`` (see ``records.take_decision``)."""
+    return tx(
+        Step.TAKE_DECISION,
+        records.take_decision,
+        {"run_id": run_id, "plan_digest": plan_digest, "at": at},
+    )
+
+
+def expire_plan_card(run_id: str) -> None:
+    tx(Step.EXPIRE_PLAN_CARD, records.expire_plan_card, {"run_id": run_id})
+
+
+def needs_operator(run_id: str, op_key: str, step_id: str) -> None:
+    tx(
+        Step.NEEDS_OPERATOR,
+        records.needs_operator,
+        {"run_id": run_id, "op_key": op_key, "step_id": step_id},
+    )
+
+
+def read_resolution(op_key: str) -> str | None:
+    """applied / not_applied once an operator has said so; None while in doubt."""
+    found = tx(Step.READ_RESOLUTION, records.read_resolution, {"op_key": op_key}).get("resolution")
+    return found if isinstance(found, str) else None
+
+
+def resume_after_resolution(run_id: str) -> None:
+    tx(Step.RESUME, records.resume_after_resolution, {"run_id": run_id})
+
+
+def record_step_result(record: StepRecord) -> JsonObject:
+    """Record a finished step; its final ok/error_code (output checked)."""
+    return tx(
+        Step.RECORD_STEP,
+        records.record_step,
+        {
+            "run_id": record.run_id,
+            "step_id": record.step_id,
+            "position": record.position,
+            "driver_kind": record.driver_kind,
+            "connector_id": record.connector_id,
+            "outcome": record.outcome,
+            "output_schema_ref": record.output_schema_ref,
+            "budgets": record.budgets,
+        },
+    )
+
+
+def finish_run(end: RunEnd) -> RunStatus:
+    """Record how the run ended; the status it ended with (a succeeded run that a
+    cancel reached after its last step ends cancelled)."""
+    out = tx(
+        Step.FINISH,
+        records.finish,
+        {
+            "run_id": end.run_id,
+            "status": end.status.value,
+            "steps": list(end.steps),
+            "error_code": end.error_code,
+            "error_message": end.error_message,
+            "trace_digest": end.trace_digest,
+            "budgets": end.budgets,
+        },
+    )
+    return RunStatus(str(out["status"]))
+
+
+def wait_for_input(run_id: str) -> None:
+    tx(Step.WAIT_FOR_INPUT, records.wait_for_input, {"run_id": run_id})
+
+
+def read_message(run_id: str, turn: int) -> JsonObject | None:
+    found = tx(Step.READ_MESSAGE, records.read_message, {"run_id": run_id, "turn": turn}).get(
+        "message"
+    )
+    return found if isinstance(found, dict) else None
+
+
+def took_message(run_id: str) -> None:
+    tx(Step.TOOK_MESSAGE, records.took_message, {"run_id": run_id})
+
+
+def cancel_check(run_id: str, at: str) -> JsonObject | None:
+    """{cancelled_by, reason, source} when the run stops at boundary ``at``; else None."""
+    found = tx(Step.CANCEL_CHECK, records.check_boundary, {"run_id": run_id, "at": at}).get(
+        "cancelled"
+    )
+    return found if isinstance(found, dict) else None

@@ -1,0 +1,104 @@
+"""Putting runs back to work: a dead worker's, and those a full disk stopped.
+
+What the reaper (``worker.runtime``) has DBOS do, given to it as its ``Upkeep``:
+
+* ``hand_over`` — a dead worker's PENDING workflows re-enqueued, so a live
+  worker adopts each (re-enqueueing admits exactly one runner);
+* ``resume_stranded`` — workflows a full disk stopped in this process put back
+  on the queue once the database takes writes again;
+* ``sweep`` — the leader's pass: runs cancelled through DBOS ended, and runs a
+  full disk ended in DBOS whose worker died re-queued;
+"""
+
+from __future__ import annotations
+
+import logging
+
+from dbos import DBOS
+
+from contracts import INTENT_QUEUE
+from ledger import Database, executors, storage_full
+from worker.durable._cancel import sweep as sweep_cancelled
+from worker.durable._dbos import recover_pending_workflows
+from worker.runtime import Runtime, Upkeep, resumed, stranded_now
+
+__all__ = [
+    "UPKEEP",
+    "hand_over",
+    "pending",
+    "requeue_orphaned",
+    "resume_stranded",
+    "sweep",
+]
+
+_log = logging.getLogger("gatehouse.storage")
+
+
+def hand_over(executor_ids: list[str]) -> list[str]:
+    """Re-enqueue the PENDING workflows of these dead workers; the ids handed over."""
+    return recover_pending_workflows(executor_ids)
+
+
+def pending(executor_id: str, app_version: str) -> int:
+    """How many workflows of this worker and version DBOS still holds PENDING."""
+    left = DBOS.list_workflows(
+        status="PENDING",
+        executor_id=executor_id,
+        app_version=app_version,
+        load_input=False,
+        load_output=False,
+    )
+    return len(left)
+
+
+def resume_stranded(db: Database) -> list[str]:
+    """Put every stranded workflow back on a queue (DBOS runs it on from its checkpoints:
+    the step whose write failed was never recorded, so it runs again). Those still
+    stranded (the disk is still full) stay noted. Called by the reaper every tick.
+    A workflow whose error DBOS did manage to record (``ERROR``, which
+    ``resume_workflow`` leaves alone) is put back on the queue the same way."""
+    done = []
+    for workflow_id in stranded_now():
+        try:
+            DBOS.resume_workflow(workflow_id, queue_name=INTENT_QUEUE)
+            with db.engine.begin() as conn:
+                executors.requeue_errored(conn, workflow_id, INTENT_QUEUE)
+        except Exception as exc:
+            if not storage_full(exc):
+                raise
+            break
+        done.append(workflow_id)
+        resumed(workflow_id)
+    if done:
+        _log.warning("resumed %d run(s) stopped by a full disk", len(done))
+    return done
+
+
+def requeue_orphaned(db: Database, app_version: str) -> list[str]:
+    """Put back on the queue the runs of ``app_version`` that DBOS ended in ``ERROR``
+    for a full disk and that never ended, whoever's they were. ``stranded`` notes a
+    run in its worker's memory only (the disk is full: nothing can be written), so a
+    worker that dies before space is freed would leave its runs ``running`` for good;
+    the reaper's leader calls this every tick. While the disk is still full nothing
+    changes, and it tries again next tick."""
+    try:
+        with db.engine.begin() as conn:
+            found = executors.errored_on_full_disk(conn, app_version)
+            requeued = [w for w in found if executors.requeue_errored(conn, w, INTENT_QUEUE)]
+    except Exception as exc:
+        if not storage_full(exc):
+            raise
+        return []
+    if requeued:
+        _log.warning("re-queued %d run(s) a full disk had ended in DBOS", len(requeued))
+    return requeued
+
+
+def sweep(rt: Runtime) -> list[str]:
+    """The reaper leader's pass: runs whose workflow was cancelled through DBOS cannot
+    end themselves, nor can runs a full disk ended in DBOS whose worker died meanwhile."""
+    ended = sweep_cancelled(rt)
+    return ended + requeue_orphaned(rt.db, rt.settings.app_version)
+
+
+UPKEEP = Upkeep(resume_stranded=resume_stranded, sweep=sweep, hand_over=hand_over, pending=pending)

@@ -1,0 +1,48 @@
+"""Beginning a run: the seed, the profile and tool pool it runs under."""
+
+from __future__ import annotations
+
+from contracts import (
+    GatehouseError,
+    JsonObject,
+    RunStatus,
+)
+from ledger import Conn, runs
+from policies import catalog
+from worker.flow import BeginResult, fresh_seed
+from worker.records._cancels import observe_cancel
+from worker.runtime import WorkerSettings
+
+__all__ = ["begin"]
+
+
+def begin(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    """The run begun (its seed, profile and tool pool), and the cancel seen at its first
+    boundary ``at``, in one commit: ``{begun: BeginResult, cancelled}``."""
+    run_id = str(arg["run_id"])
+    # The first boundary's cancel check, with this commit.
+    cancelled = observe_cancel(s, run_id, str(arg["at"]), me.executor_id)
+    return {"begun": _begun(s, run_id, arg, me), "cancelled": cancelled}
+
+
+def _begun(s: Conn, run_id: str, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    # The run's seed is chosen once, here, and recorded with this step: a
+    # re-executed or replayed run draws the same choices from it.
+    seed = runs.set_seed(s, run_id, me.random_seed or fresh_seed())
+    try:
+        prof = catalog.profile(str(arg["policy_profile"]))
+        pool = catalog.tool_pool(str(arg["tool_pool"]))
+    except GatehouseError as exc:
+        return BeginResult(
+            ok=False, seed=seed, error_code=exc.code.value, error_message=exc.message
+        ).model_dump(mode="json")
+    runs.set_status(s, run_id, RunStatus.RUNNING, "compile")
+    runs.set_policy_digests(s, run_id, prof.digest, pool.digest)
+    return BeginResult(
+        ok=True,
+        profile=prof.model,
+        profile_digest=prof.digest,
+        tool_pool=pool.model,
+        tool_pool_digest=pool.digest,
+        seed=seed,
+    ).model_dump(mode="json")

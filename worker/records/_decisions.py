@@ -1,0 +1,108 @@
+"""Decisions by people: approvals and rejections of a plan, and an operator's
+word on a call in doubt."""
+
+from __future__ import annotations
+
+from contracts import Decision, JsonObject, RunStatus
+from ledger import Conn, approvals, calls, evidence, now_iso, plan_cards, runs
+from policies.episodes import episode
+from worker.records._cancels import observe_cancel
+from worker.records._gate import plan_check
+from worker.runtime import WorkerSettings
+
+__all__ = [
+    "expire_plan_card",
+    "needs_operator",
+    "read_resolution",
+    "resume_after_resolution",
+    "take_decision",
+]
+
+
+def _record_decision(s: Conn, arg: JsonObject) -> None:
+    run_id, digest = str(arg["run_id"]), str(arg["plan_digest"])
+    decision, decided_by = Decision(str(arg["decision"])), str(arg["decided_by"])
+    approved = decision is Decision.APPROVED
+    plan_cards.set_plan_card_status(s, run_id, decision.value)
+    if approved:
+        runs.set_status(s, run_id, RunStatus.RUNNING, "execute")
+    evidence.put_episode(
+        s,
+        run_id,
+        None,
+        episode(
+            run_id=run_id,
+            kind="decision",
+            subject=digest,
+            episode_type="execution/approval",
+            status="completed",
+            summary=f"plan {decision.value} by {decided_by}",
+            executor_id=decided_by,
+            recorded_at=now_iso(),
+            details={"plan_digest": digest, "decision": decision.value, "decided_by": decided_by},
+        ),
+    )
+
+
+def take_decision(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    """One commit for what follows a wake-up of the approval wait: the decision on
+    ``plan_digest`` read (the plan_approvals row is the authority) and recorded, the
+    boundary ``at`` checked for a cancel, and an approved plan checked against the
+    stored one. ``{decision, decided_by, cancelled, verified}``, each None when
+    there is none (``verified``: a GateResult as JSON)."""
+    run_id, digest, at = str(arg["run_id"]), str(arg["plan_digest"]), str(arg["at"])
+    found = approvals.decision_for(s, run_id, digest)
+    out: JsonObject = {"decision": None, "decided_by": None, "cancelled": None, "verified": None}
+    if found is not None:
+        out["decision"], out["decided_by"] = found.decision.value, found.decided_by
+        _record_decision(
+            s, {**arg, "decision": found.decision.value, "decided_by": found.decided_by}
+        )
+    out["cancelled"] = observe_cancel(s, run_id, at, me.executor_id)
+    if found is not None and found.decision is Decision.APPROVED and out["cancelled"] is None:
+        out["verified"] = plan_check(s, {"run_id": run_id, "plan_digest": digest}, me)
+    return out
+
+
+def expire_plan_card(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    """No decision came in time: the card can no longer be decided (the run ends next)."""
+    plan_cards.set_plan_card_status(s, str(arg["run_id"]), "expired")
+    return {}
+
+
+def needs_operator(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    """The run stops in phase ``needs_operator`` until the call is resolved."""
+    run_id, op_key, step_id = str(arg["run_id"]), str(arg["op_key"]), str(arg["step_id"])
+    calls.mark_in_doubt(s, op_key)
+    runs.set_status(s, run_id, RunStatus.NEEDS_OPERATOR, "operator")
+    evidence.put_episode(
+        s,
+        run_id,
+        step_id,
+        episode(
+            run_id=run_id,
+            kind="in_doubt",
+            subject=op_key,
+            episode_type="execution/call_in_doubt",
+            status="pending",
+            summary=f"call for step {step_id} interrupted; waiting for an operator"
+            f" (gatehouse calls resolve {op_key} --applied|--not-applied)",
+            executor_id=me.executor_id,
+            recorded_at=now_iso(),
+            details={"op_key": op_key, "step_id": step_id},
+        ),
+    )
+    return {}
+
+
+def read_resolution(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    """``{resolution}``: applied / not_applied once an operator has said so; None while
+    in doubt."""
+    row = calls.lookup(s, str(arg["op_key"]))
+    status = None if row is None else row.status
+    return {"resolution": status if status in calls.RESOLVED else None}
+
+
+def resume_after_resolution(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    runs.set_status(s, str(arg["run_id"]), RunStatus.RUNNING, "execute")
+    return {}

@@ -1,0 +1,100 @@
+"""How a run ends: terminal status, trace digest and summary episode, one commit."""
+
+from __future__ import annotations
+
+from contracts import (
+    ErrorCode,
+    JsonObject,
+    RunStatus,
+)
+from contracts.episode import ResultStatus
+from ledger import Conn, anchors, evidence, now_iso, runs
+from policies.episodes import budget_episode, episode
+from worker.records._cancels import observe_cancel
+from worker.runtime import WorkerSettings
+
+__all__ = ["FINISH", "finish"]
+
+
+# How a run's end reads as a MOVA result_status.
+_SUMMARY_STATUS: dict[RunStatus, ResultStatus] = {
+    RunStatus.SUCCEEDED: "completed",
+    RunStatus.PLANNED: "completed",
+    RunStatus.REJECTED: "cancelled",
+    RunStatus.FAILED: "failed",
+    RunStatus.CANCELLED: "cancelled",
+}
+
+
+# The boundary a cancel is seen at when it came after the run's last step.
+FINISH = "@finish"
+
+
+def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    """How the run ended (``{status}``): a succeeded run that a cancel reached after its
+    last step ends cancelled."""
+    run_id = str(arg["run_id"])
+    status = RunStatus(str(arg["status"]))
+    code = arg.get("error_code")
+    message = arg.get("error_message")
+    if status is RunStatus.SUCCEEDED:
+        # A cancel accepted after the last step's boundary still wins: it is seen
+        # here, in the commit that would have made the run succeeded.
+        found = observe_cancel(s, run_id, FINISH, me.executor_id)
+        if found is not None:
+            status, code = RunStatus.CANCELLED, ErrorCode.RUN_CANCELLED.value
+            reason = found.get("reason")
+            message = f"cancelled by {found.get('cancelled_by')} at {FINISH}" + (
+                f": {reason}" if reason else ""
+            )
+    trace = arg.get("trace_digest")
+    if isinstance(trace, str):
+        runs.set_trace_digest(s, run_id, trace)
+    budgets = arg.get("budgets")
+    if isinstance(budgets, dict):
+        runs.set_budgets(s, run_id, budgets)
+        if code == ErrorCode.BUDGET_EXCEEDED.value:
+            evidence.put_episode(
+                s,
+                run_id,
+                None,
+                budget_episode(
+                    run_id=run_id,
+                    budgets=budgets,
+                    message=str(message or ""),
+                    executor_id=me.executor_id,
+                    recorded_at=now_iso(),
+                ),
+            )
+    runs.set_status(
+        s,
+        run_id,
+        status,
+        "done",
+        error_code=code if isinstance(code, str) else None,
+        error_message=message if isinstance(message, str) else None,
+    )
+    evidence.put_episode(
+        s,
+        run_id,
+        None,
+        episode(
+            run_id=run_id,
+            kind="summary",
+            subject="run",
+            episode_type="execution/run_summary",
+            status=_SUMMARY_STATUS[status],
+            summary=f"run {status.value}",
+            executor_id=me.executor_id,
+            recorded_at=now_iso(),
+            details={
+                "status": status.value,
+                "steps": arg["steps"],
+                "error_code": code,
+                "trace_digest": trace,
+            },
+        ),
+    )
+    # the run's chain head, anchored (ledger/anchors.py)
+    anchors.anchor_run(s, run_id, me.executor_id, me.signing_key, me.anchor_file)
+    return {"status": status.value}

@@ -1,0 +1,303 @@
+"""The ports a replay runs the flow through: every call answered from the ledger.
+
+``ReplayPorts`` implements ``worker.flow.Ports`` the way ``worker.replay`` needs it:
+each planner and tool call builds its request exactly as the live step does and
+is answered by the ledger entry of its op_key (looked up under the parent run for
+a fork's calls before its fork point); nothing is sent and nothing is written. A
+missing entry or a request digest that differs from the recorded one raises
+``DivergedError`` with the step and both digests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.engine import Connection
+
+from contracts import (
+    Decision,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    Mode,
+    PolicyProfile,
+    ReplayDivergence,
+    ToolPool,
+    digest_of,
+    sha256_hex,
+)
+from ledger import (
+    approvals,
+    calls,
+    cancels,
+    messages,
+    policy_versions,
+)
+from ledger.cancels import Cancel
+from ledger.forks import Lineage
+from policies import catalog
+from policies.catalog import Loaded
+from policies.repair import check_revision, gated_plan
+from worker.calls import (
+    Call,
+    Performed,
+    PlannerCall,
+    ToolCall,
+    prepare_planner,
+    prepare_tool,
+    settles_step,
+)
+from worker.flow import BeginResult, GateResult, RunEnd, StepRecord, planner_seed
+from worker.records import plan_problem, step_verdict
+from worker.runtime import WorkerSettings
+
+__all__ = ["DivergedError", "ReplayPorts", "ReplayRules"]
+
+
+M = TypeVar("M", bound=BaseModel)
+ReplayRules = Literal["recorded", "current"]
+
+
+class DivergedError(Exception):
+    def __init__(self, divergence: ReplayDivergence) -> None:
+        super().__init__(divergence.message)
+        self.divergence = divergence
+
+
+class ReplayPorts:
+    """The flow's ports, read-only, answered from the database."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        settings: WorkerSettings,
+        chain: list[Lineage],
+        rules: ReplayRules = "recorded",
+    ) -> None:
+        self.conn = conn  # one read-only connection for the whole replay
+        self.settings = settings
+        # "recorded": the profile and tool pool versions the run ran under (kept by
+        # digest in policy_versions); "current": today's files, a "would it still
+        # pass" check that reports a changed file as a policy_digest divergence.
+        self.rules = rules
+        self.chain = chain  # the run, then its parent, grandparent…
+        self.run = chain[0]
+        self.served = 0
+        self.trace_digest: str | None = None
+        # Each run's cancel row (or its absence), read once: a finished run's is final.
+        self._cancels: dict[str, Cancel | None] = {}
+        # Every ledger entry of the lineage, read once: a finished run's entries are final.
+        self._calls: dict[str, calls.CallRow] | None = None
+
+    def _entry(self, key: str) -> calls.CallRow | None:
+        if self._calls is None:
+            self._calls = calls.of_runs(self.conn, [r.run_id for r in self.chain])
+        return self._calls.get(key)
+
+    # -- whose ledger entries a call is
+    def _owner(self, position: int | None) -> Lineage:
+        """The run whose op_keys this call used: a fork's parent for steps before
+        its fork point (and for the planner call, which precedes every step)."""
+        for here in self.chain:
+            fork_at = here.fork_from_step
+            if fork_at is None or (position is not None and position >= fork_at - 1):
+                return here
+        return self.chain[-1]
+
+    def _serve(self, call: Call, _perform: Callable[[str], Performed]) -> JsonObject:
+        """The ledger's answer to ``call``; ``_perform`` is never invoked."""
+        row = self._entry(call.op_key)
+        replayed = digest_of(call.request)
+        if row is None or (row.status == "started"):
+            raise DivergedError(
+                ReplayDivergence(
+                    kind="missing_entry",
+                    step_id=call.step_id,
+                    op_key=call.op_key,
+                    recorded_digest=None if row is None else row.request_digest,
+                    replayed_digest=replayed,
+                    message=f"the ledger has no finished entry for the {call.target} call of"
+                    f" step {call.step_id!r} (attempt {call.attempt})",
+                )
+            )
+        if row.request_digest != replayed:
+            raise DivergedError(
+                ReplayDivergence(
+                    kind="request_digest",
+                    step_id=call.step_id,
+                    op_key=call.op_key,
+                    recorded_digest=row.request_digest,
+                    replayed_digest=replayed,
+                    message=f"the {call.target} call of step {call.step_id!r} would send another"
+                    " request than the one recorded",
+                )
+            )
+        self.served += 1
+        if row.status == "in_doubt" or row.status in calls.RESOLVED:
+            return call.result(call.in_doubt(), from_ledger=True)
+        if row.response is None:  # pragma: no cover - finished rows carry a response
+            raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a finished entry has no response")
+        return call.result(row.response, from_ledger=True, duration_ms=row.duration_ms)
+
+    # -- the ports
+    def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
+        seed = self.run.random_seed
+        try:
+            prof = self._rules(catalog.profile(profile_id), self.run.profile_digest, PolicyProfile)
+            pool = self._rules(catalog.tool_pool(tool_pool_id), self.run.tool_pool_digest, ToolPool)
+        except GatehouseError as exc:
+            return BeginResult(
+                ok=False, seed=seed, error_code=exc.code.value, error_message=exc.message
+            )
+        for name, recorded, now in (
+            ("policy profile", self.run.profile_digest, prof.digest),
+            ("tool pool", self.run.tool_pool_digest, pool.digest),
+        ):
+            if recorded is not None and recorded != now:
+                raise DivergedError(
+                    ReplayDivergence(
+                        kind="policy_digest",
+                        step_id=None,
+                        op_key=None,
+                        recorded_digest=recorded,
+                        replayed_digest=now,
+                        message=f"the {name} changed since the run: a replay would be held"
+                        " to other rules",
+                    )
+                )
+        return BeginResult(
+            ok=True,
+            profile=prof.model,
+            profile_digest=prof.digest,
+            tool_pool=pool.model,
+            tool_pool_digest=pool.digest,
+            seed=seed,
+        )
+
+    def _rules(self, today: Loaded[M], recorded: str | None, model: type[M]) -> Loaded[M]:
+        """The version the run ran under, kept by its digest; today's file when asked
+        for, when it is that very version, or when none was kept (a run recorded
+        before versions were kept: a changed file is then a divergence)."""
+        if self.rules == "current" or recorded is None or recorded == today.digest:
+            return today
+        kept = policy_versions.version(self.conn, recorded)
+        if kept is None:
+            return today
+        try:
+            parsed = model.model_validate_json(kept.body)
+        except ValidationError as exc:
+            raise GatehouseError(
+                ErrorCode.CORRUPT_RECORD,
+                f"the kept {kept.kind} {kept.policy_id!r} ({recorded[:12]}) does not load: {exc}",
+            ) from exc
+        if sha256_hex(kept.body.encode("utf-8")) != recorded:
+            raise GatehouseError(
+                ErrorCode.CORRUPT_RECORD,
+                f"the kept {kept.kind} {kept.policy_id!r} no longer has digest {recorded[:12]}",
+            )
+        return Loaded(parsed, recorded, kept.body)
+
+    def planner_call(self, raw: JsonObject) -> JsonObject:
+        # A fork's planner call is its parent's, made with the parent's seed.
+        owner = self._owner(None)
+        seed = planner_seed(owner.random_seed or "", owner.run_id)
+        spec = PlannerCall.model_validate({**raw, "run_id": owner.run_id, "seed": seed})
+        return prepare_planner(spec, self.settings).answer(self._serve)
+
+    def gate_and_card(
+        self,
+        run_id: str,
+        raw_plan: JsonObject,
+        profile: PolicyProfile,
+        pool: ToolPool,
+        mode: Mode,
+        *,
+        revise: JsonObject | None = None,
+        repaired: bool = False,
+        budgets: JsonObject | None = None,
+    ) -> GateResult:
+        _ = mode, repaired, budgets
+        try:
+            plan = gated_plan(raw_plan, profile, pool)
+            digest = digest_of(plan.model_dump(mode="json"))
+            if revise is not None:
+                check_revision(plan, digest, revise)
+        except GatehouseError as exc:
+            return GateResult(ok=False, error_code=exc.code.value, error_message=exc.message)
+        return GateResult(ok=True, plan=plan, plan_digest=digest)
+
+    def await_decision(
+        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
+    ) -> tuple[bool, str] | None:
+        _ = profile, at
+        found = approvals.decision_for(self.conn, run_id, plan_digest)
+        if found is None:
+            return None
+        return found.decision is Decision.APPROVED, found.decided_by
+
+    def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
+        _ = profile
+        found = messages.get(self.conn, run_id, turn)
+        return None if found is None else found.as_json()
+
+    def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
+        problem = plan_problem(self.conn, run_id, plan_digest, history=True)
+        if problem is None:
+            return GateResult(ok=True)
+        return GateResult(ok=False, error_code=ErrorCode.PLAN_TAMPERED.value, error_message=problem)
+
+    def tool_call(self, raw: JsonObject) -> JsonObject:
+        boundary = raw.get("boundary")
+        if isinstance(boundary, str):  # the cancel check the live call made first
+            found = self.cancelled(str(raw["run_id"]), boundary)
+            if found is not None:
+                return {"cancelled": found, "at": boundary}
+        position = raw.get("position")
+        owner = self._owner(position if isinstance(position, int) else 0)
+        spec = ToolCall.model_validate({**raw, "run_id": owner.run_id})
+        result = prepare_tool(spec, self.settings).answer(self._serve)
+        if spec.record is None or not settles_step(spec, result):
+            return result
+        # the step's record the live call wrote with its completion
+        return {**result, "recorded": _verdict(spec.step_id, result, spec.record.output_schema_ref)}
+
+    def cancelled(self, run_id: str, at: str) -> JsonObject | None:
+        # Answered from what the live run recorded: the boundary it stopped at.
+        if run_id not in self._cancels:
+            self._cancels[run_id] = cancels.get(self.conn, run_id)
+        found = self._cancels[run_id]
+        if found is None or found.observed_at != at:
+            return None
+        return found.answer()
+
+    def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
+        row = self._entry(op_key)
+        if row is None or row.status not in calls.RESOLVED:
+            raise DivergedError(
+                ReplayDivergence(
+                    kind="missing_entry",
+                    step_id=step_id,
+                    op_key=op_key,
+                    recorded_digest=None,
+                    replayed_digest=None,
+                    message=f"the in-doubt call of step {step_id!r} was never resolved",
+                )
+            )
+        return row.status
+
+    def pause(self, seconds: float) -> None:
+        _ = seconds  # a replay does not wait out backoffs
+
+    def record_step_result(self, record: StepRecord) -> JsonObject:
+        return _verdict(record.step_id, record.outcome, record.output_schema_ref)
+
+    def finish(self, end: RunEnd) -> None:
+        self.trace_digest = end.trace_digest
+
+
+def _verdict(step_id: str, outcome: JsonObject, output_schema_ref: str | None) -> JsonObject:
+    """What recording the step answered live: its final ok / error_code / error_message."""
+    ok, _output, code, message = step_verdict(step_id, outcome, output_schema_ref)
+    return {"ok": ok, "error_code": code, "error_message": message}
