@@ -42,9 +42,9 @@ from tests.support.stack import (
     shim_client,
 )
 from worker.app import launch, shutdown
-from worker.opencode.runner import server_of, turn_spec
-from worker.opencode.supervisor import stop_running_server
-from worker.opencode.turn import run_turn
+from worker.handlers.opencode.runner import server_of, turn_spec
+from worker.handlers.opencode.supervisor import stop_running_server
+from worker.handlers.opencode.turn import run_turn
 from worker.replay import replay_run
 from worker.runtime import WorkerSettings, runtime
 from worker.scripted_model import ScriptedModel, load_script

@@ -32,8 +32,8 @@ from policies import catalog
 from worker.coordinator import install_handlers
 from worker.durable import SYS_DB_POOL_SIZE, UPKEEP, start_dbos, stop_dbos
 from worker.handlers import Handler
+from worker.handlers.opencode.supervisor import stop_running_server
 from worker.notify import Notifier
-from worker.opencode.supervisor import stop_running_server
 from worker.runtime import (
     Reaper,
     Runtime,

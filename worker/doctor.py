@@ -33,8 +33,8 @@ from rich.table import Table
 from contracts import GatehouseError, JsonObject
 from ledger import open_database, resolve_database_url, resolve_telemetry
 from ledger.anchors import DEFAULT_ANCHOR_FILE
+from worker.handlers.opencode.pin import installed_pin
 from worker.notify.config import load_config
-from worker.opencode.pin import installed_pin
 from worker.runtime import DEFAULT_OPENCODE_DIR, evidence_key
 from worker.sandbox import find_sandbox
 from worker.sandbox.bwrap import BWRAP_ENV

@@ -25,13 +25,13 @@ from contracts._schemas import render_schema
 from contracts.plan import PLAN_SCHEMA_ID
 from tests.support.opencode import first_prompts, require_opencode, write_call
 from worker.handlers import HandlerResult
-from worker.opencode import workspace
-from worker.opencode.ban import refuse_parent
-from worker.opencode.client import OpencodeClient
-from worker.opencode.pin import read_pin
-from worker.opencode.runner import server_of, turn_spec
-from worker.opencode.supervisor import REGISTRY_ENV, OpencodeServer, stop_running_server
-from worker.opencode.turn import TurnSpec, marker_of, reconcile, run_turn, session_for
+from worker.handlers.opencode import workspace
+from worker.handlers.opencode.ban import refuse_parent
+from worker.handlers.opencode.client import OpencodeClient
+from worker.handlers.opencode.pin import read_pin
+from worker.handlers.opencode.runner import server_of, turn_spec
+from worker.handlers.opencode.supervisor import REGISTRY_ENV, OpencodeServer, stop_running_server
+from worker.handlers.opencode.turn import TurnSpec, marker_of, reconcile, run_turn, session_for
 from worker.runtime import WorkerSettings
 from worker.scripted_model import ScriptedModel, load_script
 

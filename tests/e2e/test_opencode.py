@@ -31,9 +31,9 @@ from shim._procs import free_port, start_worker, stop
 from tests.conftest import require_backend
 from tests.support.opencode import first_prompts, require_opencode, write_call
 from tests.support.stack import drop_database, fresh_database_url, shim_client, wait_for_status
-from worker.opencode.pin import read_pin
-from worker.opencode.turn import marker_of
-from worker.opencode.workspace import take
+from worker.handlers.opencode.pin import read_pin
+from worker.handlers.opencode.turn import marker_of
+from worker.handlers.opencode.workspace import take
 from worker.runtime import WorkerSettings
 from worker.scripted_model import ScriptedModel, load_script
 

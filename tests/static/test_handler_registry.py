@@ -2,7 +2,7 @@
 
 ``worker/handlers/registry.py`` must build ``HANDLERS`` from a dict display
 (optionally wrapped in ``MappingProxyType``) whose keys are ``DriverKind``
-members and whose values are the ``run`` function of a module in
+members and whose values are the ``run`` function of a module (or package) in
 ``worker/handlers/`` imported from ``worker.handlers``. No comprehension, no
 ``**`` merging, no ``getattr``, no later mutation: what can run is what is
 written there. A runtime cross-check confirms the imported mapping is exactly
@@ -24,9 +24,15 @@ NOT_HANDLERS = frozenset({"__init__", "registry"})
 
 
 def handler_modules() -> frozenset[str]:
-    return frozenset(
-        p.stem for p in HANDLERS_DIR.glob("*.py") if p.stem not in NOT_HANDLERS and p.is_file()
-    )
+    """Each handler: a public module of ``worker/handlers/``, or a package there (one
+    whose engine has modules of its own, like ``opencode/``)."""
+    modules = {
+        p.stem
+        for p in HANDLERS_DIR.glob("*.py")
+        if p.stem not in NOT_HANDLERS and not p.stem.startswith("_") and p.is_file()
+    }
+    packages = {p.parent.name for p in HANDLERS_DIR.glob("*/__init__.py")}
+    return frozenset(modules | packages)
 
 
 def _imported_handler_modules(tree: ast.Module) -> dict[str, str]:

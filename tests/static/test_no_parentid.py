@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("contracts", "shim", "worker", "ledger", "policies")
 # Modules allowed to name a parent id, because they are the ban.
-ENFORCERS: frozenset[str] = frozenset({"worker/opencode/ban.py"})
+ENFORCERS: frozenset[str] = frozenset({"worker/handlers/opencode/ban.py"})
 PATTERN = re.compile(r"parent[_\-]?(session[_\-]?)?id", re.IGNORECASE)
 
 

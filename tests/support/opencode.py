@@ -11,7 +11,7 @@ import pytest
 
 from contracts import GatehouseError, JsonObject, Plan, digest_of
 from tests.support.stack import Stack, running_stack
-from worker.opencode.pin import SETUP_TASK, OpencodePin, installed_pin
+from worker.handlers.opencode.pin import SETUP_TASK, OpencodePin, installed_pin
 from worker.runtime import WorkerSettings
 from worker.scripted_model import ScriptedModel
 
@@ -62,7 +62,7 @@ def opencode_stack(
     """A running stack whose OpenCode talks to a scripted model playing ``script``
     (and the model planner too, with ``planner``); ``env`` is given to the worker
     and the shim alike. The OpenCode server is stopped when the stack goes."""
-    from worker.opencode.supervisor import stop_running_server
+    from worker.handlers.opencode.supervisor import stop_running_server
     from worker.scripted_model import load_script
 
     with (

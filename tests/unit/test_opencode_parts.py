@@ -19,10 +19,10 @@ from contracts import (
 from policies import catalog
 from policies.executor_evidence import executor_episodes
 from policies.gate import check_step
-from worker.opencode import workspace
-from worker.opencode.ban import parent_of, refuse_parent
-from worker.opencode.config import server_config
-from worker.opencode.runner import narrow
+from worker.handlers.opencode import workspace
+from worker.handlers.opencode.ban import parent_of, refuse_parent
+from worker.handlers.opencode.config import server_config
+from worker.handlers.opencode.runner import narrow
 from worker.scripted_model import ScriptError, load_script, pick_reply
 from worker.scripted_model.script import EXHAUSTED
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from contracts import JsonObject, Price
 from contracts.execution import TurnAllowance
-from worker.opencode.spend import overspent, usage_of
+from worker.handlers.opencode.spend import overspent, usage_of
 
 
 def _info(tokens: Any) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from contracts import ErrorCode, JsonObject, OpencodePolicy
 from contracts._schemas import render_schema
 from contracts.plan import PLAN_SCHEMA_ID
 from worker.handlers import HandlerResult
-from worker.opencode.runner import noted, sandbox_refusal, server_of, turn_spec
-from worker.opencode.turn import TurnSpec, reconcile, run_turn
+from worker.handlers.opencode.runner import noted, sandbox_refusal, server_of, turn_spec
+from worker.handlers.opencode.turn import TurnSpec, reconcile, run_turn
 from worker.planners._openai_compat import PlannerInput, planner_prompt
 from worker.runtime import WorkerSettings
 

@@ -11,8 +11,8 @@ from contracts import Connector, DriverKind, ErrorCode, Limits
 from tests.support.opencode import require_opencode
 from worker.coordinator.envelopes import build_envelope
 from worker.handlers import opencode as opencode_handler
-from worker.opencode.runner import sandbox_refusal
-from worker.opencode.supervisor import OpencodeServer, ServerSpec
+from worker.handlers.opencode.runner import sandbox_refusal
+from worker.handlers.opencode.supervisor import OpencodeServer, ServerSpec
 from worker.runtime import WorkerSettings
 from worker.sandbox.server import route_of
 from worker.scripted_model import ScriptedModel, load_script

@@ -29,8 +29,8 @@ import pytest
 from contracts import OpencodePolicy
 from contracts.tool_pool import PERMISSION_CLASSES
 from tests.support.opencode import require_opencode, write_call
-from worker.opencode.supervisor import OpencodeServer, ServerSpec
-from worker.opencode.turn import TurnSpec, run_turn
+from worker.handlers.opencode.supervisor import OpencodeServer, ServerSpec
+from worker.handlers.opencode.turn import TurnSpec, run_turn
 from worker.runtime import WorkerSettings
 from worker.sandbox.server import server_sandbox
 from worker.scripted_model import ScriptedModel, load_script

@@ -22,8 +22,8 @@ from contracts import ErrorCode, GatehouseError, OpencodePolicy
 from contracts._base import Closed
 from contracts.execution import ExecutionEnvelope, ExecutionResult
 from worker.handlers._base import HandlerResult, answer, describe_invalid, limits_of
-from worker.opencode.runner import narrow, noted, sandbox_refusal, server_of, turn_spec
-from worker.opencode.turn import TurnSpec, reconcile, run_turn
+from worker.handlers.opencode.runner import narrow, noted, sandbox_refusal, server_of, turn_spec
+from worker.handlers.opencode.turn import TurnSpec, reconcile, run_turn
 from worker.runtime import runtime
 
 __all__ = ["OpencodeInput", "reconcile_turn", "run"]

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from contracts import ErrorCode, GatehouseError, JsonObject
-from worker.opencode.client import OpencodeClient
+from worker.handlers.opencode.client import OpencodeClient
 
 __all__ = ["EventFeed"]
 

@@ -23,11 +23,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, OpencodePolicy
 from contracts.execution import TurnAllowance
 from ledger import cancels
-from worker.opencode import workspace
-from worker.opencode.ban import parent_of
-from worker.opencode.client import OpencodeClient
-from worker.opencode.events import EventFeed
-from worker.opencode.spend import overspent, usage_of
+from worker.handlers.opencode import workspace
+from worker.handlers.opencode.ban import parent_of
+from worker.handlers.opencode.client import OpencodeClient
+from worker.handlers.opencode.events import EventFeed
+from worker.handlers.opencode.spend import overspent, usage_of
 from worker.runtime import maybe_crash, runtime
 
 __all__ = ["LAST_EVENTS", "TurnSpec", "Watch", "cap", "child_attempt", "marker_of", "watch_turn"]

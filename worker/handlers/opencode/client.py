@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue
-from worker.opencode.ban import refuse_parent
+from worker.handlers.opencode.ban import refuse_parent
 
 __all__ = ["OpencodeClient"]
 

@@ -9,8 +9,8 @@ from typing import Literal
 from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
 from contracts.execution import TurnAllowance
 from worker.handlers import HandlerResult
-from worker.opencode.supervisor import OpencodeServer, ServerSpec, running_server
-from worker.opencode.turn import TurnSpec
+from worker.handlers.opencode.supervisor import OpencodeServer, ServerSpec, running_server
+from worker.handlers.opencode.turn import TurnSpec
 from worker.runtime import WorkerSettings
 from worker.sandbox.server import server_sandbox
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
-from worker.opencode.config import server_config
-from worker.opencode.pin import OpencodePin, binary, installed_pin
+from worker.handlers.opencode.config import server_config
+from worker.handlers.opencode.pin import OpencodePin, binary, installed_pin
 from worker.sandbox.server import Jail, server_sandbox
 
 __all__ = ["OpencodeServer", "ServerSpec", "running_server", "stop_running_server"]

@@ -25,12 +25,12 @@ import json
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, OpencodePolicy
 from worker.handlers import Artifact, HandlerResult
-from worker.opencode import workspace
-from worker.opencode.client import OpencodeClient
-from worker.opencode.config import PROVIDER_ID
-from worker.opencode.events import EventFeed
-from worker.opencode.supervisor import OpencodeServer
-from worker.opencode.watch import (
+from worker.handlers.opencode import workspace
+from worker.handlers.opencode.client import OpencodeClient
+from worker.handlers.opencode.config import PROVIDER_ID
+from worker.handlers.opencode.events import EventFeed
+from worker.handlers.opencode.supervisor import OpencodeServer
+from worker.handlers.opencode.watch import (
     LAST_EVENTS,
     TurnSpec,
     Watch,

@@ -1,1 +1,0 @@
-"""OpenCode as Gatehouse's executor engine: supervisor, client, turns, the child-session ban."""
