@@ -6,7 +6,13 @@ Imports nothing else of Gatehouse; every other package imports this one.
 from contracts._base import Closed
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
-from contracts._schemas import SCHEMA_MODELS, schema_id, schema_registry, validate_instance
+from contracts._schemas import (
+    SCHEMA_MODELS,
+    render_schema,
+    schema_id,
+    schema_registry,
+    validate_instance,
+)
 from contracts.auth import Role, TokenEntry, TokenFile, TokenId
 from contracts.budgets import BUDGET_KINDS, BudgetKind, Budgets, BudgetsView, BudgetUse, Price
 from contracts.cancel import CancelAccepted, CancelRequest, CancelSource
@@ -175,6 +181,7 @@ __all__ = [
     "canonical",
     "canonical_json",
     "digest_of",
+    "render_schema",
     "schema_id",
     "schema_registry",
     "sha256_hex",

@@ -20,8 +20,15 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from contracts import CallView, ErrorCode, GatehouseError, JsonObject, canonical_json, digest_of
-from contracts._json import sha256_hex
+from contracts import (
+    CallView,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    canonical_json,
+    digest_of,
+    sha256_hex,
+)
 from ledger import chain, events
 from ledger._db import Conn, now_iso, rows_changed
 

@@ -16,8 +16,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from contracts import JsonObject, canonical_json
-from contracts._json import sha256_hex
+from contracts import JsonObject, canonical_json, sha256_hex
 from ledger._db import Conn, db_clock, is_postgres, iso, now_iso, now_sql, rows_changed
 
 __all__ = [

@@ -27,9 +27,7 @@ from securesystemslib.exceptions import UnverifiedSignatureError, VerificationEr
 
 # (the private modules: the package re-exports these without an __all__, which mypy
 # --strict does not count as exporting them)
-from securesystemslib.signer._crypto_signer import CryptoSigner
-from securesystemslib.signer._key import SSlibKey
-from securesystemslib.signer._signature import Signature
+from securesystemslib.signer import CryptoSigner, Signature, SSlibKey
 
 from contracts import JsonObject, JsonValue
 

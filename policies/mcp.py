@@ -11,8 +11,7 @@ from __future__ import annotations
 import jsonschema
 from pydantic import ValidationError
 
-from contracts import Connector, ErrorCode, GatehouseError, JsonObject, JsonValue, McpTool
-from contracts._base import Closed
+from contracts import Closed, Connector, ErrorCode, GatehouseError, JsonObject, JsonValue, McpTool
 
 __all__ = ["McpCall", "check_call"]
 

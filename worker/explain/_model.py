@@ -9,9 +9,7 @@ with the same code).
 
 from __future__ import annotations
 
-from contracts._errors import ErrorCode, GatehouseError
-from contracts._json import JsonObject, canonical_json
-from contracts._schemas import render_schema
+from contracts import ErrorCode, GatehouseError, JsonObject, canonical_json, render_schema
 from contracts.explain import EXPLAIN_REPORT_SCHEMA_ID
 from worker.planners import ModelSettings, chat, json_object_of
 

@@ -26,8 +26,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from contracts import GatehouseError, NotifyConfig, Sink
-from ledger import Database
-from ledger._db import db_clock
+from ledger import Database, db_clock
 from ledger.notifications import (
     add_delivery,
     claim_due,

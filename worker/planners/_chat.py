@@ -25,8 +25,7 @@ from typing import NoReturn
 
 import httpx
 
-from contracts._errors import GatehouseError
-from contracts._json import JsonObject
+from contracts import GatehouseError, JsonObject
 
 __all__ = [
     "MAX_RESPONSE_BYTES",

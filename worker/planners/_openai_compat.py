@@ -17,9 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contracts._errors import ErrorCode, GatehouseError
-from contracts._json import JsonObject, JsonValue, canonical_json
-from contracts._schemas import render_schema
+from contracts import (
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    JsonValue,
+    canonical_json,
+    render_schema,
+)
 from contracts.plan import PLAN_SCHEMA_ID
 from contracts.recipe import Recipe
 from contracts.tool_pool import Connector, ToolPool

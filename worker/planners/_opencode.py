@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contracts import ErrorCode, JsonObject, OpencodePolicy
-from contracts._schemas import render_schema
+from contracts import ErrorCode, JsonObject, OpencodePolicy, render_schema
 from contracts.plan import PLAN_SCHEMA_ID
 from worker.handlers import HandlerResult
 from worker.handlers.opencode.runner import noted, sandbox_refusal, server_of, turn_spec

@@ -32,8 +32,7 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError, model_validator
 
-from contracts._base import Closed
-from contracts._json import JsonObject, JsonValue
+from contracts import Closed, JsonObject, JsonValue
 
 __all__ = [
     "EXHAUSTED",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
-from contracts._json import JsonObject, JsonValue
+from contracts import JsonObject, JsonValue
 from worker.scripted_model.script import Reply, Script, pick_reply
 
 __all__ = ["CHAT_PATH", "RecordedRequest", "ScriptedModel"]

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from pydantic import Field, ValidationError
 
-from contracts import ErrorCode, GatehouseError, OpencodePolicy
-from contracts._base import Closed
+from contracts import Closed, ErrorCode, GatehouseError, OpencodePolicy
 from contracts.execution import ExecutionEnvelope, ExecutionResult
 from worker.handlers._base import HandlerResult, answer, describe_invalid, limits_of
 from worker.handlers.opencode.runner import narrow, noted, sandbox_refusal, server_of, turn_spec

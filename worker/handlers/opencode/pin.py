@@ -14,8 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from contracts import ErrorCode, GatehouseError
-from contracts._base import Closed
+from contracts import Closed, ErrorCode, GatehouseError
 
 __all__ = ["SETUP_TASK", "OpencodePin", "binary", "installed_pin", "read_pin"]
 
