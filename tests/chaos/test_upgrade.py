@@ -35,6 +35,7 @@ from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.model import Channel
 from tests.chaos.scenario import SCALES, Scenario
 from tests.support.next_release import NextRelease, build_next_release
+from tests.support.old_release import BEFORE_LAYOUT_MOVE, old_release
 from tests.support.pgcluster import unavailable_reason
 from tests.support.stack import GENEROUS_LIMITS
 
@@ -216,3 +217,75 @@ def test_upgrade_with_runs_in_flight(tmp_path: Path, rule: str) -> None:
         assert {e for _, e in new_runs.values()} <= {"n1", "n2"}, new_runs
         drained = versions[APP_VERSION]
         assert drained["pending"] == drained["enqueued"] == 0, drained
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_runs_started_before_the_layout_move_finish_after_it(tmp_path: Path) -> None:
+    """Issue 27: the worker's code moved into sub-packages under the same durable names
+    and the same application version. Workflows the old layout started, waiting for
+    approval and mid-plan (one worker killed in the middle of its calls), are resumed
+    by the new layout's workers under the same executor ids and finish, each call once."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no private PostgreSQL cluster for the upgrade test: {reason}")
+    old = old_release(tmp_path, BEFORE_LAYOUT_MOVE)
+    faults = {"graceful_worker_stops": 0, "kill_9_mid_call": 0}
+    with running_stack(tmp_path, WORKER_ENV, sink_delay_s=SINK_DELAY_S) as stack:
+        stack.workers.env = {**WORKER_ENV, **old.worker_env()}
+        stack.start_workers(list(SLOTS))
+        scenario = Scenario(stack, SCALES["ci"], seed=27)
+        scenario.resolver.start()
+        try:
+            waiting = [
+                scenario.submit(scenario.plan([Channel.KEYED, Channel.SHELL, Channel.UNKEYED]))
+                for _ in range(WAITING)
+            ]
+            moving = []
+            for _ in range(MOVING):
+                run_id = scenario.submit(
+                    scenario.plan([Channel.KEYED, Channel.UNKEYED, Channel.KEYED, Channel.NOTE])
+                )
+                scenario.decide(run_id)
+                moving.append(run_id)
+            wait_until(
+                lambda: all(scenario.status(r) == "waiting_approval" for r in waiting),
+                60,
+                "the runs to wait for approval",
+            )
+            wait_until(
+                lambda: sum(scenario.status(r) == "running" for r in moving) >= 2,
+                30,
+                "runs mid-plan",
+            )
+            holding = {s: scenario.faults.pending_runs(s) for s in SLOTS}
+            victim = max(SLOTS, key=lambda s: len(set(holding[s]) & set(moving)))
+            stack.workers.slots[victim].hold = True
+            assert stack.workers.kill(victim, "layout move")
+            faults["kill_9_mid_call"] += 1
+            for executor_id in SLOTS:
+                if executor_id != victim:
+                    stack.workers.pause(executor_id)
+                    faults["graceful_worker_stops"] += 1
+            say(f"old layout ({old.commit[:12]}) stopped; {victim} killed holding runs")
+            # The new layout (this tree), same version, same executor ids.
+            stack.workers.env = dict(WORKER_ENV)
+            _start(stack, list(SLOTS), {})
+            for run_id in waiting:
+                scenario.decide(run_id)
+            results = settle_and_check(scenario, SETTLE_S)
+        finally:
+            scenario.resolver.stop()
+        ran = _run_versions(stack, waiting + moving)
+    results["layout_move"] = {
+        "from_commit": old.commit,
+        "waiting_for_approval": len(waiting),
+        "approved_before_stop": len(moving),
+        "killed_worker_held": len(holding[victim]),
+        "runs_ended_on": sorted({e for _, e in ran.values()}),
+    }
+    record("upgrade_layout_move", results, faults)
+    say(f"layout move: {results['layout_move']}")
+    assert_held(results)
+    assert results["runs_by_status"] == {"succeeded": WAITING + MOVING}, results
+    assert {v for v, _ in ran.values()} == {APP_VERSION}, ran

@@ -1,0 +1,61 @@
+"""An earlier release, for upgrade tests: the product as it was at a given commit.
+
+``git archive`` of the commit's product packages into a folder; a worker of that
+release imports the folder (``PYTHONPATH`` first and ``PYTHONSAFEPATH``, as
+``tests/support/next_release.py`` does for the next release). Used to show that
+runs a previous layout of the code started still finish under this one.
+
+The history is needed: a clone without it (shallow) skips the test, saying so,
+except in CI, where a missing commit is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+__all__ = ["BEFORE_LAYOUT_MOVE", "OldRelease", "old_release"]
+
+_ROOT = Path(__file__).resolve().parents[2]
+_PACKAGES = ("contracts", "ledger", "opa_format", "policies", "shim", "vendor", "worker")
+_FILES = ("dbos-config.yaml",)
+
+# The last commit before the worker's flow and DBOS code moved into sub-packages
+# (issue 27): its workflows on disk must recover under the new layout.
+BEFORE_LAYOUT_MOVE = "0668d1de203d3891574f2ce286134571b2318896"
+
+
+@dataclass(frozen=True)
+class OldRelease:
+    commit: str
+    tree: Path
+
+    def worker_env(self) -> dict[str, str]:
+        """What a worker process of this release needs on top of its settings."""
+        return {"PYTHONPATH": str(self.tree), "PYTHONSAFEPATH": "1"}
+
+
+def old_release(tmp: Path, commit: str) -> OldRelease:
+    """The product at ``commit``, unpacked under ``tmp``."""
+    tree = tmp / f"release-{commit[:12]}"
+    archive = tmp / f"release-{commit[:12]}.tar"
+    done = subprocess.run(
+        ["git", "-C", str(_ROOT), "archive", "-o", str(archive), commit, *_PACKAGES, *_FILES],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        why = f"commit {commit[:12]} is not in this clone's history: {done.stderr.strip()}"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    tree.mkdir(parents=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(tree, filter="data")
+    return OldRelease(commit, tree)
