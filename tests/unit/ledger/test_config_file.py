@@ -9,7 +9,7 @@ import pytest
 from contracts import ErrorCode, GatehouseError
 from ledger import CONFIG_FILE, DEFAULT_DATABASE_URL, resolve_database_url
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _write(folder: Path, text: str) -> Path:

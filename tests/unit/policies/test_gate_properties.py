@@ -24,9 +24,9 @@ from contracts import (
     ToolPool,
 )
 from policies.gate import RESULT_KEYS, find_results, gate_plan
-from tests.unit.gate_cases import DEFAULT_POOL, DEFAULT_PROFILE, POOL
-from tests.unit.gate_cases import plan as _plan
-from tests.unit.gate_cases import step as _step
+from tests.unit.policies.gate_cases import DEFAULT_POOL, DEFAULT_PROFILE, POOL
+from tests.unit.policies.gate_cases import plan as _plan
+from tests.unit.policies.gate_cases import step as _step
 
 POOLS = (DEFAULT_POOL, POOL)
 KNOWN_IDS = sorted({c.connector_id for p in POOLS for c in p.connectors})

@@ -1,7 +1,7 @@
 """Unit tests for the plan gate (policies.gate): deny by default, case by case.
 
 Uses the shipped default tool pool and profile, and the hand-built ones in
-``tests.unit.gate_cases``. The property tests are in ``test_gate_properties``.
+``tests.unit.policies.gate_cases``. The property tests are in ``test_gate_properties``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from contracts import (
     ToolPool,
 )
 from policies.gate import check_step, find_results, gate_plan
-from tests.unit.gate_cases import DEFAULT_POOL, DEFAULT_PROFILE, POOL, PROFILE
-from tests.unit.gate_cases import plan as _plan
-from tests.unit.gate_cases import step as _step
+from tests.unit.policies.gate_cases import DEFAULT_POOL, DEFAULT_PROFILE, POOL, PROFILE
+from tests.unit.policies.gate_cases import plan as _plan
+from tests.unit.policies.gate_cases import step as _step
 
 
 def _refused(plan: Plan, pool: ToolPool, profile: PolicyProfile, code: ErrorCode) -> GatehouseError:

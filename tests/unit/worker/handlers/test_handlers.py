@@ -26,11 +26,11 @@ from contracts import (
     ErrorCode,
     GatehouseError,
 )
-from tests.unit.handler_cases import OP_KEY
-from tests.unit.handler_cases import Ctx as _Ctx
-from tests.unit.handler_cases import assert_failed as _assert_failed
-from tests.unit.handler_cases import ctx as _ctx
-from tests.unit.handler_cases import run as _run
+from tests.unit.worker.handlers.handler_cases import OP_KEY
+from tests.unit.worker.handlers.handler_cases import Ctx as _Ctx
+from tests.unit.worker.handlers.handler_cases import assert_failed as _assert_failed
+from tests.unit.worker.handlers.handler_cases import ctx as _ctx
+from tests.unit.worker.handlers.handler_cases import run as _run
 from worker.coordinator.executor import Delivered
 from worker.handlers import Artifact, noop
 from worker.handlers import http as http_handler

@@ -23,7 +23,7 @@ from policies.episodes import episode, episode_id, security_episode
 from policies.security import classify
 from tests.support.mova import CORE, SECURITY, Upstream, load_upstream, vendor_errors
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 AT = "2025-01-02T03:04:05.678Z"
 LATER = "2025-01-02T03:04:09.000Z"
 

@@ -12,9 +12,9 @@ import pytest
 
 from contracts import CommandRule, ErrorCode, GatehouseError
 from contracts.opa_run import OpaJob
-from tests.unit.handler_cases import assert_failed as _assert_failed
-from tests.unit.handler_cases import ctx as _ctx
-from tests.unit.handler_cases import run as _run
+from tests.unit.worker.handlers.handler_cases import assert_failed as _assert_failed
+from tests.unit.worker.handlers.handler_cases import ctx as _ctx
+from tests.unit.worker.handlers.handler_cases import run as _run
 from worker.coordinator.executor import Delivered
 from worker.handlers import restricted_shell as shell_handler
 
