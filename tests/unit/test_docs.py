@@ -38,10 +38,11 @@ def test_every_error_code_is_listed_with_its_number_and_status() -> None:
     rows = {r[0].strip("`"): r for r in _table_rows(README, r"`[a-z_]+`")}
     for code in ErrorCode:
         assert code.value in rows, f"README's error table lacks {code.value}"
-        _, number, status, retryable, _meaning = rows[code.value][:5]
+        _, number, status, retryable, meaning = rows[code.value][:5]
         assert number == str(code.spec.number), code
         assert status == str(code.http_status), code
         assert retryable == ("yes" if code.retryable else "no"), code
+        assert meaning == code.spec.summary, code
     listed = {k for k, r in rows.items() if len(r) == 5 and r[1].isdigit()}
     assert listed <= {c.value for c in ErrorCode}, "README lists codes that do not exist"
 
