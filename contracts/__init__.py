@@ -5,7 +5,14 @@ Imports nothing else of Gatehouse; every other package imports this one.
 
 from contracts._base import Closed
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
-from contracts._json import JsonObject, JsonValue, canonical_json, digest_of, sha256_hex
+from contracts._json import (
+    JsonObject,
+    JsonValue,
+    canonical_json,
+    digest_of,
+    sha256_hex,
+    strict_loads,
+)
 from contracts._schemas import (
     SCHEMA_MODELS,
     render_schema,
@@ -186,6 +193,7 @@ __all__ = [
     "schema_registry",
     "sha256_hex",
     "shown_input",
+    "strict_loads",
     "validate_instance",
     "visible",
 ]

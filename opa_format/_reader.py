@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from contracts import ErrorCode
+from contracts import ErrorCode, strict_loads
 from opa_format._limits import ArchiveLimits
 from opa_format._manifest import JarSection, parse_jar
 from opa_format._model import Archive, Entry, ExecutionMode, History, Manifest
@@ -282,10 +281,6 @@ def _prompt(manifest: Manifest, kept: dict[str, bytes], entries: list[Entry]) ->
         )
 
 
-def _reject_constant(value: str) -> None:
-    raise ValueError(f"{value} is not JSON")
-
-
 def _history(manifest: Manifest, kept: dict[str, bytes], entries: list[Entry]) -> History | None:
     raw = kept.get(manifest.session_file)
     if raw is None:
@@ -296,7 +291,7 @@ def _history(manifest: Manifest, kept: dict[str, bytes], entries: list[Entry]) -
             )
         return None
     try:
-        body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        body = strict_loads(raw.decode("utf-8"))
         return History.model_validate(body)
     except ValidationError as exc:
         where = "; ".join(

@@ -32,10 +32,14 @@ from rich.table import Table
 
 from contracts import GatehouseError, JsonObject
 from ledger import open_database, resolve_database_url, resolve_telemetry
-from ledger.anchors import DEFAULT_ANCHOR_FILE
 from worker.handlers.opencode.pin import installed_pin
-from worker.notify.config import load_config
-from worker.runtime import DEFAULT_OPENCODE_DIR, evidence_key
+from worker.runtime import (
+    anchor_file,
+    evidence_key,
+    notifications,
+    notifications_file,
+    opencode_dir,
+)
 from worker.sandbox import find_sandbox
 from worker.sandbox.bwrap import BWRAP_ENV
 from worker.sandbox.server import server_sandbox
@@ -76,8 +80,7 @@ def _database() -> Check:
     except GatehouseError as exc:
         return Check("database", False, exc.message)
     try:
-        with db.engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
+        db.ping()
     except sa.exc.SQLAlchemyError as exc:
         first = str(exc).strip().splitlines()[0][:200]
         return Check("database", False, f"{url} (from {source}) does not answer: {first}")
@@ -87,7 +90,7 @@ def _database() -> Check:
 
 
 def _opencode() -> Check:
-    directory = Path(os.environ.get("GATEHOUSE_OPENCODE_DIR") or DEFAULT_OPENCODE_DIR)
+    directory = opencode_dir(dict(os.environ))
     try:
         pin = installed_pin(directory)
     except GatehouseError as exc:
@@ -107,15 +110,15 @@ def _opencode_sandbox() -> Check:
 
 
 def _notifications() -> Check:
-    path = os.environ.get("GATEHOUSE_NOTIFICATIONS")
-    if not path:
-        return Check("notifications", None, "GATEHOUSE_NOTIFICATIONS unset: nobody is told")
+    env = dict(os.environ)
     try:
-        config = load_config(Path(path))
+        config = notifications(env)
     except GatehouseError as exc:
         return Check("notifications", False, exc.message)
+    if config is None:
+        return Check("notifications", None, "GATEHOUSE_NOTIFICATIONS unset: nobody is told")
     kinds = ", ".join(f"{s.id} ({s.kind})" for s in config.sinks)
-    return Check("notifications", True, f"{path}: {kinds}")
+    return Check("notifications", True, f"{notifications_file(env)}: {kinds}")
 
 
 def _traces() -> Check:
@@ -130,9 +133,10 @@ def _traces() -> Check:
 
 
 def _anchors() -> Check:
-    where = Path(os.environ.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE).resolve()
+    env = dict(os.environ)
+    where = anchor_file(env)
     try:
-        key = evidence_key(dict(os.environ))
+        key = evidence_key(env)
     except GatehouseError as exc:
         return Check("anchors", False, exc.message)
     if key is None:

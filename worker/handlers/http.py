@@ -45,6 +45,7 @@ from contracts import (
     JsonValue,
     canonical_json,
     sha256_hex,
+    strict_loads,
 )
 from contracts.execution import ExecutionEnvelope, ExecutionResult
 from policies.destinations import address_allowed, match_destination
@@ -181,11 +182,8 @@ def _parse_json(body: bytes) -> JsonValue | None:
     cannot hold it). A JSON ``null`` body also yields None; the text is kept.
     """
 
-    def reject_constant(name: str) -> None:
-        raise ValueError(f"{name} is not JSON")
-
     try:
-        parsed: JsonValue = json.loads(body, parse_constant=reject_constant)
+        parsed = strict_loads(body)
         if "\\u0000" in canonical_json(parsed):
             return None
     except (ValueError, RecursionError):

@@ -17,15 +17,13 @@ planner (``openai_compat``) and the explain skill (``explain_model``) share.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
 
 import httpx
 
-from contracts import GatehouseError, JsonObject
+from contracts import GatehouseError, JsonObject, strict_loads
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -65,16 +63,6 @@ def excerpt(data: bytes | str) -> str:
         # A UTF-8 character is at most 4 bytes: decode only what the excerpt can use.
         data = data[: 4 * _EXCERPT_CHARS].decode("utf-8", errors="replace")
     return data[:_EXCERPT_CHARS]
-
-
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _loads(text: str | bytes) -> object:
-    """``json.loads`` that refuses NaN/Infinity; raises ValueError on any bad input."""
-    parsed: object = json.loads(text, parse_constant=_reject_constant)
-    return parsed
 
 
 def _strip_fences(content: str) -> str:
@@ -142,7 +130,7 @@ def chat(
     if not 200 <= status < 300:
         raise unavailable(f"the {who} answered HTTP {status}", details)
     try:
-        completion = _loads(raw)
+        completion = strict_loads(raw)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise invalid(f"the {who}'s response is not JSON", details) from exc
     return completion, status, raw
@@ -180,7 +168,7 @@ def json_object_of(
     content = content_of(completion, status, raw, who, fail)
     details: JsonObject = {"status": status, "content_excerpt": excerpt(content)}
     try:
-        answer = _loads(_strip_fences(content))
+        answer = strict_loads(_strip_fences(content))
     except ValueError as exc:
         raise fail(f"the {who}'s content is not JSON", details) from exc
     if not isinstance(answer, dict):

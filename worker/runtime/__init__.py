@@ -14,7 +14,15 @@ No workflow code here: what the reaper has DBOS do it is given (``Upkeep``).
 from worker.runtime._crash import CALL_POINTS, POINTS, RUN, RUN_POINTS, TURN_POINTS, maybe_crash
 from worker.runtime._liveness import Silence
 from worker.runtime._reaper import LEASE, Reaper, Upkeep, beating, heartbeat
-from worker.runtime._settings import DEFAULT_OPENCODE_DIR, WorkerSettings, evidence_key
+from worker.runtime._settings import (
+    DEFAULT_OPENCODE_DIR,
+    WorkerSettings,
+    anchor_file,
+    evidence_key,
+    notifications,
+    notifications_file,
+    opencode_dir,
+)
 from worker.runtime._state import Runtime, install, runtime
 from worker.runtime._storage import resumed, stranded, stranded_now, wait_for_space
 from worker.runtime._tracing import annotate, set_tracing
@@ -32,12 +40,16 @@ __all__ = [
     "Silence",
     "Upkeep",
     "WorkerSettings",
+    "anchor_file",
     "annotate",
     "beating",
     "evidence_key",
     "heartbeat",
     "install",
     "maybe_crash",
+    "notifications",
+    "notifications_file",
+    "opencode_dir",
     "resumed",
     "runtime",
     "set_tracing",

@@ -21,7 +21,15 @@ from ledger.signing import SigningKey as EvidenceKey
 from opa_format import DEFAULT_TRUST_DIR, SigningKey
 from worker.notify.config import load_config
 
-__all__ = ["DEFAULT_OPENCODE_DIR", "WorkerSettings", "evidence_key"]
+__all__ = [
+    "DEFAULT_OPENCODE_DIR",
+    "WorkerSettings",
+    "anchor_file",
+    "evidence_key",
+    "notifications",
+    "notifications_file",
+    "opencode_dir",
+]
 
 
 # The repository's vendor/opencode (the worker runs from an editable install).
@@ -115,7 +123,7 @@ class WorkerSettings:
             dead_after_s=dead_after,
             crash_point=e.get("GATEHOUSE_CRASH_POINT") or None,
             random_seed=e.get("RANDOM_SEED") or None,
-            opencode_dir=Path(e.get("GATEHOUSE_OPENCODE_DIR") or DEFAULT_OPENCODE_DIR).resolve(),
+            opencode_dir=opencode_dir(e),
             opencode_state=Path(e.get("GATEHOUSE_OPENCODE_STATE", "var/opencode")).resolve(),
             opencode_model_url=e.get("GATEHOUSE_OPENCODE_MODEL_URL")
             or e.get("GATEHOUSE_MODEL_BASE_URL")
@@ -124,20 +132,34 @@ class WorkerSettings:
             or e.get("GATEHOUSE_MODEL_NAME", "planner"),
             opa_trust_dir=Path(e.get("GATEHOUSE_OPA_TRUST_DIR") or DEFAULT_TRUST_DIR),
             opa_signing_key=_signing_key(e),
-            notifications=_notifications(e),
+            notifications=notifications(e),
             telemetry=resolve_telemetry(e),
             signing_key=evidence_key(e),
-            anchor_file=Path(e.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE).resolve(),
+            anchor_file=anchor_file(e),
             pg_timeouts=resolve_pg_timeouts(e),
         )
 
 
-def _notifications(env: dict[str, str]) -> NotifyConfig | None:
-    """The notifications file, read at start: a bad one stops the worker with its reason."""
+def notifications_file(env: dict[str, str]) -> Path | None:
+    """GATEHOUSE_NOTIFICATIONS: the notifications file; None when unset."""
     path = env.get("GATEHOUSE_NOTIFICATIONS")
-    if not path:
-        return None
-    return load_config(Path(path))
+    return Path(path) if path else None
+
+
+def notifications(env: dict[str, str]) -> NotifyConfig | None:
+    """The notifications file, read at start: a bad one stops the worker with its reason."""
+    path = notifications_file(env)
+    return None if path is None else load_config(path)
+
+
+def opencode_dir(env: dict[str, str]) -> Path:
+    """GATEHOUSE_OPENCODE_DIR: the pinned OpenCode install (default vendor/opencode)."""
+    return Path(env.get("GATEHOUSE_OPENCODE_DIR") or DEFAULT_OPENCODE_DIR).resolve()
+
+
+def anchor_file(env: dict[str, str]) -> Path:
+    """GATEHOUSE_ANCHOR_FILE: where chain checkpoints are appended."""
+    return Path(env.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE).resolve()
 
 
 def _seconds(env: dict[str, str], name: str, default: str) -> float:
