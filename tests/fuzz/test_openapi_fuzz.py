@@ -37,7 +37,6 @@ EXAMPLES = 25
 # accepted" does not hold for this API; every other check does.
 EXCLUDED = [schemathesis.checks.positive_data_acceptance]
 ROLES = ("sam", "ann", "olga", None)  # submitter, approver, operator, no token
-SEEN: collections.Counter[str] = collections.Counter()
 
 
 @pytest.fixture(scope="module")
@@ -76,79 +75,124 @@ def _operations(stack: Stack) -> list[Operation]:
     return found
 
 
+class Fuzzing:
+    """The fuzzing of one module's stack, each part done once, whichever test asks
+    first: so every test stands alone and the tests run in any order."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.seen: collections.Counter[str] = collections.Counter()
+        self._modes: dict[schemathesis.GenerationMode, list[str]] = {}
+        self._sequences: list[BaseException | None] = []  # empty: not run yet
+
+    def mode(self, mode: schemathesis.GenerationMode) -> list[str]:
+        """Every operation with cases generated in ``mode``: one failure report each."""
+        if mode not in self._modes:
+            self._modes[mode] = self._every_operation(mode)
+        return self._modes[mode]
+
+    def sequences(self) -> BaseException | None:
+        """The linked sequences: what failed, or None."""
+        if not self._sequences:
+            try:
+                self._linked_sequences()
+                self._sequences.append(None)
+            except (Exception, BaseExceptionGroup) as exc:
+                self._sequences.append(exc)
+        return self._sequences[0]
+
+    def _every_operation(self, mode: schemathesis.GenerationMode) -> list[str]:
+        failures: list[str] = []
+        stack, seen = self.stack, self.seen
+        for operation in _operations(stack):
+
+            @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
+            @hypothesis.settings(
+                max_examples=EXAMPLES,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                suppress_health_check=list(hypothesis.HealthCheck),
+            )
+            def exercise(case: Case[Any]) -> None:
+                if case.path == "/runs/{run_id}/wait" and isinstance(case.query, dict):
+                    case.query["timeout_s"] = 0.01  # a long poll would only make the fuzzer wait
+                for who in ROLES:
+                    headers = stack.client.people.auth(who) if who else {}
+                    response = case.call_and_validate(headers=headers, excluded_checks=EXCLUDED)
+                    seen[f"{case.method} {case.path} {response.status_code}"] += 1
+
+            try:
+                exercise()
+            except hypothesis.errors.Unsatisfiable:
+                continue  # nothing to break: no parameter, no body (/healthz, negative mode)
+            except (Exception, BaseExceptionGroup) as exc:  # one report per operation, go on
+                failures.append(f"{operation.label} ({mode.value}): {exc}"[:3000])
+        return failures
+
+    def _linked_sequences(self) -> None:
+        api = schemathesis.openapi.from_asgi("/openapi.json", self.stack.client.app)
+        people, seen = self.stack.client.people, self.seen
+
+        class Sequences(api.as_state_machine()):  # type: ignore[misc]  # built at run time
+            def get_call_kwargs(self, case: Case[Any]) -> dict[str, object]:
+                deciding = case.path in ("/approve/{run_id}", "/reject/{run_id}")
+                operator = "/ledger" in case.path or "/episodes" in case.path
+                who = "ann" if deciding else "olga" if operator else "sam"
+                return {"headers": people.auth(who)}
+
+            def validate_response(self, response: Any, case: Case[Any], **kwargs: Any) -> None:
+                seen[f"{case.method} {case.path} {response.status_code}"] += 1
+                case.validate_response(response, excluded_checks=EXCLUDED)
+
+        hypothesis.stateful.run_state_machine_as_test(
+            Sequences,
+            settings=hypothesis.settings(
+                max_examples=EXAMPLES,
+                stateful_step_count=6,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                suppress_health_check=list(hypothesis.HealthCheck),
+            ),
+        )
+
+
+@pytest.fixture(scope="module")
+def fuzzing(fuzz_stack: Stack) -> Fuzzing:
+    return Fuzzing(fuzz_stack)
+
+
 @pytest.mark.parametrize("mode", list(schemathesis.GenerationMode), ids=lambda m: m.value)
 def test_every_operation_answers_as_documented(
-    fuzz_stack: Stack, mode: schemathesis.GenerationMode
+    fuzzing: Fuzzing, mode: schemathesis.GenerationMode
 ) -> None:
-    failures: list[str] = []
-    for operation in _operations(fuzz_stack):
-
-        @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
-        @hypothesis.settings(
-            max_examples=EXAMPLES,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=list(hypothesis.HealthCheck),
-        )
-        def exercise(case: Case[Any]) -> None:
-            if case.path == "/runs/{run_id}/wait" and isinstance(case.query, dict):
-                case.query["timeout_s"] = 0.01  # a long poll would only make the fuzzer wait
-            for who in ROLES:
-                headers = fuzz_stack.client.people.auth(who) if who else {}
-                response = case.call_and_validate(headers=headers, excluded_checks=EXCLUDED)
-                SEEN[f"{case.method} {case.path} {response.status_code}"] += 1
-
-        try:
-            exercise()
-        except hypothesis.errors.Unsatisfiable:
-            continue  # nothing to break: no parameter, no body (/healthz, negative mode)
-        except (Exception, BaseExceptionGroup) as exc:  # one report per operation, go on
-            failures.append(f"{operation.label} ({mode.value}): {exc}"[:3000])
+    failures = fuzzing.mode(mode)
     assert failures == [], "\n\n".join(failures)
 
 
-def test_linked_sequences_answer_as_documented(fuzz_stack: Stack) -> None:
+def test_linked_sequences_answer_as_documented(fuzzing: Fuzzing) -> None:
     """Stateful: follow the document's links (an accepted intent to its run, ledger,
     episodes and cancel; a run's plan card to an approval, a rejection, a verify),
     submitting as sam and deciding as ann, every answer checked as above."""
-    api = schemathesis.openapi.from_asgi("/openapi.json", fuzz_stack.client.app)
-    people = fuzz_stack.client.people
-
-    class Sequences(api.as_state_machine()):  # type: ignore[misc]  # built at run time
-        def get_call_kwargs(self, case: Case[Any]) -> dict[str, object]:
-            deciding = case.path in ("/approve/{run_id}", "/reject/{run_id}")
-            operator = "/ledger" in case.path or "/episodes" in case.path
-            who = "ann" if deciding else "olga" if operator else "sam"
-            return {"headers": people.auth(who)}
-
-        def validate_response(self, response: Any, case: Case[Any], **kwargs: Any) -> None:
-            SEEN[f"{case.method} {case.path} {response.status_code}"] += 1
-            case.validate_response(response, excluded_checks=EXCLUDED)
-
-    hypothesis.stateful.run_state_machine_as_test(
-        Sequences,
-        settings=hypothesis.settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=6,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=list(hypothesis.HealthCheck),
-        ),
-    )
+    failed = fuzzing.sequences()
+    if failed is not None:
+        raise failed
 
 
-def test_the_counts(fuzz_stack: Stack) -> None:
-    """Runs last in the module: prints what the fuzzer did (operations, cases, statuses)."""
-    if not SEEN:
-        pytest.skip("selected alone: it counts what the fuzz tests before it in the module sent")
-    operations = {k.rsplit(" ", 1)[0] for k in SEEN}
+def test_the_counts(fuzzing: Fuzzing) -> None:
+    """What the fuzzer did in all (operations, cases, statuses), printed; fuzzes first
+    whatever the tests before it did not (selected alone, it does it all)."""
+    for mode in schemathesis.GenerationMode:
+        fuzzing.mode(mode)
+    fuzzing.sequences()
+    seen = fuzzing.seen
+    operations = {k.rsplit(" ", 1)[0] for k in seen}
     statuses: collections.Counter[str] = collections.Counter()
-    for key, n in SEEN.items():
+    for key, n in seen.items():
         statuses[key.rsplit(" ", 1)[1]] += n
     print(
-        f"\nfuzz: {len(operations)} operations, {sum(SEEN.values())} requests,"
+        f"\nfuzz: {len(operations)} operations, {sum(seen.values())} requests,"
         f" statuses {dict(sorted(statuses.items()))}"
     )
     assert len(operations) >= 25

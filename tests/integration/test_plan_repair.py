@@ -48,17 +48,10 @@ GOOD = _plan(_step("hello"))
 FAILING = _plan(_step("hello"), _shell("look", "ls", "missing.txt", on_error="repair"))
 REPAIRED = _plan(_step("hello"), _shell("say", "echo", "found another way"))
 
-TURNS: list[dict[str, Any]] = [
-    # test 1: refused, then repaired
-    {"content": UNKNOWN},
-    {"content": GOOD},
-    # test 2: refused twice
-    {"content": UNKNOWN},
-    {"content": UNKNOWN},
-    # test 3: a step fails and is repaired
-    {"content": FAILING},
-    {"content": REPAIRED},
-]
+# Each test plays its own sequence of planner answers (ScriptedModel.play_turns).
+REFUSED_THEN_REPAIRED = [{"content": UNKNOWN}, {"content": GOOD}]
+REFUSED_TWICE = [{"content": UNKNOWN}, {"content": UNKNOWN}]
+FAILS_THEN_REPAIRED = [{"content": FAILING}, {"content": REPAIRED}]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -67,7 +60,7 @@ def repair_stack(
 ) -> Iterator[tuple[Stack, ScriptedModel]]:
     require_backend(request.param)
     with (
-        ScriptedModel(TURNS) as model,
+        ScriptedModel(REFUSED_THEN_REPAIRED) as model,
         running_stack(
             request.param,
             tmp_path_factory.mktemp("repair"),
@@ -95,6 +88,7 @@ def _user_text(request_body: Any) -> str:
 
 def test_a_refused_plan_gets_one_repair_call(repair_stack: tuple[Stack, ScriptedModel]) -> None:
     stack, model = repair_stack
+    model.play_turns(REFUSED_THEN_REPAIRED)
     run_id = _submit(stack)
     view = stack.wait(run_id, {"waiting_approval", "failed"})
     assert view["status"] == "waiting_approval", view
@@ -118,7 +112,8 @@ def test_a_refused_plan_gets_one_repair_call(repair_stack: tuple[Stack, Scripted
 def test_a_plan_still_invalid_after_its_repair_is_refused(
     repair_stack: tuple[Stack, ScriptedModel],
 ) -> None:
-    stack, _model = repair_stack
+    stack, model = repair_stack
+    model.play_turns(REFUSED_TWICE)
     run_id = _submit(stack)
     view = stack.wait(run_id, {"waiting_approval", "failed"})
     assert view["status"] == "failed", view
@@ -138,6 +133,7 @@ def test_a_soft_failure_is_repaired_and_needs_a_new_approval(
     repair_stack: tuple[Stack, ScriptedModel],
 ) -> None:
     stack, model = repair_stack
+    model.play_turns(FAILS_THEN_REPAIRED)
     run_id = _submit(stack)
     first = stack.wait(run_id, {"waiting_approval", "failed"})["plan_card"]
     r = stack.client.post(f"/approve/{run_id}", json={"plan_digest": first["plan_digest"]})

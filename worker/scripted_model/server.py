@@ -116,6 +116,13 @@ class ScriptedModel:
         with self._lock:
             return list(self._requests)
 
+    def play(self, script: Script) -> None:
+        """Play ``script`` from its first reply on (a test that shares one server with
+        others starts its own sequence, whatever ran before it)."""
+        with self._lock:
+            self.script = script
+            self._served = 0
+
     def chat_requests(self) -> list[JsonObject]:
         """The parsed bodies of the chat requests so far."""
         return [
