@@ -35,15 +35,19 @@ REPORT: dict[str, Any] = {
 }
 
 
+# Each test plays its own answers (ScriptedModel.play_turns): the first test's first
+# answer is prose, not a report; every later one is the report.
+PROSE_FIRST: list[Any] = [{"content": "The run went fine, nothing to add."}, {"content": REPORT}]
+REPORTS: list[Any] = [{"content": REPORT}]
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def model_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Stack, ScriptedModel]]:
     require_backend(request.param)
-    # The first answer is prose, not a report; every later one is the report.
-    turns: list[Any] = [{"content": "The run went fine, nothing to add."}, {"content": REPORT}]
     with (
-        ScriptedModel(turns) as model,
+        ScriptedModel(REPORTS) as model,
         running_stack(
             request.param,
             tmp_path_factory.mktemp("explain"),
@@ -83,15 +87,16 @@ def test_explain_through_the_ledger(
     model_stack: tuple[Stack, ScriptedModel], shared_dir: Path | None
 ) -> None:
     stack, model = model_stack
+    model.play_turns(PROSE_FIRST)
+    before = len(model.requests)  # what other tests of this module asked
     run_id = _finished_run(stack)
-    before = len(model.requests)  # the run itself asked the model nothing (a template recipe)
-    assert before == 0
+    assert len(model.requests) == before  # the run asked the model nothing (a template recipe)
 
     # 1: the model answers prose: explain_invalid, recorded as a failed provider call
     r = stack.client.get(f"/runs/{run_id}/explain")
     assert r.status_code == 502, r.text
     assert r.json()["error"]["code"] == ErrorCode.EXPLAIN_INVALID.value
-    assert len(model.requests) == 1
+    assert len(model.requests) == before + 1
     (failed,) = _explain_rows(stack, run_id)
     assert failed["kind"] == "provider" and failed["target"] == "openai_compat"
     assert failed["status"] == "failed" and failed["error_code"] == "explain_invalid"
@@ -103,16 +108,16 @@ def test_explain_through_the_ledger(
     first = r.json()
     assert first["report"] == REPORT and first["from_ledger"] is False
     assert first["attempt"] == 2 and first["model"] == "scripted"
-    assert len(model.requests) == 2
+    assert len(model.requests) == before + 2
     validate_instance("ds.gatehouse_explain_report_v1", first["report"], ErrorCode.EXPLAIN_INVALID)
     validate_instance("ds.gatehouse_explain_v1", first, ErrorCode.INTERNAL_ERROR)
-    sent = model.requests[1]
+    sent = model.requests[before + 1]
     assert sent.headers["idempotency-key"] == first["op_key"]
     body: Any = sent.body
     assert isinstance(body, dict) and body["temperature"] == 0
     assert body["response_format"]["json_schema"]["name"] == "gatehouse_explain_report_v1"
     # both attempts asked exactly the same question: the evidence did not move
-    assert sent.body == model.requests[0].body
+    assert sent.body == model.requests[before].body
     rows = _explain_rows(stack, run_id)
     assert [(c["attempt"], c["status"]) for c in rows] == [(1, "failed"), (2, "completed")]
     assert rows[1]["op_key"] == first["op_key"]
@@ -126,7 +131,7 @@ def test_explain_through_the_ledger(
     assert {k: v for k, v in again.items() if k != "from_ledger"} == {
         k: v for k, v in first.items() if k != "from_ledger"
     }
-    assert len(model.requests) == 2
+    assert len(model.requests) == before + 2
     assert len(_explain_rows(stack, run_id)) == 2
 
     # 4: a replay from the ledger alone: same text, no connection anywhere
@@ -142,7 +147,7 @@ def test_explain_through_the_ledger(
     assert attempts == []
     assert replayed.report.model_dump(mode="json") == REPORT
     assert replayed.op_key == first["op_key"] and replayed.from_ledger is True
-    assert len(model.requests) == 2
+    assert len(model.requests) == before + 2
 
     # 5: the hash chain still holds with the explain entries on it
     verified = stack.client.get(f"/runs/{run_id}/ledger/verify").json()
@@ -191,7 +196,8 @@ def _assert_marker_only_under(response: dict[str, Any], prefix: str, channel: st
 
 
 def test_explain_refuses_what_it_cannot_explain(model_stack: tuple[Stack, ScriptedModel]) -> None:
-    stack, _model = model_stack
+    stack, model = model_stack
+    model.play_turns(REPORTS)
     r = stack.client.get("/runs/run_" + "0" * 32 + "/explain")
     assert r.status_code == 404 and r.json()["error"]["code"] == "run_not_found"
     # a submitter may explain only the runs it submitted

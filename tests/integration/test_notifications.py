@@ -62,7 +62,7 @@ def told(
     require_backend(request.param)
     tmp = tmp_path_factory.mktemp(f"notify-{request.param}")
     os.environ[ENV] = SECRET
-    with WebhookReceiver(fail_first=1, fail_path="/ops") as hook, MailReceiver() as mail:
+    with WebhookReceiver() as hook, MailReceiver() as mail:
         config = _config(hook, mail)
         file = tmp / "notifications.yaml"
         file.write_text(json.dumps(config))  # JSON is YAML
@@ -83,11 +83,12 @@ def test_every_sink_is_told_with_retries_and_signatures(
 ) -> None:
     stack, hook, mail, _ = told
     plan = noop_plan(1)
+    hook.fail_next("/ops", "tell <them>")  # the run's first delivery there is answered 500
     r = stack.submit({"recipe": "echo", "objective": "tell <them>", "mode": "run-plan",
                       "plan": plan})  # fmt: skip
     run_id = r.json()["run_id"]
     stack.wait(run_id, {"waiting_approval"})
-    ops = hook.wait_for("/ops", 2)  # the first was answered 500, then sent again
+    ops = hook.wait_for("/ops", 2, about=run_id)  # answered 500 the first time, then sent again
     assert ops[0].headers["gatehouse-delivery"] == ops[1].headers["gatehouse-delivery"]
     assert ops[0].body == ops[1].body
     for got in ops:
@@ -97,11 +98,11 @@ def test_every_sink_is_told_with_retries_and_signatures(
     assert body["delivery_id"] == ops[1].headers["gatehouse-delivery"]
     assert body["links"]["dashboard"] == f"http://gatehouse.test:8000/dashboard/runs/{run_id}"
     assert body["plan_digest"] == digest_of_plan(plan) and body["objective"] == "tell <them>"
-    slack = json.loads(hook.wait_for("/slack", 1)[0].body)
+    slack = json.loads(hook.wait_for("/slack", 1, about=run_id)[0].body)
     assert "waiting approval" in slack["text"]
     assert "tell &lt;them&gt;" in slack["blocks"][0]["text"]["text"]
     assert f"/dashboard/runs/{run_id}|" in slack["blocks"][0]["text"]["text"]
-    letter = mail.wait_for(1)[0]
+    letter = mail.wait_for(1, about=run_id)[0]
     assert run_id in str(letter["Subject"]) and letter["To"] == "approvers@test.example"
     text = letter.get_payload(decode=True)
     assert isinstance(text, bytes) and f"/dashboard/runs/{run_id}".encode() in text
@@ -110,9 +111,9 @@ def test_every_sink_is_told_with_retries_and_signatures(
     ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)})
     assert ok.status_code == 200, ok.text
     stack.wait(run_id, {"succeeded"})
-    finished = json.loads(hook.wait_for("/ops", 3)[2].body)
+    finished = json.loads(hook.wait_for("/ops", 3, about=run_id)[2].body)
     assert finished["event"] == "finished" and finished["status"] == "succeeded"
-    letters = mail.wait_for(2)
+    letters = mail.wait_for(2, about=run_id)
     assert {str(m["X-Gatehouse-Event"]) for m in letters} == {"waiting_approval", "finished"}
     assert str(letters[0]["X-Gatehouse-Delivery"]) == delivery
     deadline = time.monotonic() + 20

@@ -36,6 +36,7 @@ class WebhookReceiver:
         self.fail_first = fail_first
         self.fail_path = fail_path
         self.requests: list[Received] = []
+        self._fail_next: list[tuple[str, str]] = []  # (path, marker): answer 500 once
         self.hold = threading.Event()  # set: take requests, record them, answer nothing
         self.release = threading.Event()
         self._lock = threading.Lock()
@@ -50,6 +51,13 @@ class WebhookReceiver:
                     receiver.requests.append(got)
                     failing = len(receiver.on_locked(self.path)) <= receiver.fail_first
                     failing = failing and self.path == receiver.fail_path
+                    armed = [
+                        a for a in receiver._fail_next
+                        if a[0] == self.path and a[1].encode() in got.body
+                    ]  # fmt: skip
+                    if armed:
+                        receiver._fail_next.remove(armed[0])
+                        failing = True
                 if receiver.hold.is_set():
                     receiver.release.wait(60)
                     return
@@ -73,21 +81,33 @@ class WebhookReceiver:
         self.server.shutdown()
         self.server.server_close()
 
-    def on(self, path: str) -> list[Received]:
+    def fail_next(self, path: str, about: str) -> None:
+        """Answer 500 to the next request on ``path`` whose body holds ``about``."""
         with self._lock:
-            return self.on_locked(path)
+            self._fail_next.append((path, about))
 
-    def on_locked(self, path: str) -> list[Received]:
-        return [r for r in self.requests if r.path == path]
+    def on(self, path: str, about: str | None = None) -> list[Received]:
+        with self._lock:
+            return self.on_locked(path, about)
 
-    def wait_for(self, path: str, count: int, timeout: float = 30) -> list[Received]:
+    def on_locked(self, path: str, about: str | None = None) -> list[Received]:
+        return [
+            r
+            for r in self.requests
+            if r.path == path and (about is None or about.encode() in r.body)
+        ]
+
+    def wait_for(
+        self, path: str, count: int, timeout: float = 30, about: str | None = None
+    ) -> list[Received]:
+        """The requests on ``path`` (whose body holds ``about``), once ``count`` came."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = self.on(path)
+            found = self.on(path, about)
             if len(found) >= count:
                 return found
             time.sleep(0.05)
-        raise AssertionError(f"{path}: {len(self.on(path))} requests, wanted {count}")
+        raise AssertionError(f"{path}: {len(self.on(path, about))} requests, wanted {count}")
 
 
 class _Mailbox:
@@ -114,10 +134,19 @@ class MailReceiver:
     def __exit__(self, *_: object) -> None:
         self.controller.stop()
 
-    def wait_for(self, count: int, timeout: float = 30) -> list[Message]:
+    def wait_for(self, count: int, timeout: float = 30, about: str | None = None) -> list[Message]:
+        """The mails (whose subject names ``about``), once ``count`` came."""
+
+        def found() -> list[Message]:
+            return [
+                m
+                for m in list(self.box.messages)
+                if about is None or about in str(m.get("Subject", ""))
+            ]
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if len(self.box.messages) >= count:
-                return list(self.box.messages)
+            if len(found()) >= count:
+                return found()
             time.sleep(0.05)
-        raise AssertionError(f"{len(self.box.messages)} mails, wanted {count}")
+        raise AssertionError(f"{len(found())} mails, wanted {count}")
