@@ -21,6 +21,7 @@ flight"), nothing lost, duplicated or unexpected:
 from __future__ import annotations
 
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,59 @@ def _deploy(stack: Stack, release: NextRelease, app_version: str) -> subprocess.
     return shim
 
 
+@dataclass(frozen=True)
+class InFlight:
+    """Runs an old release left in flight when every worker stopped."""
+
+    waiting: list[str]  # waiting for approval
+    moving: list[str]  # approved before the stop
+    mid_plan: list[str]  # of those, running when it came
+    victim: str  # the worker killed with kill -9
+    held: int  # how many runs the victim held
+
+
+def _in_flight_then_stopped(
+    stack: Stack, scenario: Scenario, faults: dict[str, int], why: str
+) -> InFlight:
+    """Runs waiting for approval and runs mid-plan (the sink answers slowly); then every
+    worker stops: the one holding the most runs by kill -9 in its calls, the rest
+    gracefully."""
+    waiting = [
+        scenario.submit(scenario.plan([Channel.KEYED, Channel.SHELL, Channel.UNKEYED]))
+        for _ in range(WAITING)
+    ]
+    moving = []
+    for _ in range(MOVING):
+        run_id = scenario.submit(
+            scenario.plan([Channel.KEYED, Channel.UNKEYED, Channel.KEYED, Channel.NOTE])
+        )
+        scenario.decide(run_id)
+        moving.append(run_id)
+    wait_until(
+        lambda: all(scenario.status(r) == "waiting_approval" for r in waiting),
+        60,
+        "the runs to wait for approval",
+    )
+    wait_until(
+        lambda: sum(scenario.status(r) == "running" for r in moving) >= 2, 30, "runs mid-plan"
+    )
+    holding = {s: scenario.faults.pending_runs(s) for s in SLOTS}
+    victim = max(SLOTS, key=lambda s: len(set(holding[s]) & set(moving)))
+    mid_plan = [r for r in moving if scenario.status(r) == "running"]
+    stack.workers.slots[victim].hold = True  # not restarted by the harness
+    assert stack.workers.kill(victim, why)
+    faults["kill_9_mid_call"] += 1
+    for executor_id in SLOTS:
+        if executor_id != victim:
+            stack.workers.pause(executor_id)
+            faults["graceful_worker_stops"] += 1
+    say(
+        f"every worker stopped ({victim} by kill -9, holding {len(holding[victim])}"
+        f" run(s)); {len(mid_plan)} run(s) mid-plan, {len(waiting)} waiting"
+    )
+    return InFlight(waiting, moving, mid_plan, victim, len(holding[victim]))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("rule", ["same_version", "new_version"])
@@ -103,42 +157,10 @@ def test_upgrade_with_runs_in_flight(tmp_path: Path, rule: str) -> None:
         scenario.resolver.start()
         shim: subprocess.Popen[bytes] | None = None
         try:
-            # 1. The old release: runs waiting for approval, runs mid-plan.
-            waiting = [
-                scenario.submit(scenario.plan([Channel.KEYED, Channel.SHELL, Channel.UNKEYED]))
-                for _ in range(WAITING)
-            ]
-            moving = []
-            for _ in range(MOVING):
-                plan = [Channel.KEYED, Channel.UNKEYED, Channel.KEYED, Channel.NOTE]
-                run_id = scenario.submit(scenario.plan(plan))
-                scenario.decide(run_id)
-                moving.append(run_id)
-            wait_until(
-                lambda: all(scenario.status(r) == "waiting_approval" for r in waiting),
-                60,
-                "the runs to wait for approval",
-            )
-            wait_until(
-                lambda: sum(scenario.status(r) == "running" for r in moving) >= 2,
-                30,
-                "runs mid-plan",
-            )
-            # 2. Stop every worker: one by kill -9 while it holds runs, the rest gracefully.
-            holding = {s: scenario.faults.pending_runs(s) for s in SLOTS}
-            victim = max(SLOTS, key=lambda s: len(set(holding[s]) & set(moving)))
-            mid_plan = [r for r in moving if scenario.status(r) == "running"]
-            stack.workers.slots[victim].hold = True  # not restarted by the harness
-            assert stack.workers.kill(victim, "upgrade")
-            faults["kill_9_mid_call"] += 1
-            for executor_id in SLOTS:
-                if executor_id != victim:
-                    stack.workers.pause(executor_id)
-                    faults["graceful_worker_stops"] += 1
-            say(
-                f"every worker stopped ({victim} by kill -9, holding {len(holding[victim])}"
-                f" run(s)); {len(mid_plan)} run(s) mid-plan, {len(waiting)} waiting"
-            )
+            # 1. The old release: runs waiting and mid-plan; 2. every worker stopped.
+            stopped = _in_flight_then_stopped(stack, scenario, faults, "upgrade")
+            waiting, moving, mid_plan = stopped.waiting, stopped.moving, stopped.mid_plan
+            victim = stopped.victim
             # 3. Deploy the next release: migration, shim, workers.
             release = build_next_release(tmp_path)
             new_version = APP_VERSION if rule == "same_version" else NEXT_VERSION
@@ -199,7 +221,7 @@ def test_upgrade_with_runs_in_flight(tmp_path: Path, rule: str) -> None:
         "mid_plan_at_stop": len(mid_plan),
         "approved_before_stop": len(moving),
         "submitted_after": len(after),
-        "killed_worker_held": len(holding[victim]),
+        "killed_worker_held": stopped.held,
         "old_runs_by_version": sorted({v for v, _ in old_runs.values()}),
         "new_runs_by_version": sorted({v for v, _ in new_runs.values()}),
         "old_runs_ended_on": sorted({e for _, e in old_runs.values()}),
@@ -237,37 +259,8 @@ def test_runs_started_before_the_layout_move_finish_after_it(tmp_path: Path) -> 
         scenario = Scenario(stack, SCALES["ci"], seed=27)
         scenario.resolver.start()
         try:
-            waiting = [
-                scenario.submit(scenario.plan([Channel.KEYED, Channel.SHELL, Channel.UNKEYED]))
-                for _ in range(WAITING)
-            ]
-            moving = []
-            for _ in range(MOVING):
-                run_id = scenario.submit(
-                    scenario.plan([Channel.KEYED, Channel.UNKEYED, Channel.KEYED, Channel.NOTE])
-                )
-                scenario.decide(run_id)
-                moving.append(run_id)
-            wait_until(
-                lambda: all(scenario.status(r) == "waiting_approval" for r in waiting),
-                60,
-                "the runs to wait for approval",
-            )
-            wait_until(
-                lambda: sum(scenario.status(r) == "running" for r in moving) >= 2,
-                30,
-                "runs mid-plan",
-            )
-            holding = {s: scenario.faults.pending_runs(s) for s in SLOTS}
-            victim = max(SLOTS, key=lambda s: len(set(holding[s]) & set(moving)))
-            stack.workers.slots[victim].hold = True
-            assert stack.workers.kill(victim, "layout move")
-            faults["kill_9_mid_call"] += 1
-            for executor_id in SLOTS:
-                if executor_id != victim:
-                    stack.workers.pause(executor_id)
-                    faults["graceful_worker_stops"] += 1
-            say(f"old layout ({old.commit[:12]}) stopped; {victim} killed holding runs")
+            stopped = _in_flight_then_stopped(stack, scenario, faults, "layout move")
+            waiting, moving = stopped.waiting, stopped.moving
             # The new layout (this tree), same version, same executor ids.
             stack.workers.env = dict(WORKER_ENV)
             _start(stack, list(SLOTS), {})
@@ -281,7 +274,7 @@ def test_runs_started_before_the_layout_move_finish_after_it(tmp_path: Path) -> 
         "from_commit": old.commit,
         "waiting_for_approval": len(waiting),
         "approved_before_stop": len(moving),
-        "killed_worker_held": len(holding[victim]),
+        "killed_worker_held": stopped.held,
         "runs_ended_on": sorted({e for _, e in ran.values()}),
     }
     record("upgrade_layout_move", results, faults)
