@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from contracts import ErrorCode, GatehouseError, Role
 from ledger import cancels
 from ledger.cancels import LockedRun
-from shim._auth import Identity
+from shim.tokens import Identity
 
 __all__ = ["acting_as", "lock_own_run", "run_links"]
 

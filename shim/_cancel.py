@@ -24,7 +24,7 @@ from ledger import Database, cancels, evidence, now_iso
 from ledger.cancels import Cancel
 from policies.episodes import episode
 from shim._acting import acting_as, lock_own_run
-from shim._auth import Identity
+from shim.tokens import Identity
 
 __all__ = ["cancel_run", "refuse_if_cancelled"]
 

@@ -24,8 +24,8 @@ from contracts import (
 from ledger import Database, approvals, intents, plan_cards, runs
 from policies import catalog
 from shim._acting import acting_as
-from shim._auth import Identity
 from shim._cancel import refuse_if_cancelled
+from shim.tokens import Identity
 
 __all__ = ["decide"]
 

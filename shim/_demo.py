@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 from contracts import JsonObject, Role, RunView
-from shim._auth import add_token
 from shim._client import Client
 from shim._fixture import InventoryService
 from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
 from shim._render import short
+from shim.tokens import add_token
 
 __all__ = ["run_demo"]
 

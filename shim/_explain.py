@@ -21,8 +21,8 @@ from contracts import (
     GatehouseError,
     JsonValue,
 )
-from shim._auth import Identity
 from shim._service import Service
+from shim.tokens import Identity
 
 __all__ = ["EXPLAIN_WAIT_S", "explain"]
 

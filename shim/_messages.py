@@ -22,8 +22,8 @@ from contracts import (
 from ledger import Database, evidence, messages, now_iso, opa_runs
 from policies.episodes import episode
 from shim._acting import acting_as, lock_own_run, run_links
-from shim._auth import Identity
 from shim._cancel import refuse_if_cancelled
+from shim.tokens import Identity
 
 __all__ = ["send_message"]
 

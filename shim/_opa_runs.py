@@ -39,9 +39,9 @@ from opa_format import (
     read_archive,
 )
 from policies import catalog
-from shim._auth import Identity
 from shim._http import problems
 from shim._service import Service
+from shim.tokens import Identity
 
 __all__ = [
     "ARCHIVE_MEDIA_TYPES",

@@ -25,8 +25,8 @@ from contracts import (
 from ledger import Database, calls, evidence, forks, now_iso, runs
 from policies.episodes import episode
 from shim._acting import acting_as, run_links
-from shim._auth import Identity
 from shim.settings import ShimSettings
+from shim.tokens import Identity
 
 __all__ = ["fork", "replay", "resolve"]
 

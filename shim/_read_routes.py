@@ -17,9 +17,9 @@ from starlette.concurrency import run_in_threadpool
 
 from contracts import POLICY_CHANNELS, ErrorCode, GatehouseError, JsonValue, Role
 from policies import catalog
-from shim._auth import Identity
 from shim._health import readiness, workers
 from shim._service import Service
+from shim.tokens import Identity
 
 __all__ = ["add_read_routes"]
 

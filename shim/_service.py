@@ -62,7 +62,6 @@ from ledger import (
 )
 from policies.episodes import security_episode
 from shim._acting import run_links
-from shim._auth import Identity
 from shim._cancel import cancel_run
 from shim._decide import decide
 from shim._messages import send_message
@@ -70,6 +69,7 @@ from shim._operators import fork, replay, resolve
 from shim._submit import submit
 from shim._wait import RunWatch
 from shim.settings import ShimSettings
+from shim.tokens import Identity
 
 __all__ = ["Service"]
 

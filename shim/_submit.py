@@ -30,9 +30,9 @@ from policies.episodes import episode
 from policies.gate import gate_plan
 from policies.templates import compile_template
 from shim._acting import acting_as, run_links
-from shim._auth import Identity
 from shim._health import planner_missing
 from shim.settings import ShimSettings
+from shim.tokens import Identity
 
 __all__ = ["submit"]
 

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from contracts import JsonValue, Role, TokenEntry
 from shim._render import console, records
-from shim._tokens_file import (
+from shim.tokens import (
     DEFAULT_GRACE,
     DEFAULT_LIFETIME,
     Issued,

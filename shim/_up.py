@@ -19,10 +19,10 @@ from pathlib import Path
 
 from contracts import Role
 from ledger import Tls, database_unreachable, open_database, pending_migrations
-from shim._auth import add_token
 from shim._health import workers as heartbeats
 from shim._procs import start_shim, start_worker, stop, wait_healthy
 from shim.settings import ShimSettings
+from shim.tokens import add_token
 
 __all__ = ["run_up"]
 

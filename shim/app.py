@@ -34,7 +34,6 @@ from contracts import (
     RunStatus,
 )
 from ledger import database_unreachable, opa_runs
-from shim._auth import Identity, bearer
 from shim._door import Door, DoorMiddleware, Refused
 from shim._error_handlers import install_error_handlers
 from shim._events import add_event_routes
@@ -51,10 +50,10 @@ from shim._opa_runs import (
 from shim._openapi import install_openapi
 from shim._read_routes import add_read_routes
 from shim._service import Service
-from shim._tokens_live import LiveTokens
 from shim._wait import parse_until
 from shim.dashboard import add_dashboard_routes
 from shim.settings import ShimSettings
+from shim.tokens import Identity, LiveTokens, bearer
 
 __all__ = ["create_app"]
 

@@ -37,11 +37,11 @@ from contracts import (
     visible,
 )
 from policies.taint import tainted
-from shim._auth import Identity, TokenStore
 from shim._events import event_stream, resume_point
 from shim._health import workers
 from shim._service import Service
 from shim.dashboard._session import csrf_of, forget, identify, remember, same_origin, session_token
+from shim.tokens import Identity, TokenStore
 
 __all__ = ["add_dashboard_routes"]
 

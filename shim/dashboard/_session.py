@@ -20,7 +20,7 @@ import hmac
 from fastapi import Request
 from starlette.responses import Response
 
-from shim._auth import Identity, TokenStore
+from shim.tokens import Identity, TokenStore
 
 __all__ = ["COOKIE", "csrf_of", "forget", "identify", "remember", "same_origin", "session_token"]
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts import Role
-from shim._auth import add_token
 from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
+from shim.tokens import add_token
 from tests.chaos.client import Api, Figures, say
 from tests.chaos.sink import Sink
 from tests.support.pgcluster import PgCluster

@@ -16,10 +16,10 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from contracts import ErrorCode, GatehouseError, Role, RunList, RunStatus
-from shim._auth import Identity, add_token
 from shim._service import Service
 from shim.app import create_app
 from shim.settings import ShimSettings
+from shim.tokens import Identity, add_token
 
 
 def _wrapped_dbos() -> Exception:

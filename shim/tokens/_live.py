@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from shim._auth import TokenStore, missing_tokens_file
-from shim._tokens_file import Clock, utc_now
+from shim.tokens._file import Clock, utc_now
+from shim.tokens._store import TokenStore, missing_tokens_file
 
 __all__ = ["RECHECK_S", "LiveTokens"]
 

@@ -10,19 +10,20 @@ from pathlib import Path
 import pytest
 
 from contracts import ErrorCode, GatehouseError, Role
-from shim._auth import TokenStore, token_digest
-from shim._tokens_file import (
+from shim.cli import build_parser
+from shim.tokens import (
     DEFAULT_LIFETIME,
+    LiveTokens,
     TokenFileError,
+    TokenStore,
     issue_token,
     parse_duration,
     read_tokens,
     revoke_token,
     rotate_token,
     state_of,
+    token_digest,
 )
-from shim._tokens_live import LiveTokens
-from shim.cli import build_parser
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

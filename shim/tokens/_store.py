@@ -4,8 +4,8 @@ The tokens file (``GATEHOUSE_TOKENS_FILE``) stores only SHA-256 digests of
 tokens. ``gatehouse tokens add`` creates a token, stores its digest and
 prints the token once. There is no default token and no anonymous access:
 a shim without a tokens file refuses to start. A running shim follows the
-file (``shim._tokens_live``): a token added, revoked or rotated there counts
-from the next request on.
+file (``LiveTokens``): a token added, revoked or rotated there counts from
+the next request on.
 
 A token the store knows but may not honour is refused with its own code:
 ``token_expired`` (past its expiry, or rotated and past its grace) or
@@ -21,9 +21,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from contracts import ErrorCode, GatehouseError, JsonValue, Role, TokenEntry, TokenFile
-from shim._tokens_file import Clock, add_token, entry_id, state_of, token_digest, utc_now
+from shim.tokens._file import Clock, entry_id, state_of, token_digest, utc_now
 
-__all__ = ["Identity", "TokenStore", "add_token", "bearer", "missing_tokens_file", "token_digest"]
+__all__ = ["Identity", "TokenStore", "bearer", "missing_tokens_file"]
 
 
 @dataclass(frozen=True)
