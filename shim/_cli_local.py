@@ -27,8 +27,8 @@ from ledger import (
 )
 from ledger.operator import read_only_query
 from ledger.readonly import READONLY_ROLE, create_readonly_role
-from shim._door import H11_MAX_HEAD_BYTES
 from shim._render import console, records
+from shim.local import serve_shim
 
 __all__ = [
     "DEFAULT_TOKENS_FILE",
@@ -171,8 +171,6 @@ def run_readonly_role(args: argparse.Namespace) -> int:
 
 
 def run_shim(args: argparse.Namespace) -> int:
-    import uvicorn  # noqa: PLC0415  (the server: only this command needs it)
-
     tokens = Path(args.tokens_file)
     if not tokens.is_file():
         _err(
@@ -185,19 +183,7 @@ def run_shim(args: argparse.Namespace) -> int:
     if (code := _refused(url, source)) is not None:
         return code
     tls = resolve_tls(args.tls_cert, args.tls_key)
-    # The app reads its settings from the environment (shim.asgi), as under any ASGI server.
-    os.environ["GATEHOUSE_TOKENS_FILE"] = str(tokens)
-    os.environ["GATEHOUSE_DATABASE_URL"] = url
-    uvicorn.run(
-        "shim.asgi:app",
-        host=args.host,
-        port=args.port,
-        http="h11",
-        h11_max_incomplete_event_size=H11_MAX_HEAD_BYTES,
-        ssl_certfile=str(tls.cert) if tls else None,
-        ssl_keyfile=str(tls.key) if tls else None,
-    )
-    return 0
+    serve_shim(url, args.host, args.port, tokens, tls)
 
 
 def run_sql(args: argparse.Namespace) -> int:

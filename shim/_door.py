@@ -7,7 +7,7 @@ read. In order:
 1. the client address's token bucket (``GATEHOUSE_RATE_PER_ADDRESS``);
 2. header limits: at most ``MAX_HEADERS`` headers, each (name and value) at
    most ``MAX_HEADER_BYTES``, all together at most ``MAX_HEADERS_TOTAL``
-   (431 ``headers_too_large``; uvicorn's own limit, ``H11_MAX_HEAD_BYTES``,
+   (431 ``headers_too_large``; uvicorn's own limit, ``shim.settings.H11_MAX_HEAD_BYTES``,
    stops larger heads before they reach the app);
 3. the identity's token bucket (``GATEHOUSE_RATE_PER_IDENTITY``), when the
    request carries a valid bearer token.
@@ -41,7 +41,6 @@ from shim.settings import Rate
 
 __all__ = [
     "FLUSH_S",
-    "H11_MAX_HEAD_BYTES",
     "MAX_HEADERS",
     "MAX_HEADERS_TOTAL",
     "MAX_HEADER_BYTES",
@@ -56,9 +55,6 @@ _log = logging.getLogger("gatehouse.shim")
 MAX_HEADERS = 100
 MAX_HEADER_BYTES = 8 * 1024
 MAX_HEADERS_TOTAL = 16 * 1024
-# uvicorn (h11) refuses a request head (request line and headers) larger than this
-# with its own 400 before the app sees it; ours answer 431 below it.
-H11_MAX_HEAD_BYTES = 32 * 1024
 FLUSH_S = 1.0
 EXEMPT = frozenset({"/healthz"})
 # Past this many buckets, those full again (idle long enough) are forgotten.

@@ -348,16 +348,21 @@ def main(argv: list[str] | None = None) -> None:
 def _dispatch(args: argparse.Namespace) -> int:
     cmd = args.command
     if cmd == "demo":
-        from shim._demo import run_demo
+        from shim._cli_demo import run_demo
 
         return run_demo(Path(args.dir), args.timeout)
     if cmd == "up":
         from ledger import resolve_tls
         from shim._cli_local import database_url
-        from shim._up import run_up
+        from shim.local import StackInUseError, run_up
 
         tls = resolve_tls(args.tls_cert, args.tls_key)
-        return run_up(database_url(args)[0], args.port, args.workers, Path(args.var), tls)
+        try:
+            stopped = run_up(database_url(args)[0], args.port, args.workers, Path(args.var), tls)
+        except StackInUseError as exc:
+            sys.stderr.write(f"gatehouse up: {exc}\n")
+            return 2
+        return 0 if stopped else 1
     if cmd == "worker":
         # The shim never imports worker code: the worker is its own program.
         os.execv(sys.executable, [sys.executable, "-m", "worker"])  # noqa: S606  (fixed argv, no shell)

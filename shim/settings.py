@@ -11,7 +11,13 @@ from ledger import PgTimeouts, resolve_database_url, resolve_pg_timeouts
 from ledger.anchors import DEFAULT_ANCHOR_FILE
 from opa_format import DEFAULT_TRUST_DIR
 
-__all__ = ["Rate", "ShimSettings", "parse_rate"]
+__all__ = ["H11_MAX_HEAD_BYTES", "Rate", "ShimSettings", "parse_rate"]
+
+
+# uvicorn (h11) refuses a request head (request line and headers) larger than this
+# with its own 400 before the app sees it; the door's header limits answer 431 below it.
+# Whoever serves the shim passes it (shim.local starts uvicorn with it).
+H11_MAX_HEAD_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True)

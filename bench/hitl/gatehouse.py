@@ -27,7 +27,7 @@ from bench.hitl._counting import read_counts
 from contracts import Role
 from ledger import open_database
 from shim._client import KEEPALIVE
-from shim._procs import free_port, stop, wait_healthy
+from shim.local import free_port, stop, wait_healthy
 from shim.tokens import add_token
 
 __all__ = ["GatehouseSystem"]

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from shim._procs import free_port, stop
+from shim.local import free_port, stop
 from shim.tokens import add_token
 from tests.chaos.client import Api, Figures, say
 from tests.chaos.crashpoints import wait_until

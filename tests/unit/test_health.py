@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ledger import open_database
 from shim._health import readiness
-from shim._procs import free_port
+from shim.local import free_port
 
 
 def test_a_database_that_is_away_is_not_ready() -> None:

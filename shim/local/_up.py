@@ -3,7 +3,9 @@
 A worker that dies is started again under the same executor id, so DBOS
 recovers its unfinished workflows on start. Workers wait for a database that
 is not up yet; the shim cannot start without one, so it is tried again until
-it can. Ctrl-C (or SIGTERM) stops all.
+it can. Ctrl-C (or SIGTERM) stops all. A second stack on the same port or
+under executor ids that are live in the database is refused before anything
+starts (``StackInUseError``).
 """
 
 from __future__ import annotations
@@ -12,19 +14,17 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 from contracts import Role
-from ledger import Tls, database_unreachable, open_database, pending_migrations
-from shim._health import workers as heartbeats
-from shim._procs import start_shim, start_worker, stop, wait_healthy
+from ledger import Tls, database_unreachable, executors, open_database, pending_migrations
+from shim.local._procs import start_shim, start_worker, stop, wait_healthy
 from shim.settings import ShimSettings
 from shim.tokens import add_token
 
-__all__ = ["run_up"]
+__all__ = ["StackInUseError", "in_use", "run_up"]
 
 # A dead worker is started again after 0.5 s, doubling per death up to this cap;
 # one that had run this long before it died starts the doubling over.
@@ -88,7 +88,11 @@ def _start_shim(
     return None
 
 
-def _in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
+class StackInUseError(Exception):
+    """Why a second stack must not start here; nothing was started or written."""
+
+
+def in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
     """Why a second stack must not start here, or None.
 
     A port that is taken would let this stack's health check reach the other
@@ -108,18 +112,22 @@ def _in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None
         with db.engine.connect() as conn:
             if pending_migrations(conn):  # a fresh database: no worker has run on it
                 return None
-        listed = heartbeats(db, settings.app_version, settings.dead_after_s)["workers"]
+            found = executors.list_executors(conn)
     except Exception as exc:
         if not database_unreachable(exc):
             raise
         return None  # the workers wait for the database; nothing to compare with yet
     finally:
         db.dispose()
+    # Live as the shim's /workers judges it: a heartbeat (to the tenth of a second)
+    # within dead_after_s, and not reaped.
     live = [
-        f"{w['executor_id']} (host {w['hostname']}, pid {w['pid']},"
-        f" heartbeat {w['heartbeat_age_s']} s ago)"
-        for w in (listed if isinstance(listed, list) else [])
-        if isinstance(w, dict) and w.get("live") is True and w.get("executor_id") in executor_ids
+        f"{e.executor_id} (host {e.hostname}, pid {e.pid},"
+        f" heartbeat {round(e.heartbeat_age_s, 1)} s ago)"
+        for e in found
+        if round(e.heartbeat_age_s, 1) <= settings.dead_after_s
+        and e.reaped_at is None
+        and e.executor_id in executor_ids
     ]
     if live:
         return (
@@ -131,12 +139,12 @@ def _in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None
 
 def run_up(
     database_url: str, port: int, workers: int, var_dir: Path, tls: Tls | None = None
-) -> int:
-    """Supervise the shim (HTTPS with ``tls``) and ``workers`` workers until stopped."""
-    refusal = _in_use(database_url, port, [f"worker-{n}" for n in range(1, workers + 1)])
+) -> bool:
+    """Supervise the shim (HTTPS with ``tls``) and ``workers`` workers until stopped:
+    True when stopped (Ctrl-C, SIGTERM), False when the shim exited by itself."""
+    refusal = in_use(database_url, port, [f"worker-{n}" for n in range(1, workers + 1)])
     if refusal:
-        print(f"gatehouse up: {refusal}", file=sys.stderr, flush=True)
-        return 2
+        raise StackInUseError(refusal)
     var_dir.mkdir(parents=True, exist_ok=True)
     tokens_file = _tokens(var_dir)
     stopping = threading.Event()
@@ -158,7 +166,7 @@ def run_up(
     shim = _start_shim(database_url, port, var_dir, tokens_file, stopping, tls=tls)
     if shim is None:
         print("gatehouse up: stopped", flush=True)
-        return 0
+        return True
     print(f"gatehouse up: shim on {base} (log {var_dir}/shim.log)", flush=True)
     for n in range(1, workers + 1):
         spawn(f"worker-{n}")
@@ -166,7 +174,7 @@ def run_up(
         while not stopping.wait(0.5):
             if shim.poll() is not None:
                 print(f"gatehouse up: the shim exited ({shim.returncode}); stopping", flush=True)
-                return 1
+                return False
             now = time.monotonic()
             for executor_id, proc in list(slots.items()):
                 if executor_id in due:
@@ -188,7 +196,7 @@ def run_up(
                 )
                 # Not a sleep here: the shim and the other workers stay supervised.
                 due[executor_id] = now + delay
-        return 0
+        return True
     finally:
         stop([shim, *(p for p in slots.values() if p.poll() is None)])
         print("gatehouse up: stopped", flush=True)

@@ -1,7 +1,10 @@
 """Starting Gatehouse's own processes: workers and the shim, as real OS processes.
 
 The shim never imports ``worker``; it starts ``python -m worker`` like any
-other program would.
+other program would. The shim itself is served one way, whoever starts it
+(``gatehouse up``, the demo, ``gatehouse shim`` in the foreground): uvicorn
+running ``shim.asgi:app`` over h11 with the head limit the door's header
+limits sit below (``shim_command``).
 """
 
 from __future__ import annotations
@@ -13,20 +16,27 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import httpx
 
 from ledger import Tls
-from shim._door import H11_MAX_HEAD_BYTES
+from shim.settings import H11_MAX_HEAD_BYTES
 
 __all__ = [
+    "ASGI_APP",
     "free_port",
+    "serve_shim",
     "served_certificate",
+    "shim_command",
     "start_shim",
     "start_worker",
     "stop",
     "wait_healthy",
 ]
+
+# What uvicorn serves: the app built from the environment's settings.
+ASGI_APP = "shim.asgi:app"
 
 
 def free_port() -> int:
@@ -66,6 +76,28 @@ def start_worker(
         )
 
 
+def shim_command(host: str, port: int, tls: Tls | None, *, log_level: str | None) -> list[str]:
+    """The argv that serves the shim on ``host``:``port`` (HTTPS with ``tls``)."""
+    quiet = ["--log-level", log_level] if log_level else []
+    served_tls = ["--ssl-certfile", str(tls.cert), "--ssl-keyfile", str(tls.key)] if tls else []
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        ASGI_APP,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *quiet,
+        "--http",
+        "h11",
+        "--h11-max-incomplete-event-size",
+        str(H11_MAX_HEAD_BYTES),
+        *served_tls,
+    ]
+
+
 def start_shim(
     database_url: str,
     port: int,
@@ -76,7 +108,7 @@ def start_shim(
     extra_env: dict[str, str] | None = None,
     cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """uvicorn serving the shim on 127.0.0.1:``port``; HTTPS when ``tls`` is given.
+    """The shim on 127.0.0.1:``port`` in the background, logging to ``log``.
 
     ``cwd``: the folder uvicorn imports the shim from (and reads dbos-config.yaml in);
     by default this process's own, an upgrade test names another release's tree."""
@@ -87,31 +119,23 @@ def start_shim(
             **(extra_env or {}),
         }
     )
-    served_tls = ["--ssl-certfile", str(tls.cert), "--ssl-keyfile", str(tls.key)] if tls else []
     with log.open("ab") as out:
         return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "shim.asgi:app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-                "--http",
-                "h11",
-                "--h11-max-incomplete-event-size",
-                str(H11_MAX_HEAD_BYTES),
-                *served_tls,
-            ],
+            shim_command("127.0.0.1", port, tls, log_level="warning"),
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=cwd,
         )
+
+
+def serve_shim(
+    database_url: str, host: str, port: int, tokens_file: Path, tls: Tls | None = None
+) -> NoReturn:
+    """Become the shim, in the foreground (``gatehouse shim``): this process is replaced."""
+    env = _env({"GATEHOUSE_DATABASE_URL": database_url, "GATEHOUSE_TOKENS_FILE": str(tokens_file)})
+    argv = shim_command(host, port, tls, log_level=None)
+    os.execve(sys.executable, argv, env)  # noqa: S606  (a fixed argv, no shell)
 
 
 def served_certificate(tls: Tls) -> ssl.SSLContext:

@@ -1,23 +1,20 @@
 """``gatehouse demo``: one real run through every stage, on SQLite, offline.
 
-Starts a worker and the shim as separate processes on a fresh SQLite file,
-serves a small inventory service on loopback, submits the demo recipe, shows
-the plan card, approves it, follows the steps as they run and ends with a
-summary an operator can take further.
+The stack (``shim.local.demo_stack``) starts a worker and the shim as separate
+processes on a fresh SQLite file and serves a small inventory service on
+loopback; this submits the demo recipe, shows the plan card, approves it,
+follows the steps as they run and ends with a summary an operator can take
+further.
 """
 
 from __future__ import annotations
 
-import shutil
-import sys
 from pathlib import Path
 
-from contracts import JsonObject, Role, RunView
+from contracts import JsonObject, RunView
 from shim._client import Client
-from shim._fixture import InventoryService
-from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
 from shim._render import short
-from shim.tokens import add_token
+from shim.local import InventoryService, demo_stack
 
 __all__ = ["run_demo"]
 
@@ -41,43 +38,15 @@ def _short(output: JsonObject | None) -> str:
 
 
 def run_demo(workdir: Path, timeout: float = 120) -> int:
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    db_file = workdir / "gatehouse.sqlite"
-    url = f"sqlite:///{db_file}"
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    _say("Gatehouse demo — embedded SQLite, no network beyond this machine")
-    _say(f"  database   {db_file}")
-    # The demo makes its own two people: one submits, the other approves (four-eyes).
-    tokens_file = workdir / "tokens.json"
-    submitter = add_token(tokens_file, "demo-submitter", [Role.SUBMITTER, Role.OPERATOR])
-    approver = add_token(tokens_file, "demo-approver", [Role.APPROVER, Role.OPERATOR])
-    _say(f"  tokens     {tokens_file} (digests only); for this demo:")
-    _say(f"             demo-submitter  {submitter}")
-    _say(f"             demo-approver   {approver}")
-    procs = []
-    with InventoryService() as inventory:
-        try:
-            _say(f"  inventory  {inventory.base_url}/inventory.json (a local HTTP service)")
-            procs.append(start_shim(url, port, workdir / "shim.log", tokens_file))
-            wait_healthy(base, procs[0])
-            procs.append(
-                start_worker(url, "demo-worker-1", workdir / "workspaces", workdir / "worker.log")
-            )
-            _say(f"  shim       {base}   (logs in {workdir}/shim.log)")
-            _say(f"  worker     demo-worker-1 (pid {procs[1].pid}, logs in {workdir}/worker.log)")
-            return _walk_through(
-                api=Client(base, submitter),
-                approver=Client(base, approver),
-                base=base,
-                inventory=inventory,
-                db_file=db_file,
-                timeout=timeout,
-            )
-        finally:
-            stop(procs)
+    with demo_stack(workdir, _say) as stack:
+        return _walk_through(
+            api=Client(stack.base_url, stack.submitter),
+            approver=Client(stack.base_url, stack.approver),
+            base=stack.base_url,
+            inventory=stack.inventory,
+            db_file=stack.db_file,
+            timeout=timeout,
+        )
 
 
 def _walk_through(
@@ -176,7 +145,3 @@ def _walk_through(
         ' SELECT * FROM v_run_overview;")'
     )
     return 0 if final.status.value == "succeeded" else 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run_demo(Path("var/demo")))
