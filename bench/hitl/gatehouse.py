@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from bench.hitl._counting import read_counts
 from contracts import Role
 from ledger import open_database
-from shim._client import KEEPALIVE
+from shim.cli.client import KEEPALIVE
 from shim.local import free_port, stop, wait_healthy
 from shim.tokens import add_token
 

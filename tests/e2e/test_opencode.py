@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from contracts import ErrorCode, Plan, RunView, digest_of
-from shim._client import Client
+from shim.cli.client import Client
 from shim.local import free_port, start_worker, stop
 from tests.conftest import require_backend
 from tests.support.opencode import first_prompts, require_opencode, write_call

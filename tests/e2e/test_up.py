@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shim._client import ApiError, Client
+from shim.cli.client import ApiError, Client
 from shim.local import InventoryService, free_port
 
 

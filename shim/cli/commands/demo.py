@@ -9,14 +9,39 @@ further.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from contracts import JsonObject, RunView
-from shim._client import Client
-from shim._render import short
+from shim.cli.client import Client
+from shim.cli.errors import Exit
+from shim.cli.render import short
 from shim.local import InventoryService, demo_stack
 
-__all__ = ["run_demo"]
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "run one real intent end to end on SQLite and explain each stage"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dir", default="var/demo", help="working folder, wiped first (default var/demo)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=120, help="seconds to wait for each stage (default 120)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    with demo_stack(Path(args.dir), _say) as stack:
+        return _walk_through(
+            api=Client(stack.base_url, stack.submitter),
+            approver=Client(stack.base_url, stack.approver),
+            base=stack.base_url,
+            inventory=stack.inventory,
+            db_file=stack.db_file,
+            timeout=args.timeout,
+        )
 
 
 def _say(text: str = "") -> None:
@@ -37,18 +62,6 @@ def _short(output: JsonObject | None) -> str:
     return short(output, 70)
 
 
-def run_demo(workdir: Path, timeout: float = 120) -> int:
-    with demo_stack(workdir, _say) as stack:
-        return _walk_through(
-            api=Client(stack.base_url, stack.submitter),
-            approver=Client(stack.base_url, stack.approver),
-            base=stack.base_url,
-            inventory=stack.inventory,
-            db_file=stack.db_file,
-            timeout=timeout,
-        )
-
-
 def _walk_through(
     *,
     api: Client,
@@ -57,7 +70,7 @@ def _walk_through(
     inventory: InventoryService,
     db_file: Path,
     timeout: float,
-) -> int:
+) -> Exit:
     intent: JsonObject = {
         "recipe": "demo-inventory",
         "objective": "Check the demo warehouse inventory",
@@ -74,7 +87,7 @@ def _walk_through(
     card = view.plan_card
     if view.status.value != "waiting_approval" or card is None:
         _say(f"   the run stopped: {view.error_code}: {view.error_message}")
-        return 1
+        return Exit.FAILED
     _say(f"   plan card  digest {card.plan_digest}")
     for i, step in enumerate(card.plan.steps, 1):
         kind = step.driver_kind.value
@@ -133,7 +146,7 @@ def _walk_through(
             f" {inventory.count('/inventory.json') - before} new request(s)"
         )
         if not report.match:
-            return 1
+            return Exit.FAILED
     # Text printed for a person to copy, not executed here.
     ledger_q = f"SELECT * FROM v_ledger WHERE run_id = '{run_id}'"  # noqa: S608
     overview_q = f"SELECT * FROM v_run_overview WHERE run_id = '{run_id}';"  # noqa: S608
@@ -144,4 +157,4 @@ def _walk_through(
         '     (on PostgreSQL: psql -d gatehouse -c "SET search_path = gatehouse;'
         ' SELECT * FROM v_run_overview;")'
     )
-    return 0 if final.status.value == "succeeded" else 1
+    return Exit.OK if final.status.value == "succeeded" else Exit.FAILED

@@ -20,18 +20,19 @@ from ledger import open_database, storage_full
 from ledger.bundle import export_bundle
 from ledger.bundle_verify import verify_bundle
 from ledger.signing import SigningError, generate_key, load_signing_key, load_verify_key
-from shim._cli_local import check_database, database_url
+from shim.cli.database import require_database
+from shim.cli.errors import Exit, FailedError, UsageError
+from shim.cli.options import database_option, database_url, json_option
 
-__all__ = ["add_evidence_parser", "run_evidence"]
+__all__ = ["HELP", "add_arguments", "run"]
 
-OK, FAILED, USAGE = 0, 1, 2
+HELP = (
+    "a run's signed evidence bundle: evidence export RUN_ID -o FILE (from the"
+    " database), evidence verify FILE --key PUB.pem (offline), evidence keygen -o KEY.pem"
+)
 
 
-def _err(text: str) -> None:
-    sys.stderr.write(f"gatehouse: {text}\n")
-
-
-def add_evidence_parser(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="evidence_command", required=True, metavar="ACTION")
     export = sub.add_parser(
         "export", help="write a run's signed evidence bundle (reads the database directly)"
@@ -44,17 +45,13 @@ def add_evidence_parser(parser: argparse.ArgumentParser) -> None:
         help="the Ed25519 or ECDSA P-256 private key (PEM) to sign with"
         " (default: GATEHOUSE_SIGNING_KEY)",
     )
-    export.add_argument(
-        "--database-url",
-        help="sqlite:///PATH or postgresql://USER@HOST:PORT/DB (default: GATEHOUSE_DATABASE_URL,"
-        " else dbos-config.yaml, else the default)",
-    )
+    database_option(export)
     verify = sub.add_parser(
         "verify", help="check a bundle offline; exit 1 naming the first thing that fails"
     )
     verify.add_argument("bundle", type=Path, help="the bundle file")
     verify.add_argument("--key", type=Path, required=True, help="the signer's public key (PEM)")
-    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    json_option(verify, "the report")
     keygen = sub.add_parser(
         "keygen", help="write a new Ed25519 private key (0600) and its public key (.pub.pem)"
     )
@@ -71,16 +68,14 @@ def _keygen(args: argparse.Namespace) -> int:
     out: Path = args.output
     public = _public_path(out)
     if out.exists():
-        _err(f"{out} exists: a key is never overwritten")
-        return USAGE
+        raise UsageError(f"{out} exists: a key is never overwritten")
     try:
         key = generate_key(out, public)
     except OSError as exc:
-        _err(f"cannot write the key: {exc}")
-        return USAGE
+        raise UsageError(f"cannot write the key: {exc}") from exc
     sys.stdout.write(f"private key: {out} (keep it secret)\npublic key:  {public}\n")
     sys.stdout.write(f"key id:      {key.keyid}\n")
-    return OK
+    return Exit.OK
 
 
 def _write_whole(out: Path, data: bytes) -> None:
@@ -101,18 +96,13 @@ def _export(args: argparse.Namespace) -> int:
     from_env = os.environ.get("GATEHOUSE_SIGNING_KEY")
     key_path = args.key or (Path(from_env) if from_env else None)
     if key_path is None:
-        _err("no signing key: pass --key KEY.pem or set GATEHOUSE_SIGNING_KEY")
-        return USAGE
+        raise UsageError("no signing key: pass --key KEY.pem or set GATEHOUSE_SIGNING_KEY")
     try:
         key = load_signing_key(key_path.read_bytes(), str(key_path))
     except (OSError, SigningError) as exc:
-        _err(f"cannot use the signing key {key_path}: {exc}")
-        return USAGE
+        raise UsageError(f"cannot use the signing key {key_path}: {exc}") from exc
     url, source = database_url(args)
-    problem = check_database(url, source)
-    if problem is not None:
-        _err(problem[1])
-        return problem[0]
+    require_database(url, source)
     db = open_database(url)
     try:
         with db.engine.connect() as conn:
@@ -120,8 +110,7 @@ def _export(args: argparse.Namespace) -> int:
     finally:
         db.dispose()
     if bundle is None:
-        _err(f"no run {args.run_id!r} in {source}")
-        return FAILED
+        raise FailedError(f"no run {args.run_id!r} in {source}")
     out: Path = args.output or Path(f"{args.run_id}.bundle")
     try:
         _write_whole(out, (json.dumps(bundle, indent=1, ensure_ascii=False) + "\n").encode())
@@ -129,15 +118,16 @@ def _export(args: argparse.Namespace) -> int:
         if not storage_full(exc):
             raise
         code = ErrorCode.STORAGE_FULL.value
-        _err(f"{code}: cannot write {out}: the disk is full; nothing was written")
-        return FAILED
+        raise FailedError(
+            f"{code}: cannot write {out}: the disk is full; nothing was written"
+        ) from exc
     content = bundle["content"]
     assert isinstance(content, dict) and isinstance(content["ledger"], dict)
     sys.stdout.write(
         f"wrote {out}: run {args.run_id}, {content['ledger']['count']} ledger entries,"
         f" signed by key id {key.public.keyid}\n"
     )
-    return OK
+    return Exit.OK
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -145,8 +135,7 @@ def _verify(args: argparse.Namespace) -> int:
         key = load_verify_key(args.key.read_bytes(), str(args.key))
         raw = args.bundle.read_bytes()
     except (OSError, SigningError) as exc:
-        _err(str(exc))
-        return USAGE
+        raise UsageError(str(exc)) from exc
     report = verify_bundle(raw, key)
     if args.json:
         sys.stdout.write(
@@ -164,9 +153,9 @@ def _verify(args: argparse.Namespace) -> int:
         )
     else:
         sys.stdout.write(f"bundle does NOT verify: {report.problem}\n")
-    return OK if report.ok else FAILED
+    return Exit.OK if report.ok else Exit.FAILED
 
 
-def run_evidence(args: argparse.Namespace) -> int:
-    run = {"export": _export, "verify": _verify, "keygen": _keygen}
-    return run[args.evidence_command](args)
+def run(args: argparse.Namespace) -> int:
+    action = {"export": _export, "verify": _verify, "keygen": _keygen}
+    return action[args.evidence_command](args)

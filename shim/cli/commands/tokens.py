@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +16,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from contracts import JsonValue, Role, TokenEntry
-from shim._render import console, records
+from shim.cli.errors import Exit, UsageError
+from shim.cli.options import json_option, tokens_file_default
+from shim.cli.output import note
+from shim.cli.render import console, records
 from shim.tokens import (
     DEFAULT_GRACE,
     DEFAULT_LIFETIME,
@@ -33,20 +35,20 @@ from shim.tokens import (
     utc_now,
 )
 
-__all__ = ["add_tokens_parser", "run_tokens"]
+__all__ = ["HELP", "add_arguments", "run"]
 
-USAGE = 2
+HELP = (
+    "bearer tokens: tokens add NAME --roles … (printed once; only its digest is"
+    " stored), tokens list, tokens revoke ID, tokens rotate ID [--grace 1h]"
+)
+
 _LIVE = "a running shim picks the change up within a second"
-
-
-def _err(text: str) -> None:
-    sys.stderr.write(f"gatehouse: {text}\n")
 
 
 def _file_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--file",
-        default=os.environ.get("GATEHOUSE_TOKENS_FILE") or "var/tokens.json",
+        default=tokens_file_default(),
         help="the tokens file (default: GATEHOUSE_TOKENS_FILE, else var/tokens.json)",
     )
 
@@ -64,7 +66,7 @@ def _expiry_options(parser: argparse.ArgumentParser) -> None:
     when.add_argument("--no-expiry", action="store_true", help="the token never expires")
 
 
-def add_tokens_parser(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tokens_command", required=True, metavar="ACTION")
     add = sub.add_parser("add", help="create a token for an identity and print it once")
     add.add_argument("identity", help="who the token stands for, e.g. alice")
@@ -74,7 +76,7 @@ def add_tokens_parser(parser: argparse.ArgumentParser) -> None:
     _expiry_options(add)
     _file_option(add)
     listing = sub.add_parser("list", help="id, identity, roles, created, expires and state of each")
-    listing.add_argument("--json", action="store_true", help="print the entries as JSON")
+    json_option(listing, "the entries")
     _file_option(listing)
     revoke = sub.add_parser("revoke", help="refuse a token from now on (token_revoked)")
     revoke.add_argument("token_id", metavar="ID", help="the token's id (tok_…), as listed")
@@ -90,7 +92,7 @@ def add_tokens_parser(parser: argparse.ArgumentParser) -> None:
     _file_option(rotate)
 
 
-def run_tokens(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
         if args.tokens_command == "add":
@@ -99,15 +101,13 @@ def run_tokens(args: argparse.Namespace) -> int:
             return _list(path, as_json=args.json)
         if args.tokens_command == "revoke":
             entry = revoke_token(path, args.token_id)
-            _err(f"{args.token_id} ({entry.identity}) is revoked in {path}; {_LIVE}")
-            return 0
+            note(f"{args.token_id} ({entry.identity}) is revoked in {path}; {_LIVE}")
+            return Exit.OK
         return _rotate(args, path)
     except (TokenFileError, ValueError) as exc:  # ValidationError is a ValueError
-        _err(f"{path}: {str(exc).splitlines()[0]}")
-        return USAGE
+        raise UsageError(f"{path}: {str(exc).splitlines()[0]}") from exc
     except OSError as exc:
-        _err(f"cannot use the tokens file {path}: {exc.strerror or exc}")
-        return USAGE
+        raise UsageError(f"cannot use the tokens file {path}: {exc.strerror or exc}") from exc
 
 
 def _expiry(args: argparse.Namespace, now: datetime) -> datetime | None:
@@ -141,16 +141,15 @@ def _roles(text: str) -> list[Role]:
 def _add(args: argparse.Namespace, path: Path) -> int:
     try:
         roles = _roles(args.roles)
-    except TokenFileError as exc:
-        _err(str(exc))  # before the file is touched: a bad role creates no file
-        return USAGE
+    except TokenFileError as exc:  # before the file is touched: a bad role creates no file
+        raise UsageError(str(exc)) from exc
     now = utc_now()
     issued = issue_token(
         path, args.identity, roles, expires_at=_expiry(args, now), clock=lambda: now
     )
     _show(issued, f"token for {args.identity} ({', '.join(r.value for r in roles)})")
-    _err(f"added {issued.entry.token_id} to {path}; {_LIVE}")
-    return 0
+    note(f"added {issued.entry.token_id} to {path}; {_LIVE}")
+    return Exit.OK
 
 
 def _rotate(args: argparse.Namespace, path: Path) -> int:
@@ -161,8 +160,8 @@ def _rotate(args: argparse.Namespace, path: Path) -> int:
     )
     _show(issued, f"new token for {old.identity} (replaces {args.token_id})")
     until = _when(old.expires_at)
-    _err(f"{args.token_id} stays valid until {until}, then is refused; {_LIVE}")
-    return 0
+    note(f"{args.token_id} stays valid until {until}, then is refused; {_LIVE}")
+    return Exit.OK
 
 
 def _show(issued: Issued, what: str) -> None:
@@ -191,18 +190,19 @@ def _row(entry: TokenEntry, now: datetime) -> dict[str, JsonValue]:
 
 def _list(path: Path, *, as_json: bool) -> int:
     if not path.is_file():
-        _err(f"no tokens file at {path}: `gatehouse tokens add NAME --roles …` makes one")
-        return USAGE
+        raise UsageError(
+            f"no tokens file at {path}: `gatehouse tokens add NAME --roles …` makes one"
+        )
     try:
         entries = read_tokens(path)
     except ValidationError as exc:
-        _err(f"the tokens file {path} is invalid: {str(exc).splitlines()[0]}")
-        return USAGE
+        first = str(exc).splitlines()[0]
+        raise UsageError(f"the tokens file {path} is invalid: {first}") from exc
     now = utc_now()
     rows = [_row(e, now) for e in entries]
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
-        return 0
+        return Exit.OK
     columns = ["id", "identity", "roles", "created", "expires", "state", "replaced_by"]
     console().print(records(f"{len(rows)} token(s) in {path}", columns, rows))
-    return 0
+    return Exit.OK

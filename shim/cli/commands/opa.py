@@ -9,8 +9,9 @@ bad certificate file, unknown name).
 ``opa run FILE`` posts the archive to a running shim (``POST /intent``), which
 validates it again and answers with the run; ``opa reply RUN_ID TEXT`` sends
 an interactive run its next message (``--end`` closes the session); ``opa
-output RUN_ID`` downloads the run's output archive. Exit codes: 0 done, 1 refused by the shim or the
-shim unreachable (the code and message are printed), 2 a usage error.
+output RUN_ID`` downloads the run's output archive. Exit codes: 0 done, 1
+refused by the shim or the shim unreachable (the code and message are printed),
+2 a usage error.
 """
 
 from __future__ import annotations
@@ -18,12 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
-
-import httpx
 
 from contracts import GatehouseError
 from opa_format import (
@@ -35,25 +31,30 @@ from opa_format import (
     trust_list,
     trust_remove,
 )
-from shim._client import ApiError, Client, dump
-from shim._render import error_lines
-from shim.cli import DEFAULT_URL, ca_option
+from shim.cli.client import dump
+from shim.cli.errors import Exit, FailedError, UsageError
+from shim.cli.options import api_options, connect, json_option
 
-__all__ = ["add_opa_parser", "run_opa"]
+__all__ = ["HELP", "add_arguments", "run"]
 
-T = TypeVar("T")
+HELP = (
+    "OPA archives: validate one without running it (opa inspect FILE), run one"
+    " (opa run FILE), send an interactive run its next message (opa reply RUN_ID TEXT, or"
+    " --end), download a run's output archive (opa output RUN_ID), and manage the"
+    " signers' trust store (opa trust add|list|remove)"
+)
 
 _MEDIA_TYPES = {".opa.jar": "application/java-archive", ".opa": "application/vnd.opa+zip"}
 
 
-def add_opa_parser(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     trust_default = os.environ.get("GATEHOUSE_OPA_TRUST_DIR", DEFAULT_TRUST_DIR)
     sub = parser.add_subparsers(dest="opa_command", required=True, metavar="ACTION")
     inspect = sub.add_parser(
         "inspect", help="validate FILE.opa and show manifest, signer, entries; non-zero on defects"
     )
     inspect.add_argument("file", type=Path, help="the archive (.opa or .opa.jar)")
-    inspect.add_argument("--json", action="store_true", help="print the result as JSON")
+    json_option(inspect, "the result")
     trust = sub.add_parser("trust", help="the certificates archives may be signed under")
     actions = trust.add_subparsers(dest="trust_command", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="trust a PEM certificate (a signer or a CA)")
@@ -85,17 +86,7 @@ def add_opa_parser(parser: argparse.ArgumentParser) -> None:
     reply.add_argument("text", nargs="?", help="the message (omit it with --end)")
     reply.add_argument("--end", action="store_true", help="close the session: the run ends")
     for p in (run, output, reply):
-        p.add_argument(
-            "--url",
-            default=os.environ.get("GATEHOUSE_URL", DEFAULT_URL),
-            help="the shim's base URL",
-        )
-        p.add_argument(
-            "--token",
-            default=os.environ.get("GATEHOUSE_TOKEN"),
-            help="bearer token (default: GATEHOUSE_TOKEN)",
-        )
-        ca_option(p)
+        api_options(p, with_json=False)
     for p in (inspect, add, actions.choices["list"], remove):
         p.add_argument(
             "--trust-dir",
@@ -105,7 +96,7 @@ def add_opa_parser(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def run_opa(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.opa_command == "inspect":
         return _inspect(args.file, args.trust_dir, as_json=args.json)
     if args.opa_command == "run":
@@ -128,9 +119,8 @@ def run_opa(args: argparse.Namespace) -> int:
                 print(f"  sha256       {e.fingerprint_sha256}\n  not after    {e.not_after}")
     except (OSError, GatehouseError) as exc:
         message = exc.message if isinstance(exc, GatehouseError) else str(exc)
-        print(f"gatehouse: {message}", file=sys.stderr)
-        return 2
-    return 0
+        raise UsageError(message) from exc
+    return Exit.OK
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -138,13 +128,11 @@ def _run(args: argparse.Namespace) -> int:
     path: Path = args.file
     media = next((m for end, m in _MEDIA_TYPES.items() if path.name.endswith(end)), None)
     if media is None:
-        print(f"gatehouse: {path} must end .opa or .opa.jar", file=sys.stderr)
-        return 2
+        raise UsageError(f"{path} must end .opa or .opa.jar")
     try:
         content = path.read_bytes()
     except OSError as exc:
-        print(f"gatehouse: cannot read {path}: {exc.strerror}", file=sys.stderr)
-        return 2
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
     asked = {
         "mode": args.mode,
         "recipe": args.recipe,
@@ -152,56 +140,33 @@ def _run(args: argparse.Namespace) -> int:
         "tool_pool": args.pool,
     }
     params = {"name": path.name} | {k: v for k, v in asked.items() if v}
-    accepted = _call(
-        args, lambda api: api.submit_archive(content, media, params, args.idempotency_key)
-    )
-    if accepted is None:
-        return 1
+    with connect(args) as api:
+        accepted = api.submit_archive(content, media, params, args.idempotency_key)
     print(json.dumps(dump(accepted), indent=2))
-    return 0
+    return Exit.OK
 
 
 def _output(args: argparse.Namespace) -> int:
     """``opa output RUN_ID``: write the run's output archive to a file."""
-    archive = _call(args, lambda api: api.output_archive(args.run_id))
-    if archive is None:
-        return 1
+    with connect(args) as api:
+        archive = api.output_archive(args.run_id)
     target: Path = args.output or Path(f"{args.run_id}.output.opa")
     try:
         target.write_bytes(archive)
     except OSError as exc:
-        print(f"gatehouse: cannot write {target}: {exc.strerror}", file=sys.stderr)
-        return 2
+        raise UsageError(f"cannot write {target}: {exc.strerror}") from exc
     print(f"wrote {target} ({len(archive)} bytes)")
-    return 0
+    return Exit.OK
 
 
 def _reply(args: argparse.Namespace) -> int:
     """``opa reply RUN_ID TEXT`` (or ``--end``): the next turn of an interactive run."""
     if (args.text is None) != args.end:
-        print("gatehouse: give the message text, or --end (not both)", file=sys.stderr)
-        return 2
-    accepted = _call(args, lambda api: api.message(args.run_id, args.text, end=args.end))
-    if accepted is None:
-        return 1
+        raise UsageError("give the message text, or --end (not both)")
+    with connect(args) as api:
+        accepted = api.message(args.run_id, args.text, end=args.end)
     print(json.dumps(dump(accepted), indent=2))
-    return 0
-
-
-def _call(args: argparse.Namespace, call: Callable[[Client], T]) -> T | None:
-    """One call to the shim; a refusal or an unreachable shim is printed (None)."""
-    api = Client(args.url, args.token, ca=args.ca)
-    try:
-        return call(api)
-    except ApiError as exc:
-        print(f"gatehouse: {exc}", file=sys.stderr)
-        for line in error_lines(exc.details):  # the opa_* code's particulars
-            print(line, file=sys.stderr)
-    except httpx.HTTPError as exc:
-        print(f"gatehouse: cannot reach the shim at {args.url}: {exc}", file=sys.stderr)
-    finally:
-        api.close()
-    return None
+    return Exit.OK
 
 
 def _inspect(path: Path, trust_dir: Path, *, as_json: bool) -> int:
@@ -209,21 +174,18 @@ def _inspect(path: Path, trust_dir: Path, *, as_json: bool) -> int:
         trust = TrustStore.load(trust_dir)
         archive = read_archive(path, trust=trust)
     except OSError as exc:
-        print(f"gatehouse: cannot read {path}: {exc.strerror}", file=sys.stderr)
-        return 2
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
     except ValueError as exc:  # a PEM file in the trust store that is not a certificate
-        print(f"gatehouse: the trust store {trust_dir} is unreadable: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(f"the trust store {trust_dir} is unreadable: {exc}") from exc
     except GatehouseError as exc:
         if as_json:
             print(json.dumps({"valid": False, "error": exc.to_json()}, indent=2))
-        print(f"gatehouse: {path}: {exc.code.value}: {exc.message}", file=sys.stderr)
-        return 1
+        raise FailedError(f"{path}: {exc.code.value}: {exc.message}") from exc
     if as_json:
         print(json.dumps({"valid": True, **archive.to_json()}, indent=2))
     else:
         print(_text(archive))
-    return 0
+    return Exit.OK
 
 
 def _text(a: Archive) -> str:

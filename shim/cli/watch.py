@@ -15,11 +15,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from contracts import JsonValue, RunEvent, RunStatus, RunView
-from shim._client import Client
+from shim.cli.client import Client
 
 __all__ = ["watch"]
 
-# What the run ended as, for the exit code: 0 when it did what was asked.
+# What the run ended as: good when it did what was asked.
 _GOOD_ENDS = {RunStatus.SUCCEEDED.value, RunStatus.PLANNED.value}
 
 
@@ -85,8 +85,8 @@ class _Board:
             self.say(f"#{event.seq} security event {_s(b.get('episode_id'))}")
 
 
-def watch(api: Client, run_id: str, console: Console) -> int:
-    """Render the run's stream until it ends; 0 if it succeeded (or planned), else 1."""
+def watch(api: Client, run_id: str, console: Console) -> bool:
+    """Render the run's stream until it ends; True if it succeeded (or planned)."""
     view = api.run(run_id)
     board = _Board(view, console)
     console.print(
@@ -99,4 +99,4 @@ def watch(api: Client, run_id: str, console: Console) -> int:
             board.show(event, api)
     final = api.run(run_id)
     console.print(f"{run_id}: {final.status.value}", markup=False, highlight=False)
-    return 0 if final.status.value in _GOOD_ENDS else 1
+    return final.status.value in _GOOD_ENDS
