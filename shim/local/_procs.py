@@ -3,7 +3,7 @@
 The shim never imports ``worker``; it starts ``python -m worker`` like any
 other program would. The shim itself is served one way, whoever starts it
 (``gatehouse up``, the demo, ``gatehouse shim`` in the foreground): uvicorn
-running ``shim.asgi:app`` over h11 with the head limit the door's header
+running ``shim.api.asgi:app`` over h11 with the head limit the door's header
 limits sit below (``shim_command``).
 """
 
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 # What uvicorn serves: the app built from the environment's settings.
-ASGI_APP = "shim.asgi:app"
+ASGI_APP = "shim.api.asgi:app"
 
 
 def free_port() -> int:

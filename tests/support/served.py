@@ -14,7 +14,7 @@ from pathlib import Path
 import uvicorn
 
 from ledger import Tls
-from shim.app import create_app
+from shim.api import create_app
 from shim.settings import H11_MAX_HEAD_BYTES, ShimSettings
 from tests.support.stack import GENEROUS_LIMITS
 
