@@ -21,8 +21,7 @@ from collections.abc import Awaitable, Callable
 import psycopg
 
 from contracts import RunStatus
-from ledger import PgTimeouts, pg_connect
-from ledger.runs import STATUS_CHANNEL
+from ledger import PgTimeouts, pg_connect, runs
 
 __all__ = ["RunWatch"]
 
@@ -124,7 +123,7 @@ class RunWatch:
         while not self._stop.is_set():
             try:
                 with pg_connect(self._url, self._timeouts, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {STATUS_CHANNEL}")
+                    conn.execute(f"LISTEN {runs.STATUS_CHANNEL}")
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=1.0):
                             self._wake(note.payload)
