@@ -7,7 +7,7 @@ and the token that replaced it when it was rotated.
 
 Entries written before tokens could expire carry only ``identity``, ``roles``
 and ``sha256``: they load unchanged, never expire, and their id is derived
-from their digest (see ``shim._tokens_file.entry_id``).
+from their digest (see ``shim.tokens.entry_id``).
 """
 
 from __future__ import annotations

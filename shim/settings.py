@@ -7,11 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts import APP_VERSION, ErrorCode, GatehouseError
-from ledger import PgTimeouts, resolve_database_url, resolve_pg_timeouts
-from ledger.anchors import DEFAULT_ANCHOR_FILE
+from ledger import PgTimeouts, anchors, resolve_database_url, resolve_pg_timeouts
 from opa_format import DEFAULT_TRUST_DIR
 
-__all__ = ["Rate", "ShimSettings", "parse_rate"]
+__all__ = ["H11_MAX_HEAD_BYTES", "Rate", "ShimSettings", "parse_rate"]
+
+
+# uvicorn (h11) refuses a request head (request line and headers) larger than this
+# with its own 400 before the app sees it; the door's header limits answer 431 below it.
+# Whoever serves the shim passes it (shim.local starts uvicorn with it).
+H11_MAX_HEAD_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ class ShimSettings:
     # workers' own reaper uses the same variable to declare one dead.
     dead_after_s: float = 6.0
     # The anchor file the workers append run checkpoints to (ledger verify reads it).
-    anchor_file: Path = Path(DEFAULT_ANCHOR_FILE)
+    anchor_file: Path = Path(anchors.DEFAULT_ANCHOR_FILE)
     # Token buckets at the door (None: no limit), per identity and per client address.
     rate_per_identity: Rate | None = Rate(20.0, 100)  # DEFAULT_RATE_PER_IDENTITY
     rate_per_address: Rate | None = Rate(50.0, 200)  # DEFAULT_RATE_PER_ADDRESS
@@ -86,7 +91,7 @@ class ShimSettings:
             max_archive_bytes=max_archive,
             opa_trust_dir=Path(e.get("GATEHOUSE_OPA_TRUST_DIR") or DEFAULT_TRUST_DIR),
             dead_after_s=_seconds(e, "GATEHOUSE_DEAD_AFTER_S", 6.0),
-            anchor_file=Path(e.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE),
+            anchor_file=Path(e.get("GATEHOUSE_ANCHOR_FILE") or anchors.DEFAULT_ANCHOR_FILE),
             rate_per_identity=parse_rate(
                 e.get("GATEHOUSE_RATE_PER_IDENTITY") or DEFAULT_RATE_PER_IDENTITY,
                 "GATEHOUSE_RATE_PER_IDENTITY",

@@ -1,6 +1,6 @@
 """``python -m bench.hitl._gh_proc worker|shim PORT``: a Gatehouse process, counted.
 
-The real entry points (``worker.app.main``, ``uvicorn shim.asgi:app``) with the
+The real entry points (``worker.app.main``, ``uvicorn shim.api.asgi:app``) with the
 SQL counters of ``_counting`` installed first; BENCH_COUNT_FILE names the file.
 """
 
@@ -23,7 +23,7 @@ def main() -> None:
         return
     import uvicorn  # noqa: PLC0415 - the worker process has no use for it
 
-    uvicorn.run("shim.asgi:app", host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+    uvicorn.run("shim.api.asgi:app", host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
 
 
 if __name__ == "__main__":

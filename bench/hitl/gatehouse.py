@@ -26,9 +26,9 @@ import sqlalchemy as sa
 from bench.hitl._counting import read_counts
 from contracts import Role
 from ledger import open_database
-from shim._auth import add_token
-from shim._client import KEEPALIVE
-from shim._procs import free_port, stop, wait_healthy
+from shim.cli.client import KEEPALIVE
+from shim.local import free_port, stop, wait_healthy
+from shim.tokens import add_token
 
 __all__ = ["GatehouseSystem"]
 # As many runs in flight as the peers get: the worker's queue slots are not the bottleneck.

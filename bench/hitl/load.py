@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from bench.hitl.gatehouse import GatehouseSystem
 from ledger import open_database
-from shim._client import KEEPALIVE
+from shim.cli.client import KEEPALIVE
 from worker.replay import replay_run
 from worker.runtime import WorkerSettings
 

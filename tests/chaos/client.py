@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from shim._client import KEEPALIVE
+from shim.cli.client import KEEPALIVE
 
 __all__ = ["Api", "Figures", "say"]
 

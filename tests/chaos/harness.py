@@ -2,7 +2,7 @@
 worker slots as real processes.
 
 Everything Gatehouse runs here is a separate OS process, started the way
-``gatehouse up`` starts them (``shim._procs``). The harness supervises the
+``gatehouse up`` starts them (``shim.local``). The harness supervises the
 worker slots itself: a slot that dies is started again under the same
 executor id and without any crash point, unless it was killed for good.
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts import Role
-from shim._auth import add_token
-from shim._procs import free_port, start_shim, start_worker, stop, wait_healthy
+from shim.local import free_port, start_shim, start_worker, stop, wait_healthy
+from shim.tokens import add_token
 from tests.chaos.client import Api, Figures, say
 from tests.chaos.sink import Sink
 from tests.support.pgcluster import PgCluster

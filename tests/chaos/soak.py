@@ -31,8 +31,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from shim._auth import add_token
-from shim._procs import free_port, stop
+from shim.local import free_port, stop
+from shim.tokens import add_token
 from tests.chaos.client import Api, Figures, say
 from tests.chaos.crashpoints import wait_until
 from tests.chaos.harness import DB_NAME, IDENTITIES, Stack, Workers

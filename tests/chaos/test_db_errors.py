@@ -1,25 +1,28 @@
 """The shim's answer while the database is away: 503 ``database_unavailable``,
 however the loss reaches a route — never a 500. No database needed: a service
-that fails the way a lost database makes it fail."""
+whose database connections fail the way a lost database makes them fail."""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from dbos._error import DBOSException
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from contracts import ErrorCode, GatehouseError, Role, RunList, RunStatus
-from shim._auth import Identity, add_token
-from shim._service import Service
-from shim.app import create_app
+from contracts import ErrorCode, Role
+from ledger import open_database
+from shim.api import Service, create_app
 from shim.settings import ShimSettings
+from shim.tokens import add_token
 
 
 def _wrapped_dbos() -> Exception:
@@ -47,37 +50,20 @@ LOSSES: dict[str, Callable[[], Exception]] = {
 
 
 class _LostDatabase(Service):
+    """Every connection to its database fails with ``loss()``: reads, writes and the
+    refusal records alike."""
+
     def __init__(self, settings: ShimSettings, loss: Callable[[], Exception]) -> None:
         self.settings = settings
-        self.loss = loss
+        self.db = open_database(settings.database_url)
+        self.refusals = threading.Lock()
+
+        @event.listens_for(self.db.engine, "do_connect")
+        def _lost(*_: Any) -> None:
+            raise loss()
 
     def close(self) -> None:
-        return
-
-    def runs(
-        self,
-        status: RunStatus | None,
-        limit: int,
-        cursor: str | None,
-        who: Identity | None = None,
-        *,
-        recipe: str | None = None,
-    ) -> RunList:
-        raise self.loss()
-
-    def record_refusal(
-        self,
-        exc: GatehouseError,
-        who: str | None,
-        route: str,
-        run_id: str | None,
-        token_id: str | None = None,
-        *,
-        address: str = "-",
-        template: str | None = None,
-        repeats: int = 1,
-    ) -> None:
-        raise self.loss()
+        self.db.dispose()
 
 
 def _client(tmp_path: Path, loss: Callable[[], Exception]) -> tuple[TestClient, str]:
@@ -85,7 +71,10 @@ def _client(tmp_path: Path, loss: Callable[[], Exception]) -> tuple[TestClient, 
     token = add_token(tokens, "olga", [Role.OPERATOR])
     sam = add_token(tokens, "sam", [Role.SUBMITTER])
     settings = ShimSettings.from_env(
-        {"GATEHOUSE_DATABASE_URL": "sqlite:///unused.sqlite", "GATEHOUSE_TOKENS_FILE": str(tokens)}
+        {
+            "GATEHOUSE_DATABASE_URL": f"sqlite:///{tmp_path / 'never-reached.sqlite'}",
+            "GATEHOUSE_TOKENS_FILE": str(tokens),
+        }
     )
     app = create_app(settings, lambda s: _LostDatabase(s, loss))
     client = TestClient(app, raise_server_exceptions=False)

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shim._procs import free_port
+from shim.local import free_port
 from tests.chaos.client import say
 from tests.chaos.crashpoints import wait_until
 from tests.chaos.model import Channel, make_plan

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from contracts import APP_VERSION
-from shim._procs import start_shim, stop, wait_healthy
+from shim.local import start_shim, stop, wait_healthy
 from tests.chaos.client import say
 from tests.chaos.crashpoints import wait_until
 from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, Stack, running_stack

@@ -22,9 +22,8 @@ import httpx
 import pytest
 
 from contracts import Role
-from shim._auth import add_token
-from shim._fixture import InventoryService
-from shim._procs import free_port, stop, wait_healthy
+from shim.local import InventoryService, free_port, stop, wait_healthy
+from shim.tokens import add_token
 from tests.conftest import require_backend
 from tests.support.stack import BACKENDS, drop_database, fresh_database_url
 

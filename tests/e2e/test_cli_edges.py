@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shim._procs import free_port
+from shim.local import free_port
 
 GATEHOUSE = str(Path(sys.executable).parent / "gatehouse")
 

@@ -26,8 +26,8 @@ import httpx
 import pytest
 
 from contracts import ErrorCode, Plan, RunView, digest_of
-from shim._client import Client
-from shim._procs import free_port, start_worker, stop
+from shim.cli.client import Client
+from shim.local import free_port, start_worker, stop
 from tests.conftest import require_backend
 from tests.support.opencode import first_prompts, require_opencode, write_call
 from tests.support.stack import drop_database, fresh_database_url, shim_client, wait_for_status

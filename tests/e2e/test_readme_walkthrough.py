@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from shim._procs import free_port
+from shim.local import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shim._client import ApiError, Client
-from shim._fixture import InventoryService
-from shim._procs import free_port
+from shim.cli.client import ApiError, Client
+from shim.local import InventoryService, free_port
 
 
 def _pids(log: Path) -> dict[str, int]:

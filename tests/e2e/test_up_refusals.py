@@ -14,13 +14,13 @@ import pytest
 
 from contracts import APP_VERSION
 from ledger import executors, migrate, now_iso, open_database
-from shim._procs import free_port
+from shim.local import free_port, in_use
 from tests.conftest import require_backend
 from tests.e2e.test_cli_edges import _one_line, _run
 from tests.support.stack import BACKENDS, drop_database, fresh_database_url
 
 
-def test_up_refuses_a_port_in_use(tmp_path: Path) -> None:
+def test_up_refuses_a_portin_use(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -61,9 +61,7 @@ def test_up_refuses_executor_ids_another_stack_runs(tmp_path: Path, backend: str
 
 def test_a_database_that_is_away_is_no_refusal(tmp_path: Path) -> None:
     """up starts before its database may (its workers wait for it): nothing to compare yet."""
-    from shim._up import _in_use
-
     away = f"postgresql://postgres@127.0.0.1:{free_port()}/gatehouse"
-    assert _in_use(away, free_port(), ["worker-1"]) is None
+    assert in_use(away, free_port(), ["worker-1"]) is None
     fresh = f"sqlite:///{tmp_path}/fresh.sqlite"  # never migrated: no worker ever ran there
-    assert _in_use(fresh, free_port(), ["worker-1"]) is None
+    assert in_use(fresh, free_port(), ["worker-1"]) is None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from shim._procs import free_port
+from shim.local import free_port
 from tests.support.tls import self_signed
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import contracts
-from shim._fixture import InventoryService
+from shim.local import InventoryService
 from tests.support.stack import Stack
 
 

@@ -350,7 +350,7 @@ def test_a_body_that_stops_coming_is_answered(
     for as long as the client holds the connection."""
     import socket
 
-    from shim import _http
+    from shim.api import http as _http
     from tests.support.served import ServedShim
 
     monkeypatch.setattr(_http, "BODY_READ_TIMEOUT_S", 1.0)

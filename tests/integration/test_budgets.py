@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from contracts import Plan, digest_of
-from shim._procs import start_worker, stop
+from shim.local import start_worker, stop
 from tests.conftest import require_backend
 from tests.support.mova import load_upstream, vendor_errors
 from tests.support.stack import (

@@ -16,7 +16,7 @@ import pytest
 from contracts import DriverKind, Plan, digest_of, validate_instance
 from contracts._errors import ErrorCode
 from contracts.execution import ExecutionEnvelope, ExecutionResult
-from shim._fixture import InventoryService
+from shim.local import InventoryService
 from tests.conftest import require_backend
 from tests.support.stack import BACKENDS, Stack, running_stack
 from worker.handlers import noop

@@ -18,8 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from contracts import Plan, digest_of
-from shim._fixture import InventoryService
-from shim._procs import start_worker, stop
+from shim.local import InventoryService, start_worker, stop
 from tests.support.stack import (
     shim_client,
     wait_for_status,

@@ -8,7 +8,7 @@ import re
 
 from fastapi.testclient import TestClient
 
-from shim.dashboard._session import COOKIE, csrf_of
+from shim.api.dashboard.session import COOKIE, csrf_of
 from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.stack import Stack
 

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from contracts import GatehouseError
 from ledger import open_database
-from shim._door import MAX_HEADER_BYTES, MAX_HEADERS, TokenBuckets
+from shim.api.door import MAX_HEADER_BYTES, MAX_HEADERS, TokenBuckets
 from shim.settings import Rate, parse_rate
 from tests.support.stack import (
     ActingClient,

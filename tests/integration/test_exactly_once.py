@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from contracts import Plan, digest_of
-from shim._fixture import InventoryService
+from shim.local import InventoryService
 from tests.support.flaky import FlakyService
 from tests.support.guard import network_guard
 from tests.support.stack import Stack

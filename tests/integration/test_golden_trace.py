@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from shim._fixture import InventoryService
+from shim.local import InventoryService
 from tests.support.stack import Stack
 
 

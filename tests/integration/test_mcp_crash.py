@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from policies import catalog
-from shim._procs import start_worker, stop
+from shim.local import start_worker, stop
 from tests.support.mcp import POOL_ID, McpHttpServer, http_connector, write_policies
 from tests.support.plans import digest_of_plan
 from tests.support.stack import (

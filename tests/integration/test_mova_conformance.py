@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from shim._fixture import InventoryService
+from shim.local import InventoryService
 from tests.support.mova import Upstream, is_security, load_upstream, vendor_errors
 from tests.support.scripted_model import ScriptedModel
 from tests.support.stack import Stack, running_stack

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledger import Database, executors, migrate, open_database
-from shim._health import planner_missing
+from shim.api.services.health import planner_missing
 from tests.support.stack import Stack, drop_database, fresh_database_url
 
 VERSION = "gatehouse-test"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from shim._procs import start_worker, stop
+from shim.local import start_worker, stop
 from tests.support.stack import shim_client
 
 FAST = {"GATEHOUSE_HEARTBEAT_S": "0.5", "GATEHOUSE_DEAD_AFTER_S": "3"}

@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 
 from ledger import migrate, open_database
-from shim._procs import start_worker, stop
+from shim.local import start_worker, stop
 from tests.support import fakeclock
 
 DEAD_AFTER_S = 3.0

@@ -14,7 +14,7 @@ from typing import Any
 
 from contracts import JsonValue, Plan, digest_of
 from policies import catalog
-from shim._fixture import INVENTORY, InventoryService
+from shim.local import INVENTORY, InventoryService
 from tests.support.stack import Stack
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from contracts import GatehouseError
 from ledger import Tls, resolve_tls
-from shim._client import Client
 from shim.cli import build_parser
+from shim.cli.client import Client
 from tests.support.served import ServedShim
 from tests.support.stack import Stack
 from tests.support.tls import self_signed

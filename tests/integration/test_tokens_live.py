@@ -13,10 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from contracts import Role
-from shim._tokens_cli import run_tokens
-from shim._tokens_file import Issued, issue_token, read_tokens
-from shim._tokens_live import RECHECK_S
 from shim.cli import build_parser
+from shim.cli.commands.tokens import run as run_tokens
+from shim.tokens import RECHECK_S, Issued, issue_token, read_tokens
 from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.stack import Stack
 

@@ -14,9 +14,8 @@ from pathlib import Path
 import uvicorn
 
 from ledger import Tls
-from shim._door import H11_MAX_HEAD_BYTES
-from shim.app import create_app
-from shim.settings import ShimSettings
+from shim.api import create_app
+from shim.settings import H11_MAX_HEAD_BYTES, ShimSettings
 from tests.support.stack import GENEROUS_LIMITS
 
 __all__ = ["ServedShim"]

@@ -21,9 +21,9 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from contracts import DriverKind, Role
-from shim._auth import add_token
-from shim.app import create_app
+from shim.api import create_app
 from shim.settings import ShimSettings
+from shim.tokens import add_token
 from tests.support.plans import digest_of_plan, noop_plan
 
 if TYPE_CHECKING:

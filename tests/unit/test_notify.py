@@ -11,7 +11,6 @@ import pytest
 
 from contracts import ErrorCode, GatehouseError, JsonObject, NotifyConfig
 from ledger.notifications import PendingEvent, delivery_id
-from shim._events import resume_point
 from worker.notify import load_config
 from worker.notify.payload import (
     email_message,
@@ -102,12 +101,3 @@ def test_a_bad_notifications_file_is_refused_with_its_reason(
     assert problem in refused.value.message
     with pytest.raises(GatehouseError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
-
-
-def test_resume_points() -> None:
-    assert resume_point(None, None) == 0
-    assert resume_point(None, 5) == 5
-    assert resume_point(" 12 ", 5) == 12  # the header wins
-    for bad in ("x", "-1", "1" * 13):
-        with pytest.raises(GatehouseError):
-            resume_point(bad, None)

@@ -302,7 +302,7 @@ def test_an_unreachable_model_is_explain_unavailable() -> None:
 
 def test_the_cli_prints_the_report_readably() -> None:
     from contracts import ExplainView
-    from shim._client import explain_text
+    from shim.cli.client import explain_text
 
     view = ExplainView.model_validate(
         {

@@ -1,0 +1,70 @@
+"""``create_app``: the HTTP API composed — routers, the door, error handlers, OpenAPI.
+
+It registers no route itself (``shim.api.routes`` and ``shim.api.dashboard``
+do) and holds no state but what its lifespan opens: the tokens file, followed
+live (no tokens, no shim: there is no anonymous mode to fall back to), and
+the ``Service`` the routes share (``app.state``), closed when the app stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI
+
+from shim.api import dashboard, routes
+from shim.api.deps import names_of
+from shim.api.door import Door, DoorMiddleware
+from shim.api.errors import install_error_handlers, refusal_recorder
+from shim.api.http import known_query, served_routes
+from shim.api.openapi import install_openapi
+from shim.api.services import Service
+from shim.settings import ShimSettings
+from shim.tokens import LiveTokens
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    settings: ShimSettings, service_factory: Callable[[ShimSettings], Service] = Service
+) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tokens = LiveTokens.open(settings.tokens_file)
+        service = service_factory(settings)
+        # A lifespan started while another runs (a second test client on one app) leaves
+        # the first one's tokens and service serving, and in place when it ends.
+        first = getattr(app.state, "service", None) is None
+        if first:
+            app.state.tokens, app.state.service = tokens, service
+        flusher = asyncio.create_task(door.run())
+        try:
+            yield
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            await door.flush()  # the rate-limited refusals still held
+            service.close()
+            if first:
+                app.state.tokens = app.state.service = None
+
+    app = FastAPI(
+        title="Gatehouse",
+        version="0.1.0",
+        lifespan=lifespan,
+        dependencies=[Depends(known_query)],
+    )
+    door = Door(
+        settings.rate_per_address, settings.rate_per_identity, names_of(app), refusal_recorder(app)
+    )
+    app.state.door = door
+    app.add_middleware(DoorMiddleware, door=door, routes=lambda: served_routes(app))
+    install_error_handlers(app)
+    for router in (*routes.ROUTERS, *dashboard.ROUTERS):
+        app.include_router(router)
+    install_openapi(app)
+    return app

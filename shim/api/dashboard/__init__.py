@@ -1,0 +1,45 @@
+"""The live dashboard, ``/dashboard``: server-rendered pages over the same services as the API.
+
+One router module per page; ``_pages.py`` holds what they share (rendering,
+the viewer, errors shown as pages) and ``session.py`` the session cookie and form tokens.
+
+    static.py       the script and the style sheet
+    login.py        logging in and out
+    runs.py         the runs
+    approvals.py    the runs waiting for a decision
+    security.py     the security events
+    workers.py      the workers
+    run.py          one run, live
+    run_actions.py  a run's forms: approve, reject, cancel, replay, verify
+    artifacts.py    an artifact's bytes
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from shim.api.dashboard import (
+    approvals,
+    artifacts,
+    login,
+    run,
+    run_actions,
+    runs,
+    security,
+    static,
+    workers,
+)
+
+__all__ = ["ROUTERS"]
+
+ROUTERS: tuple[APIRouter, ...] = (
+    static.router,
+    login.router,
+    runs.router,
+    approvals.router,
+    security.router,
+    workers.router,
+    run.router,
+    run_actions.router,
+    artifacts.router,
+)

@@ -1,0 +1,150 @@
+"""What every dashboard page shares: rendering, the viewer, and errors shown as pages.
+
+Every page is rendered on the server with Jinja2 autoescaping, so model and
+tool output (objectives, plan inputs, episodes, error messages) is text, never
+markup. Pages call the same services as the API with the viewer's identity,
+so roles, four-eyes and ownership hold exactly as there.
+
+A page's router uses ``PageRoute``: a missing or refused session goes to the
+login page, and a refusal is an error page; both are recorded as security
+events just like a refusal on the API. A malformed parameter is answered as
+the API answers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from urllib.parse import quote
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from contracts import ErrorCode, GatehouseError, JsonValue, Role, canonical, visible
+from shim.api.dashboard.session import csrf_of, identify, same_origin, session_token
+from shim.api.deps import TokensDep, admit
+from shim.api.errors import record_refused
+from shim.api.http import refuse_bad_parameters
+from shim.tokens import Identity, LiveTokens
+
+__all__ = [
+    "ANY_ROLE",
+    "HEADERS",
+    "HERE",
+    "PageRoute",
+    "checked_form",
+    "common",
+    "page",
+    "pretty",
+    "viewer",
+]
+
+HERE = Path(__file__).parent
+_env = Environment(
+    loader=FileSystemLoader(HERE / "templates"),
+    autoescape=select_autoescape(["html"], default=True),
+)
+# Text from planners and outside data: escaped for HTML by autoescape, and its
+# hidden or reordering characters shown as \uXXXX by this filter.
+_env.filters["visible"] = visible
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self';"
+        " img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    # not no-referrer: with it Chromium sends "Origin: null" on form posts
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+ANY_ROLE = (Role.SUBMITTER, Role.APPROVER, Role.OPERATOR)
+
+
+class LoginNeededError(Exception):
+    """No valid session: go to the login page (``refusal``: why a session's token was refused)."""
+
+    def __init__(self, refusal: GatehouseError | None = None) -> None:
+        super().__init__("login needed")
+        self.refusal = refusal
+
+
+def page(name: str, **context: object) -> HTMLResponse:
+    """Render a template; ``http_status`` in the context sets the answer's status."""
+    status = context.pop("http_status", 200)
+    html = _env.get_template(name).render(**context)
+    code = status if isinstance(status, int) else 200
+    return HTMLResponse(html, status_code=code, headers=HEADERS)
+
+
+def pretty(value: JsonValue) -> str:
+    """In full, keys sorted, hidden and reordering characters escaped."""
+    return canonical(value)
+
+
+def viewer(*roles: Role) -> Callable[[Request, TokensDep], Awaitable[Identity]]:
+    """Who is looking, from the session's token; they must hold one of ``roles``."""
+
+    async def me(request: Request, tokens: TokensDep) -> Identity:
+        refuse_bad_parameters(request)
+        token = session_token(request)
+        if token is None:
+            raise LoginNeededError
+        try:
+            found = tokens.check(token)
+        except GatehouseError as exc:
+            raise LoginNeededError(exc) from exc  # e.g. revoked since logging in
+        return admit(request, found, roles)
+
+    return me
+
+
+def common(request: Request, me: Identity) -> dict[str, object]:
+    """What every page's frame shows: who is logged in, the form token, a notice."""
+    token = session_token(request) or ""
+    return {"who": {"name": me.name, "roles": sorted(r.value for r in me.roles)},
+            "csrf": csrf_of(token), "flash": request.query_params.get("done")}  # fmt: skip
+
+
+async def checked_form(request: Request) -> dict[str, str]:
+    """The posted form, if it came from this dashboard (CSRF token and Origin)."""
+    form = await request.form()
+    values = {k: v for k, v in form.items() if isinstance(v, str)}
+    token = session_token(request) or ""
+    if not same_origin(request) or values.get("csrf") != csrf_of(token):
+        raise GatehouseError(
+            ErrorCode.FORBIDDEN, "the form did not come from this dashboard (CSRF check)"
+        )
+    return values
+
+
+async def _as_page(request: Request, handle: Callable[[], Awaitable[Response]]) -> Response:
+    try:
+        return await handle()
+    except LoginNeededError as needed:
+        if needed.refusal is not None:
+            await record_refused(request, needed.refusal)
+        target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+        return RedirectResponse(f"/dashboard/login?next={target}", status_code=303)
+    except GatehouseError as exc:
+        await record_refused(request, exc)
+        live = request.app.state.tokens
+        found = identify(request, live.current()) if isinstance(live, LiveTokens) else None
+        ctx = common(request, found) if found is not None else {"who": None}
+        status = exc.code.http_status
+        return page("error.html", http_status=status, status=status,
+                    code=exc.code.value, message=exc.message, **ctx)  # fmt: skip
+
+
+class PageRoute(APIRoute):
+    """A dashboard route: what goes wrong is a page (or the login page), never JSON."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[object, object, Response]]:
+        handle = super().get_route_handler()
+
+        async def as_page(request: Request) -> Response:
+            return await _as_page(request, lambda: handle(request))
+
+        return as_page

@@ -1,0 +1,78 @@
+"""What a handler takes besides its parameters: the caller and the service.
+
+A handler declares them (FastAPI's full-stack template): the caller as
+``caller: Annotated[Identity, Depends(require(Role.APPROVER))]``, the service
+as ``service: ServiceDep``. The caller is known from its bearer token and
+noted on the request (a refusal's record names it) before its roles are judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+
+from contracts import ErrorCode, GatehouseError, Role
+from shim.api.http import refuse_bad_parameters
+from shim.api.services import Service
+from shim.tokens import Identity, LiveTokens, TokenStore, bearer
+
+__all__ = ["ServiceDep", "TokensDep", "admit", "names_of", "require"]
+
+
+async def _service(request: Request) -> Service:
+    service = getattr(request.app.state, "service", None)
+    if not isinstance(service, Service):
+        raise RuntimeError("the shim has not started: there is no service yet")
+    return service
+
+
+async def _tokens(request: Request) -> TokenStore:
+    """The tokens this request is judged by: the tokens file's latest good version."""
+    live = getattr(request.app.state, "tokens", None)
+    if not isinstance(live, LiveTokens):
+        raise RuntimeError("the shim has not started: there are no tokens yet")
+    return live.current()
+
+
+ServiceDep = Annotated[Service, Depends(_service)]
+TokensDep = Annotated[TokenStore, Depends(_tokens)]
+
+
+def admit(request: Request, who: Identity, roles: tuple[Role, ...]) -> Identity:
+    """Note who asks on the request, then refuse them unless they hold one of ``roles``."""
+    request.state.identity, request.state.token_id = who.name, who.token_id
+    if roles and not who.has(*roles):
+        wanted = " or ".join(r.value for r in roles)
+        raise GatehouseError(ErrorCode.FORBIDDEN, f"{who.name} is not {wanted}")
+    return who
+
+
+def require(*roles: Role) -> Callable[[Request, TokenStore], Awaitable[Identity]]:
+    """The caller's identity from its bearer token; it must hold one of ``roles`` (none
+    given: any valid token). A route's malformed parameters are answered first."""
+
+    async def caller(request: Request, tokens: TokensDep) -> Identity:
+        refuse_bad_parameters(request)
+        who = tokens.check(bearer(request.headers.get("authorization")))
+        return admit(request, who, roles)
+
+    return caller
+
+
+def names_of(app: FastAPI) -> Callable[[str | None], str | None]:
+    """For the door, before any route: the name behind an Authorization header's valid
+    bearer token, else None (the route refuses it later)."""
+
+    def name(authorization: str | None) -> str | None:
+        live = getattr(app.state, "tokens", None)
+        if not isinstance(live, LiveTokens):
+            return None
+        try:
+            who = live.current().identify(bearer(authorization))
+        except GatehouseError:  # no token, or not a bearer one
+            return None
+        return None if who is None else who.name
+
+    return name

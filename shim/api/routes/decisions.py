@@ -1,0 +1,42 @@
+"""``POST /approve/{run_id}`` and ``/reject/{run_id}``: a decision on a run's plan (approvers)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from contracts import ApprovalRequest, Decision, Role
+from shim.api.deps import ServiceDep, require
+from shim.api.http import model_response, read_body
+from shim.api.params import RunId
+from shim.api.services.decide import decide
+from shim.tokens import Identity
+
+router = APIRouter()
+
+Approver = Annotated[Identity, Depends(require(Role.APPROVER))]
+
+
+async def _decide(
+    request: Request, service: ServiceDep, run_id: str, decision: Decision, caller: Identity
+) -> JSONResponse:
+    body = await read_body(
+        request, service.settings.max_body_bytes, "env.approval_request_v1", ApprovalRequest
+    )
+    return model_response(decide(service, run_id, body=body, decision=decision, who=caller))
+
+
+@router.post("/approve/{run_id}")
+async def approve(
+    request: Request, caller: Approver, service: ServiceDep, run_id: RunId
+) -> JSONResponse:
+    return await _decide(request, service, run_id, Decision.APPROVED, caller)
+
+
+@router.post("/reject/{run_id}")
+async def reject(
+    request: Request, caller: Approver, service: ServiceDep, run_id: RunId
+) -> JSONResponse:
+    return await _decide(request, service, run_id, Decision.REJECTED, caller)

@@ -1,0 +1,31 @@
+"""``GET /runs/{run_id}/episodes``: a run's MOVA episodes, with which text is for whom."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from contracts import EPISODES_CHANNELS, Role
+from shim.api.deps import ServiceDep, require
+from shim.api.params import RunId
+from shim.api.services import reads
+from shim.tokens import Identity
+
+router = APIRouter()
+
+
+@router.get("/runs/{run_id}/episodes")
+def get_episodes(
+    caller: Annotated[Identity, Depends(require(Role.OPERATOR))],
+    service: ServiceDep,
+    run_id: RunId,
+) -> JSONResponse:
+    found = reads.episodes(service, run_id)
+    return JSONResponse(
+        {
+            "episodes": [e.model_dump(mode="json") for e in found],
+            "text_channels": {k: v.value for k, v in EPISODES_CHANNELS.items()},
+        }
+    )

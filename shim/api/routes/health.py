@@ -1,0 +1,28 @@
+"""``/healthz`` (liveness) and ``/readyz`` (readiness): open, for probes, naming no secret."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from shim.api.deps import ServiceDep
+from shim.api.services import health
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+def healthz(service: ServiceDep) -> JSONResponse:
+    health.ping(service.db)
+    return JSONResponse({"status": "ok", "database": "ok"})
+
+
+@router.get("/readyz")
+async def readyz(service: ServiceDep) -> JSONResponse:
+    # Open like /healthz, for probes: it names what is missing, never a secret.
+    s = service.settings
+    ready, report = await run_in_threadpool(
+        health.readiness, service.db, s.app_version, s.dead_after_s
+    )
+    return JSONResponse(report, status_code=200 if ready else 503)

@@ -1,0 +1,58 @@
+"""``POST /intent``: an intent as JSON, or an OPA archive to run as one (submitters)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from contracts import ErrorCode, GatehouseError, IntentRequest, Role
+from shim.api.deps import ServiceDep, require
+from shim.api.http import media_type, model_response, read_body, read_capped
+from shim.api.params import ArchiveMode, ArchiveName, IdempotencyKey, QueryId
+from shim.api.services.opa_runs import ARCHIVE_MEDIA_TYPES, ArchiveUpload, submit_archive
+from shim.api.services.submit import submit
+from shim.tokens import Identity
+
+router = APIRouter()
+
+
+@router.post("/intent")
+async def post_intent(
+    request: Request,
+    caller: Annotated[Identity, Depends(require(Role.SUBMITTER))],
+    service: ServiceDep,
+    *,
+    idempotency_key: IdempotencyKey = None,
+    name: ArchiveName = None,
+    mode: ArchiveMode = None,
+    recipe: QueryId = None,
+    policy_profile: QueryId = None,
+    tool_pool: QueryId = None,
+) -> JSONResponse:
+    settings = service.settings
+    if media_type(request) in ARCHIVE_MEDIA_TYPES:
+        upload = ArchiveUpload(
+            name=name or "archive.opa",
+            content=await read_capped(request, settings.max_archive_bytes),
+            mode=mode,
+            recipe=recipe,
+            policy_profile=policy_profile or "default",
+            tool_pool=tool_pool or "default",
+        )
+        # Validating an archive is CPU work: off the event loop.
+        created, accepted = await run_in_threadpool(
+            submit_archive, service, upload, idempotency_key, caller
+        )
+        return model_response(accepted, 202 if created else 200)
+    if any(q is not None for q in (name, mode, recipe, policy_profile, tool_pool)):
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST,
+            "query parameters name, mode, recipe, policy_profile and tool_pool go with an"
+            " archive upload; a JSON intent says these in its body",
+        )
+    body = await read_body(request, settings.max_body_bytes, "env.intent_request_v1", IntentRequest)
+    created, accepted = submit(service, body, key=idempotency_key, who=caller)
+    return model_response(accepted, 202 if created else 200)

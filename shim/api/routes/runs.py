@@ -1,0 +1,55 @@
+"""``GET /runs``, ``/runs/{run_id}`` and ``/runs/{run_id}/wait``: runs, one run, a long poll.
+
+Submitters read their own runs; approvers and operators read all (the service filters).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse
+
+from contracts import Role, RunStatus
+from shim.api.deps import ServiceDep, require
+from shim.api.http import model_response
+from shim.api.params import RunId
+from shim.api.services import reads
+from shim.api.services.wait import wait_for_run
+from shim.tokens import Identity
+
+router = APIRouter()
+
+Reader = Annotated[Identity, Depends(require(Role.SUBMITTER, Role.APPROVER, Role.OPERATOR))]
+
+
+@router.get("/runs")
+def list_runs(
+    caller: Reader,
+    service: ServiceDep,
+    status: RunStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
+) -> JSONResponse:
+    return model_response(reads.run_list(service, status, limit, cursor, caller))
+
+
+@router.get("/runs/{run_id}")
+def get_run(caller: Reader, service: ServiceDep, run_id: RunId) -> JSONResponse:
+    return model_response(reads.run(service, run_id, caller))
+
+
+@router.get("/runs/{run_id}/wait")
+async def wait_run(
+    caller: Reader,
+    service: ServiceDep,
+    run_id: RunId,
+    until: Annotated[str | None, Query(max_length=400)] = None,
+    timeout_s: Annotated[float, Query(gt=0, le=60)] = 25.0,
+) -> JSONResponse:
+    """The run once its status is one of ``until`` (default: a person must act, or
+    it is over) or ``timeout_s`` passed; header ``Gatehouse-Wait: reached|timeout``."""
+    view, reached = await wait_for_run(service, run_id, caller, until, timeout_s)
+    answer = model_response(view)
+    answer.headers["Gatehouse-Wait"] = "reached" if reached else "timeout"
+    return answer

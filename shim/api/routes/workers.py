@@ -1,0 +1,23 @@
+"""``GET /workers``: every worker that sent a heartbeat, live or not, and the versions served."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from contracts import Role
+from shim.api.deps import ServiceDep, require
+from shim.api.services import health
+from shim.tokens import Identity
+
+router = APIRouter()
+
+
+@router.get("/workers")
+def get_workers(
+    caller: Annotated[Identity, Depends(require(Role.OPERATOR))], service: ServiceDep
+) -> JSONResponse:
+    s = service.settings
+    return JSONResponse(health.workers(service.db, s.app_version, s.dead_after_s))

@@ -1,0 +1,56 @@
+"""``Service``: what every feature of the shim works with, opened once per app.
+
+The shim never runs a workflow. It reaches workers only through the
+database: an intent's rows and its queue entry commit in one transaction
+(``DBOSClient.enqueue_in_transaction``); a decision is a row, then a ``send``
+that wakes the waiting workflow. So a feature needs the database, the DBOS
+client, the run watch (waiting without polling) and the settings: this.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from dbos import DBOS, DBOSClient
+
+# DBOS's private modules, in this one place: the client's pool size (so its engine
+# carries the same connection bounds as ours) and the JSON serializer workers read.
+from dbos._client import DEFAULT_CLIENT_POOL_SIZE
+from dbos._serialization import DBOSPortableJSON
+
+from ledger import Database, migrate, open_database, system_engine
+from shim.api.services.watch import RunWatch
+from shim.settings import ShimSettings
+
+__all__ = ["Service"]
+
+
+class Service:
+    def __init__(self, settings: ShimSettings) -> None:
+        self.settings = settings
+        self.db: Database = open_database(settings.database_url, timeouts=settings.pg_timeouts)
+        # Either process may be first on a fresh database: the shim creates the
+        # tables it writes and the DBOS system tables it enqueues into.
+        migrate(self.db)
+        DBOS.migrate(settings.database_url)
+        # On PostgreSQL the client's engine carries the same connection bounds.
+        self._client_engine = system_engine(
+            settings.database_url, DEFAULT_CLIENT_POOL_SIZE, settings.pg_timeouts
+        )
+        self.client = DBOSClient(
+            system_database_url=settings.database_url,
+            system_database_engine=self._client_engine,
+            serializer=DBOSPortableJSON,
+        )
+        self.watch = RunWatch(
+            settings.database_url, postgres=not self.db.is_sqlite, timeouts=settings.pg_timeouts
+        )
+        # One refusal record written at a time (shim.api.services.refusals).
+        self.refusals = threading.Lock()
+
+    def close(self) -> None:
+        self.watch.close()
+        self.client.destroy()
+        if self._client_engine is not None:
+            self._client_engine.dispose()
+        self.db.dispose()

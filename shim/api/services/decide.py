@@ -1,0 +1,135 @@
+"""Decisions on a run's plan (``POST /approve|reject/{run_id}``).
+
+The ``plan_approvals`` row is the authority, written in one transaction with
+the checks; the ``send`` after it only wakes the waiting workflow sooner.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from contracts import (
+    APPROVAL_TOPIC,
+    ApprovalRequest,
+    Decision,
+    DecisionAccepted,
+    ErrorCode,
+    GatehouseError,
+    Mode,
+    RunStatus,
+    digest_of,
+)
+from ledger import approvals, intents, plan_cards, runs
+from policies import catalog
+from shim.api.services.acting import acting_as
+from shim.api.services.cancel import refuse_if_cancelled
+from shim.api.services.core import Service
+from shim.tokens import Identity
+
+__all__ = ["decide"]
+
+
+def _not_awaiting(run_id: str, status: RunStatus) -> GatehouseError:
+    return GatehouseError(
+        ErrorCode.RUN_NOT_AWAITING_APPROVAL,
+        f"run {run_id!r} is {status.value}; it takes no decision",
+        {"status": status.value},
+    )
+
+
+def _answer(
+    run_id: str, body: ApprovalRequest, decision: Decision, on_record: approvals.Decided
+) -> DecisionAccepted:
+    """The decision on record: this one (``recorded``), a repeat of it, or a refusal."""
+    if on_record.decision is not decision:
+        raise GatehouseError(
+            ErrorCode.ALREADY_DECIDED,
+            f"this plan was already {on_record.decision.value} by {on_record.decided_by}",
+            {"decision": on_record.decision.value, "decided_by": on_record.decided_by},
+        )
+    return DecisionAccepted(
+        run_id=run_id,
+        plan_digest=body.plan_digest,
+        decision=decision,
+        decided_by=on_record.decided_by,
+        recorded=on_record.inserted,
+    )
+
+
+def decide(
+    service: Service,
+    run_id: str,
+    *,
+    body: ApprovalRequest,
+    decision: Decision,
+    who: Identity,
+) -> DecisionAccepted:
+    """A decision on the run's current plan, as ``who``; a repeat answers as the first."""
+    db, client = service.db, service.client
+    body = acting_as(body, "decided_by", who)
+    with db.engine.begin() as conn:
+        refuse_if_cancelled(conn, client, run_id)  # first: cancel and decision race here
+        status = runs.run_status(conn, run_id)
+        if status is None:
+            raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+        request = intents.request_for_run(conn, run_id)
+        if request is None or request.mode is Mode.PLAN_ONLY:
+            raise _not_awaiting(run_id, status)
+        profile = catalog.profile(request.policy_profile).model
+        if profile.approval.four_eyes and request.submitted_by == who.name:
+            raise GatehouseError(
+                ErrorCode.FOUR_EYES,
+                f"{who.name} submitted run {run_id!r} and may not decide on its plan",
+                {"profile_id": profile.profile_id},
+            )
+        card = plan_cards.get_plan_card(conn, run_id)
+        if card is not None:
+            expected = card.plan_digest
+        elif request.plan is not None:
+            # run-plan: the plan is known before the worker gets to it, so a
+            # decision may arrive before the plan card does.
+            expected = digest_of(request.plan.model_dump(mode="json"))
+        elif status.terminal:
+            raise _not_awaiting(run_id, status)
+        else:
+            raise GatehouseError(
+                ErrorCode.RUN_NOT_AWAITING_APPROVAL,
+                f"run {run_id!r} has no plan yet; decide once its plan card exists",
+                {"status": status.value},
+            )
+        if body.plan_digest != expected:
+            if status.terminal:
+                raise _not_awaiting(run_id, status)
+            raise GatehouseError(
+                ErrorCode.STALE_PLAN_DIGEST,
+                "the decision names a plan digest that is not this run's plan",
+                {"given": body.plan_digest, "current": expected},
+            )
+        # The plan's decision keeps its answer after the run moved on: a repeat
+        # is a repeat and an opposite decision is already_decided, however late.
+        on_record = approvals.decision_for(conn, run_id, body.plan_digest)
+        if on_record is None:
+            if status.terminal:
+                raise _not_awaiting(run_id, status)
+            on_record = approvals.insert_decision(
+                conn,
+                approval_id="apr_" + uuid.uuid4().hex,
+                run_id=run_id,
+                plan_digest=body.plan_digest,
+                decision=decision,
+                decided_by=body.decided_by,
+                comment=body.comment,
+                token_id=who.token_id,
+            )
+    answer = _answer(run_id, body, decision, on_record)
+    if status.terminal:
+        return answer  # nothing waits for it any more
+    # The row is the authority; this only wakes the waiting workflow now
+    # rather than at its next re-check. Repeats are de-duplicated by key.
+    client.send(
+        run_id,
+        {"plan_digest": body.plan_digest, "decision": decision.value},
+        APPROVAL_TOPIC,
+        idempotency_key=f"{run_id}:{body.plan_digest}",
+    )
+    return answer

@@ -1,0 +1,226 @@
+"""What operators ask of runs: resolve an in-doubt call, replay a run, fork one."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from dbos import DBOSClient, SetWorkflowID, WorkflowHandle
+
+from contracts import (
+    INTENT_QUEUE,
+    REPLAY_WORKFLOW,
+    RESOLUTION_TOPIC,
+    CallResolution,
+    CallResolved,
+    Decision,
+    ErrorCode,
+    ForkAccepted,
+    ForkRequest,
+    GatehouseError,
+    JsonValue,
+    ReplayReport,
+    RunStatus,
+)
+from ledger import calls, evidence, forks, now_iso, runs
+from policies.episodes import episode
+from shim.api.services.acting import acting_as, run_links
+from shim.api.services.core import Service
+from shim.tokens import Identity
+
+__all__ = ["fork", "replay", "resolve"]
+
+# How long POST /runs/{id}/replay waits for a worker to answer.
+_REPLAY_WAIT_S = 60.0
+
+
+def resolve(service: Service, op_key: str, body: CallResolution, who: Identity) -> CallResolved:
+    """An operator's word on an in-doubt call; the waiting run continues."""
+    db, client = service.db, service.client
+    body = acting_as(body, "resolved_by", who)
+    with db.engine.begin() as conn:
+        row, recorded = calls.resolve(
+            conn, key=op_key, outcome=body.outcome, resolved_by=who.name, note=body.note
+        )
+        if not recorded and row.status != body.outcome:
+            raise GatehouseError(
+                ErrorCode.CALL_NOT_IN_DOUBT,
+                f"call {op_key[:12]} is {row.status}; only an in-doubt call is resolved",
+                {"status": row.status},
+            )
+        if recorded:
+            evidence.put_episode(
+                conn,
+                row.run_id,
+                row.step_id,
+                episode(
+                    run_id=row.run_id,
+                    kind="resolution",
+                    subject=op_key,
+                    episode_type="execution/operator_resolution",
+                    status="completed",
+                    summary=f"in-doubt call of step {row.step_id} resolved as"
+                    f" {body.outcome} by {who.name}",
+                    executor_id=who.name,
+                    recorded_at=now_iso(),
+                    details={
+                        "op_key": op_key,
+                        "step_id": row.step_id,
+                        "outcome": body.outcome,
+                        "resolved_by": who.name,
+                        "note": body.note,
+                    },
+                ),
+            )
+    client.send(
+        row.run_id,
+        {"op_key": op_key, "outcome": body.outcome},
+        RESOLUTION_TOPIC,
+        idempotency_key=f"{op_key}:resolution",
+    )
+    return CallResolved(
+        op_key=op_key,
+        run_id=row.run_id,
+        step_id=row.step_id,
+        outcome=body.outcome,
+        resolved_by=who.name,
+        recorded=recorded,
+    )
+
+
+def replay(service: Service, run_id: str, rules: str = "recorded") -> ReplayReport:
+    """Ask a worker to replay a finished run from its ledger, and wait for the report."""
+    db, client, settings = service.db, service.client, service.settings
+    with db.engine.connect() as conn:
+        status = runs.run_status(conn, run_id)
+    if status is None:
+        raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+    if not status.terminal:
+        raise GatehouseError(
+            ErrorCode.RUN_NOT_FINISHED,
+            f"run {run_id!r} is {status.value}; only a finished run can be replayed",
+            {"status": status.value},
+        )
+    handle: WorkflowHandle[JsonValue] = client.enqueue(
+        {
+            "workflow_name": REPLAY_WORKFLOW,
+            "queue_name": INTENT_QUEUE,
+            "workflow_id": f"replay_{run_id}_{uuid.uuid4().hex[:12]}",
+            "app_version": settings.app_version,
+        },
+        run_id,
+        rules,
+    )
+    deadline = time.monotonic() + _REPLAY_WAIT_S
+    while time.monotonic() < deadline:
+        if handle.get_status().status in ("SUCCESS", "ERROR"):
+            break
+        time.sleep(0.1)
+    else:
+        client.cancel_workflow(handle.get_workflow_id())
+        raise GatehouseError(
+            ErrorCode.NO_WORKER, f"no worker replayed run {run_id!r} in {_REPLAY_WAIT_S:.0f} s"
+        )
+    answer = handle.get_result()
+    if not isinstance(answer, dict):
+        raise GatehouseError(ErrorCode.INTERNAL_ERROR, "the replay answered nothing")
+    if "error" in answer:
+        err = answer["error"]
+        code = err.get("code") if isinstance(err, dict) else None
+        message = err.get("message") if isinstance(err, dict) else None
+        raise GatehouseError(ErrorCode(str(code)), str(message))
+    return ReplayReport.model_validate(answer.get("report"))
+
+
+def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> ForkAccepted:
+    """A new run: the parent's results before plan step ``from_step``, live after."""
+    db, client, settings = service.db, service.client, service.settings
+    body = acting_as(body, "requested_by", who)
+    with db.engine.connect() as conn:
+        parent = runs.get_run(conn, run_id, run_links(run_id))
+    if parent is None:
+        raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+    if not parent.status.terminal:
+        raise GatehouseError(
+            ErrorCode.RUN_NOT_FINISHED,
+            f"run {run_id!r} is {parent.status.value}; fork a finished run",
+            {"status": parent.status.value},
+        )
+    approved = [a for a in parent.approvals if a.decision is Decision.APPROVED]
+    if parent.plan_card is None or not approved:
+        raise GatehouseError(
+            ErrorCode.FORK_STEP_INVALID, f"run {run_id!r} never had an approved plan to fork"
+        )
+    steps = parent.plan_card.plan.steps
+    if body.from_step > len(steps):
+        raise GatehouseError(
+            ErrorCode.FORK_STEP_INVALID,
+            f"the plan of run {run_id!r} has {len(steps)} step(s); there is no step"
+            f" {body.from_step}",
+        )
+    step_id = steps[body.from_step - 1].step_id
+    start = _call_function_id(client, run_id, step_id)
+    new_id = "run_" + uuid.uuid4().hex
+    with db.engine.begin() as conn:
+        forks.insert_fork(
+            conn,
+            parent_run_id=run_id,
+            run_id=new_id,
+            from_step=body.from_step,
+            requested_by=who.name,
+        )
+        evidence.put_episode(
+            conn,
+            new_id,
+            None,
+            episode(
+                run_id=new_id,
+                kind="fork",
+                subject=run_id,
+                episode_type="execution/fork",
+                status="completed",
+                summary=f"forked from run {run_id} at step {body.from_step} ({step_id})"
+                f" by {who.name}",
+                executor_id=who.name,
+                recorded_at=now_iso(),
+                details={
+                    "parent_run_id": run_id,
+                    "from_step": body.from_step,
+                    "step_id": step_id,
+                    "requested_by": who.name,
+                },
+            ),
+        )
+    # The fork replays the parent's recorded steps, so it runs under the
+    # application version the parent ran under, never another.
+    version = client.retrieve_workflow(run_id).get_status().app_version
+    with SetWorkflowID(new_id):
+        client.fork_workflow(
+            run_id,
+            start,
+            application_version=version or settings.app_version,
+            queue_name=INTENT_QUEUE,
+        )
+    return ForkAccepted(
+        run_id=new_id,
+        parent_run_id=run_id,
+        from_step=body.from_step,
+        status=RunStatus.QUEUED.value,
+        links=run_links(new_id),
+    )
+
+
+def _call_function_id(client: DBOSClient, run_id: str, step_id: str) -> int:
+    """The DBOS step number of the parent's first tool call for ``step_id``."""
+    for info in client.list_workflow_steps(run_id):
+        output = info.get("output")
+        if (
+            info.get("function_name") == "gatehouse.tool_call"
+            and isinstance(output, dict)
+            and output.get("step_id") == step_id
+        ):
+            return int(info["function_id"])
+    raise GatehouseError(
+        ErrorCode.FORK_STEP_INVALID,
+        f"run {run_id!r} never reached step {step_id!r}; fork from an earlier step",
+    )

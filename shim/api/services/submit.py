@@ -1,0 +1,185 @@
+"""Taking an intent: everything that can be refused is refused before anything is
+written; then the intent and run rows and the queue entry commit in one transaction
+(``DBOSClient.enqueue_in_transaction``). A repeated ``Idempotency-Key`` returns its
+run; a full queue refuses (503 ``overloaded``, 429 ``queue_share_exceeded``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.exc import IntegrityError
+
+from contracts import (
+    INTENT_QUEUE,
+    INTENT_WORKFLOW,
+    Episode,
+    ErrorCode,
+    GatehouseError,
+    IntentAccepted,
+    IntentJob,
+    IntentRequest,
+    Plan,
+    RunStatus,
+    validate_instance,
+)
+from ledger import Database, evidence, intents, now_iso, opa_runs, runs
+from policies import catalog
+from policies.episodes import episode
+from policies.gate import gate_plan
+from policies.templates import compile_template
+from shim.api.services.acting import acting_as, run_links
+from shim.api.services.core import Service
+from shim.api.services.health import planner_missing
+from shim.settings import ShimSettings
+from shim.tokens import Identity
+
+__all__ = ["submit"]
+
+
+def _check_intent(request: IntentRequest) -> None:
+    """Everything that can be refused before anything is written."""
+    recipe = catalog.recipe(request.recipe).model
+    profile = catalog.profile(request.policy_profile).model
+    pool = catalog.tool_pool(request.tool_pool).model
+    catalog.check_parameters(recipe, request.parameters)
+    profile.budgets.narrowed(request.budgets)  # budget_widened: ask for less, never more
+    if request.plan is not None:
+        gate_plan(request.plan, pool, profile)
+    elif recipe.planner == "template":
+        # A template compiles the same way here as in the worker, so a plan
+        # that would be refused is refused now, with nothing written.
+        raw = compile_template(recipe, request.objective, request.parameters)
+        validate_instance("env.mova_agent_plan_v1", raw, ErrorCode.PLAN_INVALID)
+        gate_plan(Plan.model_validate(raw), pool, profile)
+
+
+def _archive_episode(run_id: str, opa: opa_runs.Intake, who: Identity) -> Episode:
+    """The run's evidence of where its objective came from: which archive, signed by whom."""
+    signer = opa.signer
+    by = "unsigned" if signer is None else f"signed by {signer.subject}"
+    return episode(
+        run_id=run_id,
+        kind="opa_archive",
+        subject=opa.job.archive_sha256,
+        episode_type="execution/opa_archive",
+        status="completed",
+        summary=f"submitted as OPA archive {opa.job.archive_name} ({by}) by {who.name}",
+        executor_id=who.name,
+        recorded_at=now_iso(),
+        details={
+            "archive_name": opa.job.archive_name,
+            "archive_sha256": opa.job.archive_sha256,
+            "opa_version": opa.job.opa_version,
+            "execution_mode": opa.job.execution_mode,
+            "signer": None if signer is None else signer.model_dump(mode="json"),
+        },
+    )
+
+
+def submit(
+    service: Service,
+    request: IntentRequest,
+    *,
+    key: str | None,
+    who: Identity,
+    opa: opa_runs.Intake | None = None,
+) -> tuple[bool, IntentAccepted]:
+    """Store and enqueue an intent; (created, answer). A repeated key returns its run.
+    ``opa``: the validated archive the intent was made from, stored with the run."""
+    db, client, settings = service.db, service.client, service.settings
+    request = acting_as(request, "submitted_by", who)
+    if key is not None:
+        existing = _existing(db, request, key)
+        if existing is not None:
+            return False, existing
+    _check_intent(request)
+    if request.plan is None:  # a refusal that can be known now happens now
+        planner = catalog.recipe(request.recipe).model.planner
+        s = settings
+        missing = planner_missing(db, s.app_version, s.dead_after_s, request.recipe, planner)
+        if missing is not None:
+            raise missing
+    _check_backlog(db, settings, request.submitted_by)
+    run_id = "run_" + uuid.uuid4().hex
+    intent_id = "int_" + uuid.uuid4().hex
+    opa_job = None if opa is None else opa.job
+    job = IntentJob(run_id=run_id, intent_id=intent_id, request=request, opa=opa_job)
+    try:
+        with db.engine.begin() as conn:
+            intents.insert_intent_and_run(
+                conn,
+                intent_id=intent_id,
+                run_id=run_id,
+                request=request,
+                idempotency_key=key,
+            )
+            if opa is not None:
+                opa_runs.put_input(conn, run_id, opa)
+                evidence.put_episode(conn, run_id, None, _archive_episode(run_id, opa, who))
+            client.enqueue_in_transaction(
+                conn,
+                {
+                    "workflow_name": INTENT_WORKFLOW,
+                    "queue_name": INTENT_QUEUE,
+                    "workflow_id": run_id,
+                    "app_version": settings.app_version,
+                },
+                job.model_dump(mode="json"),
+            )
+    except IntegrityError:
+        # Two requests with one Idempotency-Key raced; the other one won.
+        if key is None:
+            raise
+        existing = _existing(db, request, key)
+        if existing is None:
+            raise
+        return False, existing
+    return True, IntentAccepted(
+        run_id=run_id,
+        intent_id=intent_id,
+        status=RunStatus.QUEUED.value,
+        links=run_links(run_id),
+    )
+
+
+def _check_backlog(db: Database, settings: ShimSettings, submitter: str) -> None:
+    """Refuse an intent the queue has no room for, before anything is stored: past
+    ``max_queued`` runs for everyone (503), past ``max_queued_per_submitter`` for
+    this submitter (429), so one submitter cannot fill the queue for the others.
+    Counted, not locked: concurrent submissions may pass the bound by a few."""
+    s = settings
+    with db.engine.connect() as conn:
+        total, theirs = runs.backlog(conn, submitter)
+    if theirs >= s.max_queued_per_submitter:
+        raise GatehouseError(
+            ErrorCode.QUEUE_SHARE_EXCEEDED,
+            f"{submitter} has {theirs} runs queued; one submitter may have"
+            f" {s.max_queued_per_submitter}",
+            {"queued": theirs, "limit": s.max_queued_per_submitter, "retry_after_s": 5},
+        )
+    if total >= s.max_queued:
+        raise GatehouseError(
+            ErrorCode.OVERLOADED,
+            f"{total} runs are queued; this deployment takes {s.max_queued}",
+            {"queued": total, "limit": s.max_queued, "retry_after_s": 5},
+        )
+
+
+def _existing(db: Database, request: IntentRequest, key: str) -> IntentAccepted | None:
+    with db.engine.connect() as conn:
+        found = intents.find_by_idempotency_key(conn, key)
+    if found is None:
+        return None
+    if found.request_digest != intents.request_digest(request):
+        raise GatehouseError(
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            "this Idempotency-Key was already used for a different intent",
+            {"run_id": found.run_id},
+        )
+    return IntentAccepted(
+        run_id=found.run_id,
+        intent_id=found.intent_id,
+        status=found.status,
+        links=run_links(found.run_id),
+    )

@@ -1,0 +1,59 @@
+"""Waiting on a run without polling it: ``GET /runs/{run_id}/wait``.
+
+A client asks once and is answered when the run reaches a status it waits for
+(by default: one where a person must act, or the end), or when its timeout
+passes. The waiting itself costs a wake-up, not a poll (``RunWatch``).
+"""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+
+from contracts import ErrorCode, GatehouseError, RunStatus, RunView
+from shim.api.services import reads
+from shim.api.services.core import Service
+from shim.tokens import Identity
+
+__all__ = ["DEFAULT_UNTIL", "parse_until", "wait_for_run"]
+
+# What a client waits for unless it says: a person must act, or the run is over.
+DEFAULT_UNTIL = frozenset(
+    {RunStatus.WAITING_APPROVAL, RunStatus.NEEDS_OPERATOR, RunStatus.WAITING_INPUT}
+    | {s for s in RunStatus if s.terminal}
+)
+
+
+def parse_until(raw: str | None) -> frozenset[RunStatus]:
+    """``waiting_approval,succeeded`` → those statuses (ValueError naming a bad one).
+    A finished run is always an answer: nothing more will happen to it."""
+    if raw is None or not raw.strip():
+        return DEFAULT_UNTIL
+    wanted = set()
+    for part in raw.split(","):
+        name = part.strip()
+        try:
+            wanted.add(RunStatus(name))
+        except ValueError:
+            known = ", ".join(s.value for s in RunStatus)
+            raise ValueError(f"unknown status {name!r} in until; known: {known}") from None
+    return frozenset(wanted | {s for s in RunStatus if s.terminal})
+
+
+async def wait_for_run(
+    service: Service, run_id: str, who: Identity, until: str | None, timeout_s: float
+) -> tuple[RunView, bool]:
+    """(the run, whether its status is one of ``until``) once it is, or ``timeout_s`` passed.
+    Whoever may read the run may wait on it."""
+    try:
+        wanted = parse_until(until)
+    except ValueError as exc:
+        raise GatehouseError(ErrorCode.INVALID_REQUEST, str(exc)) from exc
+    view = await run_in_threadpool(reads.run, service, run_id, who)  # exists, theirs to see
+    if view.status not in wanted:
+
+        async def status() -> RunStatus | None:
+            return await run_in_threadpool(reads.status, service, run_id)
+
+        await service.watch.wait(run_id, status, wanted, timeout_s)
+        view = await run_in_threadpool(reads.run, service, run_id, who)
+    return view, view.status in wanted

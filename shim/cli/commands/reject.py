@@ -1,0 +1,19 @@
+"""``gatehouse reject``: reject a run's plan, by its digest."""
+
+from __future__ import annotations
+
+import argparse
+
+from shim.cli.decisions import decide, decision_arguments
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "reject a run's plan (by its digest)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    decision_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    return decide(args, approve=False)

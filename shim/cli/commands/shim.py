@@ -1,0 +1,41 @@
+"""``gatehouse shim``: the HTTP API in the foreground, once its tokens and database are there."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ledger import resolve_tls
+from shim.cli.database import require_database
+from shim.cli.errors import UsageError
+from shim.cli.options import database_option, database_url, tls_options, tokens_file_default
+from shim.local import serve_shim
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "run the HTTP API in the foreground"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    database_option(p)
+    p.add_argument(
+        "--tokens-file",
+        default=tokens_file_default(),
+        help="the tokens file (default: GATEHOUSE_TOKENS_FILE, else var/tokens.json)",
+    )
+    tls_options(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    tokens = Path(args.tokens_file)
+    if not tokens.is_file():
+        raise UsageError(
+            f"no tokens file at {tokens}: create one with `gatehouse tokens add NAME"
+            f" --roles submitter,approver,operator --file {tokens}` (or start with `gatehouse up`,"
+            " which makes two identities), or pass --tokens-file / set GATEHOUSE_TOKENS_FILE"
+        )
+    url, source = database_url(args)
+    require_database(url, source)
+    serve_shim(url, args.host, args.port, tokens, resolve_tls(args.tls_cert, args.tls_key))

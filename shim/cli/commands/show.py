@@ -1,0 +1,27 @@
+"""``gatehouse show``: one run, its plan card, digest, steps and decisions."""
+
+from __future__ import annotations
+
+import argparse
+
+from shim.cli.client import dump
+from shim.cli.errors import Exit
+from shim.cli.options import api_options, connect
+from shim.cli.output import show
+from shim.cli.render import run_card
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "show one run: its plan card, digest, steps and decisions"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    api_options(p)
+    p.add_argument("run_id", help="the run's id (run_…)")
+
+
+def run(args: argparse.Namespace) -> int:
+    with connect(args) as api:
+        view = api.run(args.run_id)
+    show(args, dump(view), *run_card(view))
+    return Exit.OK

@@ -1,0 +1,93 @@
+"""``gatehouse submit``: submit an intent (``--wait``: and follow the run)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from contracts import JsonObject, JsonValue
+from shim.cli.errors import Exit, UsageError
+from shim.cli.follow import waited
+from shim.cli.options import api_options, connect, wait_option
+from shim.cli.output import answer, note
+
+__all__ = ["HELP", "STALE_QUEUE_S", "add_arguments", "run", "submit_warnings"]
+
+HELP = "submit an intent"
+
+# Queued longer than this behind live workers: the workers are likely full.
+STALE_QUEUE_S = 30.0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    api_options(p)
+    p.add_argument("--recipe", required=True, help="the recipe to run (gatehouse recipes)")
+    p.add_argument("--objective", required=True, help="what the run is for, in words")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=JSON_OR_TEXT",
+        help="a recipe parameter; repeat for more (a value that is not JSON is text)",
+    )
+    p.add_argument(
+        "--mode",
+        default="full-cycle",
+        choices=["plan-only", "run-plan", "full-cycle"],
+        help="stop at the plan card, run a supplied plan, or all of it (default full-cycle)",
+    )
+    p.add_argument("--plan", help="file with a plan (mode run-plan)")
+    p.add_argument("--idempotency-key", help="a repeated key returns the same run")
+    wait_option(p)
+
+
+def _param(text: str) -> tuple[str, JsonValue]:
+    key, _, raw = text.partition("=")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def run(args: argparse.Namespace) -> int:
+    intent: JsonObject = {
+        "recipe": args.recipe,
+        "objective": args.objective,
+        "mode": args.mode,
+        "parameters": dict(_param(p) for p in args.param),
+    }
+    with connect(args) as api:
+        if args.plan:
+            try:
+                intent["plan"] = json.loads(Path(args.plan).read_text("utf-8"))
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"cannot read the plan {args.plan}: {exc}") from exc
+        accepted = api.submit(intent, args.idempotency_key)
+        if args.wait is None:
+            answer(args, f"Run {accepted.run_id} {accepted.status}", accepted)
+        for warning in submit_warnings(*api.ready()):
+            note(f"warning: {warning}")
+        if args.wait is not None:
+            return waited(api, args, accepted.run_id)
+    return Exit.OK
+
+
+def submit_warnings(ready: bool, report: JsonValue) -> list[str]:
+    """What a person should know about a run just queued, from GET /readyz."""
+    if not isinstance(report, dict):
+        return []
+    checks = report.get("checks")
+    workers = checks.get("workers") if isinstance(checks, dict) else None
+    if not ready and isinstance(workers, dict) and workers.get("ok") is False:
+        return [str(workers.get("reason"))]
+    queue = report.get("queue")
+    oldest = queue.get("oldest_queued_s") if isinstance(queue, dict) else None
+    if isinstance(queue, dict) and isinstance(oldest, int | float) and oldest > STALE_QUEUE_S:
+        return [
+            f"{queue.get('queued')} run(s) queued, the oldest for {oldest:.0f} s, although"
+            " workers are live: each run waiting for approval or input holds one of its"
+            " worker's slots (GATEHOUSE_WORKER_CONCURRENCY); decide on them, or add workers"
+            " (gatehouse workers, gatehouse runs --status waiting_approval)"
+        ]
+    return []

@@ -1,0 +1,87 @@
+"""The database a local command works on, checked before it is used.
+
+Each thing that goes wrong at this edge — a URL that cannot be one, a folder
+that is not there, a database that does not answer — becomes one line naming
+the fix: a usage error when the person can fix the command, a failure when
+the database is away. No traceback reaches a person for a problem they can fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from ledger import add_missing_views, database_unreachable, migrate, open_database
+from shim.cli.errors import FailedError, UsageError
+
+__all__ = ["refuse_bad_url", "require_database", "set_up"]
+
+_SCHEMES = ("sqlite:///", "postgresql://", "postgres://", "postgresql+psycopg://")
+
+
+def _shown(url: str) -> str:
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
+def refuse_bad_url(url: str, source: str) -> None:
+    """A usage error when ``url`` (from ``source``) cannot be a database URL."""
+    if not url.strip():
+        hint = " (is the variable you passed to it set?)" if source == "--database-url" else ""
+        raise UsageError(
+            f"{source} is empty{hint}; give sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+        )
+    if not url.startswith(_SCHEMES):
+        raise UsageError(
+            f"{source} must start with sqlite:/// or postgresql:// (got {_shown(url)!r})"
+        )
+
+
+def _unreachable(url: str, source: str, exc: BaseException) -> FailedError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+    return FailedError(
+        f"cannot reach the database {_shown(url)} ({source}): {first}. Start it, or point"
+        " --database-url / GATEHOUSE_DATABASE_URL at one that runs"
+    )
+
+
+def require_database(url: str, source: str) -> None:
+    """Return once the database at ``url`` answers; a URL that cannot be one is a usage
+    error, a database that does not answer a failure."""
+    refuse_bad_url(url, source)
+    db = open_database(url)
+    try:
+        with db.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except Exception as exc:
+        if not database_unreachable(exc):
+            raise
+        if url.startswith("sqlite:///"):
+            folder = Path(url.removeprefix("sqlite:///")).parent
+            if not folder.is_dir():
+                raise UsageError(
+                    f"no folder {folder} for the SQLite file of {source}: create it first"
+                ) from exc
+        raise _unreachable(url, source, exc) from exc
+    finally:
+        db.dispose()
+
+
+def set_up(url: str, source: str) -> tuple[list[int], list[str]]:
+    """Migrations, DBOS's tables, the views: (migrations applied now, the views)."""
+    from dbos import DBOS  # noqa: PLC0415  (heavy to import: only these commands need it)
+
+    db = open_database(url)
+    try:
+        applied = migrate(db)
+        DBOS.migrate(url)
+        return applied, add_missing_views(db)  # DBOS's tables made: the views over them too
+    except Exception as exc:
+        if not database_unreachable(exc):
+            raise
+        raise _unreachable(url, source, exc) from exc
+    finally:
+        db.dispose()

@@ -1,0 +1,37 @@
+"""What ``gatehouse approve`` and ``reject`` share: the decision on a run's plan.
+
+The plan digest decided on is the plan card's unless ``--digest`` names one;
+``--wait`` then follows the run past the decision.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from shim.cli.errors import Exit, UsageError
+from shim.cli.follow import waited
+from shim.cli.options import api_options, connect, wait_option
+from shim.cli.output import answer
+
+__all__ = ["decide", "decision_arguments"]
+
+
+def decision_arguments(p: argparse.ArgumentParser) -> None:
+    api_options(p)
+    wait_option(p)
+    p.add_argument("run_id", help="the run's id (run_…)")
+    p.add_argument("--digest", help="the plan digest decided on (default: the plan card's)")
+    p.add_argument("--comment", help="a note kept with the decision")
+
+
+def decide(args: argparse.Namespace, *, approve: bool) -> Exit:
+    with connect(args) as api:
+        card = None if args.digest else api.run(args.run_id).plan_card
+        digest = args.digest or (card.plan_digest if card else None)
+        if not digest:
+            raise UsageError("the run has no plan card yet; pass --digest")
+        decided = api.decide(args.run_id, approve, digest, args.comment)
+        if args.wait is not None:
+            return waited(api, args, args.run_id, decided=True)
+    answer(args, f"Decision on {args.run_id}", decided)
+    return Exit.OK

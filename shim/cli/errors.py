@@ -1,0 +1,103 @@
+"""How a ``gatehouse`` command ends: its exit code, and what an error prints.
+
+Exception tree::
+
+    Exception
+     └── CommandError        a command refuses or fails: a line to print, and the exit
+          ├── UsageError     the person asked wrongly (a flag, a file, no token): exit 2
+          └── FailedError    it was refused or failed (an unreachable database): exit 1
+
+Commands raise; ``main`` alone prints. Foreign exceptions that reach it are
+translated once, here (``failure``): the shim's refusals (``ApiError``), a shim
+that cannot be reached, a stack already running (``StackInUseError``), a
+configuration that does not load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from enum import IntEnum
+
+import httpx
+
+from contracts import ErrorCode, GatehouseError
+from shim.cli.client import ApiError
+from shim.cli.render import error_lines
+from shim.local import StackInUseError
+
+__all__ = [
+    "EPILOG",
+    "EXIT_CODES",
+    "CommandError",
+    "Exit",
+    "FailedError",
+    "UsageError",
+    "failure",
+]
+
+
+class Exit(IntEnum):
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    CHECK_FAILED = 3
+    INTERRUPTED = 130
+    BROKEN_PIPE = 141
+
+
+# What each exit code means, as --help and the README say it (a test holds them equal).
+EXIT_CODES: dict[Exit, str] = {
+    Exit.OK: "done",
+    Exit.FAILED: "refused or failed: the shim answered with an error (its code, message and"
+    " details are printed), or the shim or the database could not be reached, or an evidence"
+    " bundle does not verify (the first check that failed is printed)",
+    Exit.USAGE: "usage: a bad flag or argument, no token, a missing tokens file, an unreadable"
+    " file",
+    Exit.CHECK_FAILED: "a check failed: a replay diverged, or a ledger chain is broken",
+    Exit.INTERRUPTED: "interrupted (Ctrl-C)",
+    Exit.BROKEN_PIPE: "the output was closed early (a pipe into head); nothing is printed about it",
+}
+EPILOG = "exit codes:\n" + "\n".join(
+    textwrap.fill(v, 79, initial_indent=f"  {k:<4} ", subsequent_indent=" " * 7)
+    for k, v in EXIT_CODES.items()
+)
+
+
+class CommandError(Exception):
+    """``message`` is printed after ``gatehouse:``, each of ``details`` on a line of its own."""
+
+    exit = Exit.FAILED
+
+    def __init__(self, message: str, *details: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class UsageError(CommandError):
+    exit = Exit.USAGE
+
+
+class FailedError(CommandError):
+    exit = Exit.FAILED
+
+
+def failure(exc: Exception, args: argparse.Namespace) -> CommandError | None:
+    """What ``exc`` means for the person at the terminal; None: a bug, let it show."""
+    if isinstance(exc, CommandError):
+        return exc
+    if isinstance(exc, ApiError):
+        hint = ["  check the token: GATEHOUSE_TOKEN or --token"] if exc.status == 401 else []
+        lines = error_lines(exc.details)
+        return FailedError(f"{exc.code} (HTTP {exc.status}): {exc.message}", *lines, *hint)
+    if isinstance(exc, httpx.HTTPError) and hasattr(args, "url"):
+        return FailedError(
+            f"cannot reach the shim at {args.url} ({type(exc).__name__}: {exc}): start it"
+            " (gatehouse up, or gatehouse shim) or point --url / GATEHOUSE_URL at it"
+        )
+    if isinstance(exc, StackInUseError):
+        return UsageError(str(exc))
+    if isinstance(exc, GatehouseError) and exc.code is ErrorCode.CONFIG_INVALID:
+        return FailedError(exc.message)
+    return None

@@ -1,0 +1,130 @@
+"""The options several commands share, each defined once, and what they make.
+
+Defaults come from the environment when the parser is built, as the help says:
+``GATEHOUSE_URL``, ``GATEHOUSE_TOKEN``, ``GATEHOUSE_CA``, ``GATEHOUSE_TOKENS_FILE``,
+``GATEHOUSE_DATABASE_URL`` (then ``dbos-config.yaml``), ``GATEHOUSE_TLS_*``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ledger import CONFIG_FILE, DEFAULT_DATABASE_URL, resolve_database_url
+from shim.cli.client import Client
+from shim.cli.errors import UsageError
+
+__all__ = [
+    "DEFAULT_TOKENS_FILE",
+    "DEFAULT_URL",
+    "api_options",
+    "ca_option",
+    "connect",
+    "database_option",
+    "database_url",
+    "json_option",
+    "tls_options",
+    "tokens_file_default",
+    "wait_option",
+]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_TOKENS_FILE = "var/tokens.json"
+
+
+def json_option(p: argparse.ArgumentParser, what: str, *, form: str = "JSON") -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as {form}")
+
+
+def ca_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ca",
+        metavar="FILE",
+        default=os.environ.get("GATEHOUSE_CA") or None,
+        help="trust the shim's HTTPS certificate if this PEM file (a CA, or the self-signed"
+        " certificate itself) issued it, instead of the system's CAs (default: GATEHOUSE_CA)",
+    )
+
+
+def api_options(p: argparse.ArgumentParser, *, with_json: bool = True) -> None:
+    """--url, --token, --ca (and --json): a command that talks to a running shim."""
+    p.add_argument(
+        "--url",
+        default=os.environ.get("GATEHOUSE_URL", DEFAULT_URL),
+        help=f"the shim's base URL (default: GATEHOUSE_URL, else {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("GATEHOUSE_TOKEN"),
+        help="bearer token (default: GATEHOUSE_TOKEN)",
+    )
+    ca_option(p)
+    if with_json:
+        json_option(p, "the API's answer")
+
+
+@contextmanager
+def connect(args: argparse.Namespace) -> Iterator[Client]:
+    """A client for the shim at --url with --token (trusting --ca); no token: a usage error."""
+    if not args.token:
+        raise UsageError(
+            "no token: set GATEHOUSE_TOKEN or pass --token (`gatehouse tokens add NAME --roles"
+            " …` makes one; `gatehouse up` keeps its local ones in var/local-tokens.txt)"
+        )
+    api = Client(args.url, args.token, ca=args.ca)
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+def wait_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wait",
+        nargs="?",
+        type=float,
+        const=600.0,
+        metavar="SECONDS",
+        help="follow the run until it is over or waits for a person (status changes and"
+        " finished steps on stderr), then print its card; exit 1 if it failed, was"
+        " rejected or cancelled, or SECONDS (default 600) ran out",
+    )
+
+
+def database_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--database-url",
+        help="sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+        f" (default: GATEHOUSE_DATABASE_URL, else system_database_url in ./{CONFIG_FILE},"
+        f" else {DEFAULT_DATABASE_URL})",
+    )
+
+
+def database_url(args: argparse.Namespace) -> tuple[str, str]:
+    """(url, where it came from): the flag, the variable, dbos-config.yaml, the default."""
+    if args.database_url is not None:
+        return args.database_url, "--database-url"
+    return resolve_database_url()
+
+
+def tls_options(p: argparse.ArgumentParser) -> None:
+    where = f"else tls.{{}} in ./{CONFIG_FILE}; neither: plain HTTP"
+    p.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="serve HTTPS with this PEM certificate (and chain); with --tls-key"
+        f" (default: GATEHOUSE_TLS_CERT, {where.format('cert')})",
+    )
+    p.add_argument(
+        "--tls-key",
+        metavar="FILE",
+        help="the certificate's PEM private key"
+        f" (default: GATEHOUSE_TLS_KEY, {where.format('key')})",
+    )
+
+
+def tokens_file_default() -> str:
+    """The tokens file a command uses unless told: GATEHOUSE_TOKENS_FILE, else the local one."""
+    return os.environ.get("GATEHOUSE_TOKENS_FILE") or DEFAULT_TOKENS_FILE

@@ -1,0 +1,202 @@
+"""``gatehouse up``: the shim and N workers as real processes, supervised.
+
+A worker that dies is started again under the same executor id, so DBOS
+recovers its unfinished workflows on start. Workers wait for a database that
+is not up yet; the shim cannot start without one, so it is tried again until
+it can. Ctrl-C (or SIGTERM) stops all. A second stack on the same port or
+under executor ids that are live in the database is refused before anything
+starts (``StackInUseError``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from contracts import Role
+from ledger import Tls, database_unreachable, executors, open_database, pending_migrations
+from shim.local._procs import start_shim, start_worker, stop, wait_healthy
+from shim.settings import ShimSettings
+from shim.tokens import add_token
+
+__all__ = ["StackInUseError", "in_use", "run_up"]
+
+# A dead worker is started again after 0.5 s, doubling per death up to this cap;
+# one that had run this long before it died starts the doubling over.
+_RESTART_CAP_S = 5.0
+_STABLE_S = 60.0
+
+
+def _tokens(var_dir: Path) -> Path:
+    """GATEHOUSE_TOKENS_FILE, or a local file made on first start with two people."""
+    configured = os.environ.get("GATEHOUSE_TOKENS_FILE")
+    if configured:
+        return Path(configured)
+    path = var_dir / "tokens.json"
+    if not path.exists():
+        lines = []
+        for name, roles in (
+            ("local-submitter", [Role.SUBMITTER, Role.OPERATOR]),
+            ("local-approver", [Role.APPROVER, Role.OPERATOR]),
+        ):
+            lines.append(f"{name} {add_token(path, name, roles)}\n")
+        keep = var_dir / "local-tokens.txt"
+        fd = os.open(keep, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.writelines(lines)
+        print(f"gatehouse up: made two local identities; their tokens are in {keep}", flush=True)
+    return path
+
+
+def _start_shim(
+    database_url: str,
+    port: int,
+    var_dir: Path,
+    tokens_file: Path,
+    stopping: threading.Event,
+    *,
+    tls: Tls | None = None,
+) -> subprocess.Popen[bytes] | None:
+    """Start the shim and wait until it answers; while the database cannot be reached
+    the shim cannot start, so keep trying (backoff capped at 5 s) until it can."""
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    log = var_dir / "shim.log"
+    attempt = 0
+    while not stopping.is_set():
+        attempt += 1
+        shim = start_shim(database_url, port, log, tokens_file, tls)
+        try:
+            wait_healthy(base, shim, tls=tls)
+            return shim
+        except RuntimeError as exc:
+            stop([shim])
+            delay = min(_RESTART_CAP_S, 0.5 * 2 ** min(attempt - 1, 4))
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            # the cause, not uvicorn's "Application startup failed" that follows it
+            last = [ln for ln in lines if "Error" in ln and "startup failed" not in ln][-1:]
+            print(
+                f"gatehouse up: the shim did not start (attempt {attempt}: {exc};"
+                f" last error: {last[0][:200] if last else '-'}); retrying in {delay:.1f} s",
+                flush=True,
+            )
+            stopping.wait(delay)
+    return None
+
+
+class StackInUseError(Exception):
+    """Why a second stack must not start here; nothing was started or written."""
+
+
+def in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
+    """Why a second stack must not start here, or None.
+
+    A port that is taken would let this stack's health check reach the other
+    stack's shim; an executor id with a live heartbeat would have two workers
+    recover each other's runs under one id."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return (
+                f"port {port} is in use ({exc.strerror}): another gatehouse up or shim listens"
+                " there; stop it, or pass --port"
+            )
+    settings = ShimSettings.from_env({**os.environ, "GATEHOUSE_DATABASE_URL": database_url})
+    db = open_database(database_url)
+    try:
+        with db.engine.connect() as conn:
+            if pending_migrations(conn):  # a fresh database: no worker has run on it
+                return None
+            found = executors.list_executors(conn)
+    except Exception as exc:
+        if not database_unreachable(exc):
+            raise
+        return None  # the workers wait for the database; nothing to compare with yet
+    finally:
+        db.dispose()
+    # Live as the shim's /workers judges it: a heartbeat (to the tenth of a second)
+    # within dead_after_s, and not reaped.
+    live = [
+        f"{e.executor_id} (host {e.hostname}, pid {e.pid},"
+        f" heartbeat {round(e.heartbeat_age_s, 1)} s ago)"
+        for e in found
+        if round(e.heartbeat_age_s, 1) <= settings.dead_after_s
+        and e.reaped_at is None
+        and e.executor_id in executor_ids
+    ]
+    if live:
+        return (
+            f"executor id(s) already live in this database: {'; '.join(live)}. Another"
+            " stack runs against it: stop it first, or use another database"
+        )
+    return None
+
+
+def run_up(
+    database_url: str, port: int, workers: int, var_dir: Path, tls: Tls | None = None
+) -> bool:
+    """Supervise the shim (HTTPS with ``tls``) and ``workers`` workers until stopped:
+    True when stopped (Ctrl-C, SIGTERM), False when the shim exited by itself."""
+    refusal = in_use(database_url, port, [f"worker-{n}" for n in range(1, workers + 1)])
+    if refusal:
+        raise StackInUseError(refusal)
+    var_dir.mkdir(parents=True, exist_ok=True)
+    tokens_file = _tokens(var_dir)
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    slots: dict[str, subprocess.Popen[bytes]] = {}
+    started: dict[str, float] = {}
+    restarts: dict[str, int] = {}
+    due: dict[str, float] = {}  # executor id -> when its restart is due
+
+    def spawn(executor_id: str) -> None:
+        slots[executor_id] = start_worker(
+            database_url, executor_id, var_dir / "workspaces", var_dir / f"{executor_id}.log"
+        )
+        started[executor_id] = time.monotonic()
+        print(f"gatehouse up: worker {executor_id} pid {slots[executor_id].pid}", flush=True)
+
+    shim = _start_shim(database_url, port, var_dir, tokens_file, stopping, tls=tls)
+    if shim is None:
+        print("gatehouse up: stopped", flush=True)
+        return True
+    print(f"gatehouse up: shim on {base} (log {var_dir}/shim.log)", flush=True)
+    for n in range(1, workers + 1):
+        spawn(f"worker-{n}")
+    try:
+        while not stopping.wait(0.5):
+            if shim.poll() is not None:
+                print(f"gatehouse up: the shim exited ({shim.returncode}); stopping", flush=True)
+                return False
+            now = time.monotonic()
+            for executor_id, proc in list(slots.items()):
+                if executor_id in due:
+                    if now >= due[executor_id]:
+                        del due[executor_id]
+                        spawn(executor_id)
+                    continue
+                if proc.poll() is None:
+                    continue
+                # A worker that ran a good while before dying starts the backoff over.
+                if now - started[executor_id] > _STABLE_S:
+                    restarts[executor_id] = 0
+                restarts[executor_id] = restarts.get(executor_id, 0) + 1
+                delay = min(_RESTART_CAP_S, 0.5 * 2 ** min(restarts[executor_id] - 1, 6))
+                print(
+                    f"gatehouse up: worker {executor_id} exited ({proc.returncode});"
+                    f" restarting in {delay:.1f} s",
+                    flush=True,
+                )
+                # Not a sleep here: the shim and the other workers stay supervised.
+                due[executor_id] = now + delay
+        return True
+    finally:
+        stop([shim, *(p for p in slots.values() if p.poll() is None)])
+        print("gatehouse up: stopped", flush=True)

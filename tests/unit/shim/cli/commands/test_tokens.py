@@ -1,0 +1,72 @@
+"""``gatehouse tokens``: expiry defaults, the listing, and each refusal's line and exit code."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from shim.cli import build_parser, main
+from shim.tokens import DEFAULT_LIFETIME, read_tokens
+from tests.unit.shim.tokens.test_tokens import _old_format
+
+
+def _cli(*argv: str) -> int:
+    with pytest.raises(SystemExit) as done:
+        main(["tokens", *argv])
+    return int(done.value.code or 0)
+
+
+def test_cli_expiry_defaults_and_the_listing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "tokens.json")
+    _old_format(Path(path), "gh_old")
+    assert _cli("add", "alice", "--roles", "submitter", "--file", path) == 0
+    token = capsys.readouterr().out.splitlines()[-1]
+    assert _cli("add", "bob", "--roles", "approver", "--no-expiry", "--file", path) == 0
+    assert _cli("add", "cy", "--roles", "operator", "--expires-in", "12h", "--file", path) == 0
+    at = "2099-01-31T18:00"
+    assert _cli("add", "di", "--roles", "operator", "--expires-at", at, "--file", path) == 0
+    entries = read_tokens(Path(path))
+    alice, bob, cy, di = entries[1:]
+    assert alice.created_at is not None and alice.expires_at is not None
+    assert alice.expires_at - alice.created_at == DEFAULT_LIFETIME
+    assert bob.expires_at is None
+    assert cy.expires_at is not None and cy.created_at is not None
+    assert cy.expires_at - cy.created_at == timedelta(hours=12)
+    assert di.expires_at == datetime(2099, 1, 31, 18, 0, tzinfo=UTC)
+    assert bob.token_id is not None
+    assert _cli("revoke", bob.token_id, "--file", path) == 0
+    capsys.readouterr()
+
+    assert _cli("list", "--file", path) == 0
+    shown = capsys.readouterr().out
+    assert token not in shown and all(e.sha256 not in shown for e in entries)
+    assert "no expiry" in shown and "revoked" in shown and str(alice.token_id) in shown
+    assert _cli("list", "--json", "--file", path) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["identity"], r["state"], r["expires"]) for r in rows][:3] == [
+        ("legacy", "active", "no expiry"),
+        ("alice", "active", rows[1]["expires"]),
+        ("bob", "revoked", "no expiry"),
+    ]
+
+
+def test_cli_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "tokens.json")
+    assert _cli("add", "a", "--roles", "admin", "--file", path) == 2
+    assert not Path(path).exists()
+    assert _cli("add", "a", "--roles", "operator", "--expires-in", "soon", "--file", path) == 2
+    past = "2001-01-01T00:00Z"
+    assert _cli("add", "a", "--roles", "operator", "--expires-at", past, "--file", path) == 2
+    assert _cli("revoke", "tok_00000000", "--file", path) == 2
+    assert _cli("list", "--file", path) == 2
+    err = capsys.readouterr().err
+    assert "unknown role 'admin'" in err and "is not a duration" in err
+    assert "already past" in err and "no tokens file" in err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tokens", "add", "a", "--roles", "x", "--no-expiry",
+                                   "--expires-in", "1d"])  # fmt: skip

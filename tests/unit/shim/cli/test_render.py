@@ -1,0 +1,110 @@
+"""What the CLI prints for people: cut text, error details, tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts import JsonValue, RunView
+from shim.cli.render import console, error_lines, records, run_card, short
+
+
+def test_short_cuts_on_one_line_with_an_ellipsis() -> None:
+    assert short("a  b\nc") == "a b c"
+    cut = short("word " * 30, 20)
+    assert len(cut) <= 20 and cut.endswith("word…")
+    assert short("abcdefghij" * 5, 20) == "abcdefghijabcdefghi…"  # no word to cut at
+    assert short({"k": [1, 2]}) == '{"k": [1, 2]}'
+
+
+def test_error_details_become_lines_to_act_on() -> None:
+    assert error_lines({"known": ["echo", "model-plan"]}) == ["  known: echo, model-plan"]
+    problems: JsonValue = {"errors": [{"path": "/plan_digest", "problem": "'x' does not match"}]}
+    assert error_lines(problems) == ["  /plan_digest: 'x' does not match"]
+    assert error_lines({"run_id": "run_1"}) == ["  run_id: run_1"]
+    assert error_lines(None) == [] and error_lines("text") == []
+
+
+def test_records_print_markup_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    table = records("T", ["objective"], [{"objective": "[bold]not markup[/bold] :smile:"}])
+    console().print(table)
+    assert "[bold]not markup[/bold] :smile:" in capsys.readouterr().out
+
+
+def _view(**extra: JsonValue) -> RunView:
+    step: dict[str, JsonValue] = {
+        "step_id": "echo",
+        "verb": "note",
+        "connector_id": "note",
+        "driver_kind": "noop",
+        "title": "say it",
+        "input": {"n": 1},
+    }
+    body: dict[str, JsonValue] = {
+        "run_id": "run_" + "1" * 32,
+        "intent_id": "int_1",
+        "recipe": "echo",
+        "objective": "render me",
+        "mode": "full-cycle",
+        "status": "waiting_approval",
+        "phase": "approval",
+        "submitted_by": "alice",
+        "policy_profile": "default",
+        "tool_pool": "default",
+        "plan_digest": "a" * 64,
+        "error_code": None,
+        "error_message": None,
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "updated_at": "2026-01-01T00:00:01.000Z",
+        "plan_card": {
+            "plan": {"objective": "render me", "steps": [step]},
+            "plan_digest": "a" * 64,
+            "status": "waiting_input",
+            "created_at": "2026-01-01T00:00:01.000Z",
+        },
+        "approvals": [],
+        "steps": [],
+        "links": {},
+        **extra,
+    }
+    return RunView.model_validate(body)
+
+
+def _printed(view: RunView, capsys: pytest.CaptureFixture[str]) -> str:
+    for table in run_card(view):
+        console().print(table)
+    return capsys.readouterr().out
+
+
+def test_the_plan_card_says_what_an_approver_needs(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _printed(_view(), capsys)
+    for text in ("render me", "a" * 64, "none yet", "gatehouse approve run_", "say it", "not run"):
+        assert text in out, text
+    assert "waiting_input" not in out  # the card's own status is not the run's
+
+    signer: dict[str, JsonValue] = {
+        "subject": "CN=alice",
+        "issuer": "CN=ca",
+        "serial": "1",
+        "fingerprint_sha256": "f" * 64,
+        "not_before": "2026-01-01",
+        "not_after": "2027-01-01",
+        "trusted_by": "ca.pem",
+    }
+    opa: JsonValue = {
+        "archive_name": "notes",
+        "archive_sha256": "b" * 64,
+        "opa_version": "0.1",
+        "execution_mode": "batch",
+        "signer": signer,
+    }
+    base = _view()
+    assert base.plan_card is not None
+    card: JsonValue = {
+        **base.plan_card.model_dump(mode="json"),
+        "revision": 2,
+        "previous_digest": "c" * 64,
+        "changes": [{"change": "added", "step_id": "echo", "step": {"n": 2}}],
+    }
+    out = _printed(_view(opa=opa, plan_card=card), capsys)
+    assert "OPA archive notes (batch)" in out and "signed by CN=alice (ca.pem)" in out
+    assert "Changes since the previous plan" in out and "c" * 64 in out and "added" in out
