@@ -9,9 +9,8 @@ judged before its caller is (``refuse_bad_parameters``).
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-from typing import NoReturn, TypeVar
+from typing import TypeVar
 
 import fastapi.routing
 from fastapi import FastAPI, Request
@@ -23,7 +22,14 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.routing import BaseRoute
 
-from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, validate_instance
+from contracts import (
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    JsonValue,
+    strict_loads,
+    validate_instance,
+)
 
 __all__ = [
     "BODY_READ_TIMEOUT_S",
@@ -62,10 +68,6 @@ def model_response(model: BaseModel | list[BaseModel], status: int = 200) -> JSO
     return JSONResponse(model.model_dump(mode="json"), status_code=status)
 
 
-def _not_json(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _depth(value: JsonValue) -> int:
     """How deeply arrays and objects nest (iteratively: no recursion to exhaust);
     ValueError for a string or key holding a lone UTF-16 surrogate."""
@@ -90,7 +92,7 @@ def parse_json(raw: bytes) -> JsonValue:
     ``MAX_JSON_DEPTH`` levels. NUL (``\\u0000``) is refused by the contracts in text
     fields; inside free-form JSON it is data, stored escaped."""
     try:
-        data: JsonValue = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+        data: JsonValue = strict_loads(raw.decode("utf-8"))
     except RecursionError as exc:
         raise GatehouseError(
             ErrorCode.JSON_TOO_DEEP, f"the body nests deeper than {MAX_JSON_DEPTH} levels"

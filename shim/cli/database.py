@@ -54,8 +54,7 @@ def require_database(url: str, source: str) -> None:
     refuse_bad_url(url, source)
     db = open_database(url)
     try:
-        with db.engine.connect() as conn:
-            conn.exec_driver_sql("SELECT 1")
+        db.ping()
     except Exception as exc:
         if not database_unreachable(exc):
             raise

@@ -52,15 +52,10 @@ def _named_by_literal(source: Source) -> list[Finding]:
     return found
 
 
-# Literals still being replaced by the registry's names; this list may only shrink.
-PENDING: frozenset[tuple[str, int]] = frozenset({("shim/_operators.py", 227)})
-
-
 def check(source: Source) -> list[Finding]:
     if source.rel == REGISTRY:
         return []
-    found = _literal_names(source) + _named_by_literal(source)
-    return [f for f in found if (f.rel, f.line) not in PENDING]
+    return _literal_names(source) + _named_by_literal(source)
 
 
 def test_durable_names_are_written_once() -> None:

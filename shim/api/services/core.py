@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import threading
 
-from dbos import DBOS, DBOSClient
+from dbos import DBOS, DBOSClient, DBOSPortableJSONSerializer
 
 # DBOS's private modules, in this one place: the client's pool size (so its engine
 # carries the same connection bounds as ours) and the JSON serializer workers read.
-from dbos._client import DEFAULT_CLIENT_POOL_SIZE
-from dbos._serialization import DBOSPortableJSON
-
 from ledger import Database, migrate, open_database, system_engine
 from shim.api.services.watch import RunWatch
 from shim.settings import ShimSettings
 
-__all__ = ["Service"]
+__all__ = ["CLIENT_POOL_SIZE", "Service"]
+
+# The DBOS client's connections to the system tables (DBOS's own default, 10).
+CLIENT_POOL_SIZE = 10
 
 
 class Service:
@@ -35,12 +35,12 @@ class Service:
         DBOS.migrate(settings.database_url)
         # On PostgreSQL the client's engine carries the same connection bounds.
         self._client_engine = system_engine(
-            settings.database_url, DEFAULT_CLIENT_POOL_SIZE, settings.pg_timeouts
+            settings.database_url, CLIENT_POOL_SIZE, settings.pg_timeouts
         )
         self.client = DBOSClient(
             system_database_url=settings.database_url,
             system_database_engine=self._client_engine,
-            serializer=DBOSPortableJSON,
+            serializer=DBOSPortableJSONSerializer(),
         )
         self.watch = RunWatch(
             settings.database_url, postgres=not self.db.is_sqlite, timeouts=settings.pg_timeouts

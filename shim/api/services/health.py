@@ -22,9 +22,8 @@ __all__ = ["ping", "planner_missing", "readiness", "unserved", "versions", "work
 
 
 def ping(db: Database) -> None:
-    """Return once the database answers (``SELECT 1``); raise what its loss raises."""
-    with db.engine.connect() as conn:
-        conn.exec_driver_sql("SELECT 1")
+    """Return once the database answers; raise what its loss raises."""
+    db.ping()
 
 
 def _age_s(stamp: str, now: datetime) -> float:

@@ -21,6 +21,7 @@ from contracts import (
     JsonValue,
     ReplayReport,
     RunStatus,
+    Step,
 )
 from ledger import calls, evidence, forks, now_iso, runs
 from policies.episodes import episode
@@ -215,7 +216,7 @@ def _call_function_id(client: DBOSClient, run_id: str, step_id: str) -> int:
     for info in client.list_workflow_steps(run_id):
         output = info.get("output")
         if (
-            info.get("function_name") == "gatehouse.tool_call"
+            info.get("function_name") == Step.TOOL_CALL
             and isinstance(output, dict)
             and output.get("step_id") == step_id
         ):

@@ -46,8 +46,9 @@ def record_refusal(
     """Record a refused request as a security event.
 
     ``token_id`` names the caller's token when one matched, refused or not.
-    Repeats of one refusal — its code, source ``address``, identity (or none) and
-    ``template`` (method and route template; default ``route``) — within the window
+    Repeats of one refusal — its code, source ``address``, identity (or none), token
+    (a revoked or expired one is named, though it identifies nobody) and ``template``
+    (method and route template; default ``route``) — within the window
     (``event_window_s`` from the first) are counted on the first one's row instead of
     adding rows: a flood leaves a bounded number of rows. ``repeats``: refusals this
     call stands for (the door counts rate-limited ones in memory and writes them
@@ -59,7 +60,7 @@ def record_refusal(
     refused_token = exc.details.get("token_id")
     token_id = token_id or (refused_token if isinstance(refused_token, str) else None)
     tokens: dict[str, JsonValue] = {"token_id": token_id} if token_id else {}
-    fingerprint = digest_of([exc.code.value, address, who or "", template or route])
+    fingerprint = digest_of([exc.code.value, address, who or "", template or route, token_id or ""])
     episode = security_episode(
         run_id=run_id,
         subject=f"request:{uuid.uuid4().hex}",
