@@ -41,12 +41,13 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     "where",
     [
-        f"postgresql://postgres@127.0.0.1:{free_port()}/gatehouse",  # nothing listens there
+        "postgresql://postgres@127.0.0.1:{port}/gatehouse",  # nothing listens there
         "sqlite:///{tmp}/no/such/folder/gatehouse.sqlite",
     ],
+    ids=["postgres", "sqlite"],  # the same ids in every pytest-xdist worker
 )
 def test_migrate_and_sql_with_the_database_away(tmp_path: Path, where: str) -> None:
-    url = where.format(tmp=tmp_path)
+    url = where.format(tmp=tmp_path, port=free_port())
     for argv in (["migrate"], ["sql", "SELECT 1"]):
         done = _run(*argv, "--database-url", url, cwd=tmp_path)
         assert done.returncode in (1, 2), done
