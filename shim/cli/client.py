@@ -114,6 +114,12 @@ class Client:
             headers=headers,
             timeout=timeout if timeout is not None else self._http.timeout,
         )
+        if r.is_redirect:  # the API never redirects: a path that did not name what it meant
+            where = r.headers.get("location", "elsewhere")
+            message = f"the shim answered {method} {path} with a redirect to {where}"
+            raise ApiError(
+                r.status_code, {"error": {"code": "unexpected_redirect", "message": message}}
+            )
         if r.status_code >= 400:
             try:
                 data: JsonValue = r.json()

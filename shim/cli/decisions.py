@@ -10,7 +10,7 @@ import argparse
 
 from shim.cli.errors import Exit, UsageError
 from shim.cli.follow import waited
-from shim.cli.options import api_options, connect, wait_option
+from shim.cli.options import api_options, connect, run_id_argument, wait_option
 from shim.cli.output import answer
 
 __all__ = ["decide", "decision_arguments"]
@@ -19,7 +19,7 @@ __all__ = ["decide", "decision_arguments"]
 def decision_arguments(p: argparse.ArgumentParser) -> None:
     api_options(p)
     wait_option(p)
-    p.add_argument("run_id", help="the run's id (run_…)")
+    run_id_argument(p)
     p.add_argument("--digest", help="the plan digest decided on (default: the plan card's)")
     p.add_argument("--comment", help="a note kept with the decision")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -25,6 +26,7 @@ __all__ = [
     "database_option",
     "database_url",
     "json_option",
+    "run_id_argument",
     "tls_options",
     "tokens_file_default",
     "wait_option",
@@ -32,6 +34,26 @@ __all__ = [
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TOKENS_FILE = "var/tokens.json"
+
+
+_RUN_ID = re.compile(r"run_[0-9a-f]{32}")
+
+
+def _run_id(text: str) -> str:
+    if not _RUN_ID.fullmatch(text):
+        shown = repr(text) if text else "an empty string"
+        raise argparse.ArgumentTypeError(
+            f"{shown} is not a run id (run_ then 32 hex digits, as `gatehouse runs` lists them)"
+        )
+    return text
+
+
+def run_id_argument(
+    p: argparse.ArgumentParser, what: str = "the run's id (run_…)", *, optional: bool = False
+) -> None:
+    """The positional RUN_ID, checked before anything is sent (an empty one would name
+    the list route instead)."""
+    p.add_argument("run_id", type=_run_id, nargs="?" if optional else None, help=what)
 
 
 def json_option(p: argparse.ArgumentParser, what: str, *, form: str = "JSON") -> None:

@@ -110,10 +110,17 @@ def issue_token(
     *,
     expires_at: datetime | None,
     clock: Clock = utc_now,
+    another: bool = True,
 ) -> Issued:
-    """Add a new token for ``identity`` to the file (created 0600)."""
+    """Add a new token for ``identity`` to the file (created 0600).
+
+    An identity has one set of roles: a token with other roles than its live ones
+    is refused. ``another=False`` also refuses a second live token with the same
+    roles (the CLI's default: a second ``tokens add`` is more often a mistake)."""
     with _changing(path) as entries:
-        issued = _new(entries, identity, roles, expires_at, clock())
+        now = clock()
+        _refuse_a_second(entries, identity, roles, now, another=another)
+        issued = _new(entries, identity, roles, expires_at, now)
         entries.append(issued.entry)
     return issued
 
@@ -161,6 +168,25 @@ def rotate_token(
         )
         entries.append(issued.entry)
         return entries[at], issued
+
+
+def _refuse_a_second(
+    entries: list[TokenEntry], identity: str, roles: list[Role], now: datetime, *, another: bool
+) -> None:
+    held = [e for e in entries if e.identity == identity and state_of(e, now) == "active"]
+    if not held:
+        return
+    listed = ", ".join(f"{entry_id(e)} ({','.join(r.value for r in e.roles)})" for e in held)
+    if any(set(e.roles) != set(roles) for e in held):
+        raise TokenFileError(
+            f"{identity} already has a live token with other roles: {listed}; an identity has"
+            " one set of roles: `gatehouse tokens revoke ID` it, then add this one"
+        )
+    if not another:
+        raise TokenFileError(
+            f"{identity} already has a live token: {listed}; `gatehouse tokens rotate ID`"
+            " replaces its secret, --another adds a second one with the same roles"
+        )
 
 
 def _new(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from shim.cli.errors import Exit
-from shim.cli.options import api_options, connect
+from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import answer
 
 __all__ = ["HELP", "add_arguments", "run"]
@@ -15,7 +15,7 @@ HELP = "cancel a run: a waiting run ends cancelled, a running one at its next st
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     api_options(p)
-    p.add_argument("run_id", help="the run's id (run_…)")
+    run_id_argument(p)
     p.add_argument("--reason", help="why (kept in the episode)")
 
 

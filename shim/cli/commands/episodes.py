@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from shim.cli.errors import Exit
-from shim.cli.options import api_options, connect
+from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import rows, show
 from shim.cli.render import records
 
@@ -16,7 +16,7 @@ HELP = "list a run's MOVA episodes"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     api_options(p)
-    p.add_argument("run_id", help="the run's id (run_…)")
+    run_id_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from ledger.bundle_verify import verify_bundle
 from ledger.signing import SigningError, generate_key, load_signing_key, load_verify_key
 from shim.cli.database import require_database
 from shim.cli.errors import Exit, FailedError, UsageError
-from shim.cli.options import database_option, database_url, json_option
+from shim.cli.options import database_option, database_url, json_option, run_id_argument
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export = sub.add_parser(
         "export", help="write a run's signed evidence bundle (reads the database directly)"
     )
-    export.add_argument("run_id", help="the run's id (run_…)")
+    run_id_argument(export)
     export.add_argument("-o", "--output", type=Path, help="file to write (default RUN_ID.bundle)")
     export.add_argument(
         "--key",

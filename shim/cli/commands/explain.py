@@ -7,7 +7,7 @@ import sys
 
 from shim.cli.client import dump, explain_text
 from shim.cli.errors import Exit
-from shim.cli.options import api_options, connect
+from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import write_json
 
 __all__ = ["HELP", "add_arguments", "run"]
@@ -17,7 +17,7 @@ HELP = "a model's report on a finished run, written from its evidence only"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     api_options(p)
-    p.add_argument("run_id", help="the run's id (run_…)")
+    run_id_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import argparse
 from contracts import JsonValue
 from shim.cli.client import dump
 from shim.cli.errors import Exit
-from shim.cli.options import api_options, connect
+from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import show
 from shim.cli.render import fields, ledger_table
 
@@ -22,7 +22,7 @@ HELP = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     api_options(p)
     p.add_argument("action", choices=["show", "verify"], help="show the rows, or verify the chain")
-    p.add_argument("run_id", help="the run's id (run_…)")
+    run_id_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ from opa_format import (
 )
 from shim.cli.client import dump
 from shim.cli.errors import Exit, FailedError, UsageError
-from shim.cli.options import api_options, connect, json_option
+from shim.cli.options import api_options, connect, json_option, run_id_argument
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -75,14 +75,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--pool", help="the tool pool (default: default)")
     run.add_argument("--idempotency-key", help="a repeated key returns the same run")
     output = sub.add_parser("output", help="download a run's output archive")
-    output.add_argument("run_id", help="the run's id (run_…)")
+    run_id_argument(output)
     output.add_argument(
         "-o", "--output", type=Path, help="file to write (default RUN_ID.output.opa)"
     )
     reply = sub.add_parser(
         "reply", help="send an interactive run its next message (a new turn to plan and approve)"
     )
-    reply.add_argument("run_id", help="the interactive run's id (run_…)")
+    run_id_argument(reply, "the interactive run's id (run_…)")
     reply.add_argument("text", nargs="?", help="the message (omit it with --end)")
     reply.add_argument("--end", action="store_true", help="close the session: the run ends")
     for p in (run, output, reply):

@@ -7,7 +7,7 @@ import argparse
 from contracts import RunStatus
 from shim.cli.client import dump
 from shim.cli.errors import Exit, UsageError
-from shim.cli.options import api_options, connect
+from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import answer, show
 from shim.cli.render import console, run_list
 from shim.cli.watch import watch
@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="list",
         help="default: list; watch RUN_ID follows a run's events live until it ends",
     )
-    p.add_argument("run_id", nargs="?", help="the run to fork or watch")
+    run_id_argument(p, "the run to fork or watch", optional=True)
     p.add_argument(
         "--status",
         help=f"list only runs in this status: {', '.join(st.value for st in RunStatus)}",

@@ -6,7 +6,7 @@ import argparse
 
 from shim.cli.client import dump
 from shim.cli.errors import Exit
-from shim.cli.options import api_options, connect
+from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import show
 from shim.cli.render import run_card
 
@@ -17,7 +17,7 @@ HELP = "show one run: its plan card, digest, steps and decisions"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     api_options(p)
-    p.add_argument("run_id", help="the run's id (run_…)")
+    run_id_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -73,6 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add.add_argument(
         "--roles", required=True, help="comma-separated: submitter, approver, operator"
     )
+    add.add_argument(
+        "--another",
+        action="store_true",
+        help="add a second live token for an identity that has one (same roles; e.g. for a"
+        " second machine); without it, that is refused",
+    )
     _expiry_options(add)
     _file_option(add)
     listing = sub.add_parser("list", help="id, identity, roles, created, expires and state of each")
@@ -145,7 +151,12 @@ def _add(args: argparse.Namespace, path: Path) -> int:
         raise UsageError(str(exc)) from exc
     now = utc_now()
     issued = issue_token(
-        path, args.identity, roles, expires_at=_expiry(args, now), clock=lambda: now
+        path,
+        args.identity,
+        roles,
+        expires_at=_expiry(args, now),
+        clock=lambda: now,
+        another=args.another,
     )
     _show(issued, f"token for {args.identity} ({', '.join(r.value for r in roles)})")
     note(f"added {issued.entry.token_id} to {path}; {_LIVE}")

@@ -70,3 +70,32 @@ def test_cli_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         build_parser().parse_args(["tokens", "add", "a", "--roles", "x", "--no-expiry",
                                    "--expires-in", "1d"])  # fmt: skip
+
+
+def test_a_second_add_for_one_identity_is_refused_unless_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "tokens.json")
+    assert _cli("add", "alice", "--roles", "submitter", "--file", path) == 0
+    first = read_tokens(Path(path))[0]
+    capsys.readouterr()
+
+    assert _cli("add", "alice", "--roles", "approver", "--file", path) == 2
+    err = capsys.readouterr().err
+    assert f"alice already has a live token with other roles: {first.token_id} (submitter)" in err
+    assert _cli("add", "alice", "--roles", "approver", "--another", "--file", path) == 2
+
+    assert _cli("add", "alice", "--roles", "submitter", "--file", path) == 2
+    err = capsys.readouterr().err
+    assert "gatehouse tokens rotate ID" in err and "--another" in err
+    assert len(read_tokens(Path(path))) == 1  # nothing written by a refusal
+
+    assert _cli("add", "alice", "--roles", "submitter", "--another", "--file", path) == 0
+    assert _cli("revoke", str(first.token_id), "--file", path) == 0
+    assert _cli("add", "bob", "--roles", "approver", "--file", path) == 0
+    entries = read_tokens(Path(path))
+    assert [e.identity for e in entries] == ["alice", "alice", "bob"]
+    # once alice's live tokens are revoked, she may be given other roles
+    for entry in entries[:2]:
+        _cli("revoke", str(entry.token_id), "--file", path)
+    assert _cli("add", "alice", "--roles", "approver", "--file", path) == 0
