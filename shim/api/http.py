@@ -176,12 +176,18 @@ def _too_large(size: int, limit: int, *, at_least: bool = False) -> GatehouseErr
     )
 
 
+_PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
 def known_query(request: Request) -> None:
     """Refuse query parameters an API route does not take (an app-wide dependency): a
     misspelt ``limt=5`` is an error the caller hears about, not a silent default.
-    The dashboard's pages are for browsers, which add what they like: not checked."""
+    Not checked: the dashboard's pages (browsers add what they like) and the probes
+    (load balancers and scrapers add cache-busting parameters)."""
     route = request.scope.get("route")
     if not isinstance(route, APIRoute) or route.path.startswith("/dashboard"):
+        return
+    if route.path in _PROBES:
         return
     taken: set[str] = set()
     stack: list[Dependant] = [route.dependant]

@@ -105,3 +105,17 @@ def test_the_open_routes_are_the_documented_ones(stack: Stack) -> None:
     for path in ("/runs", "/workers", "/recipes"):
         r = stack.client.get(path, headers={"Authorization": ""})
         assert r.status_code == 401, path
+
+
+def test_probes_take_cache_busting_parameters_and_other_routes_do_not(stack: Stack) -> None:
+    """A load balancer's ``/healthz?_=1712`` is a probe like any other, not an
+    ``invalid_request`` and a security event; a misspelt parameter elsewhere still is."""
+    before = stack.sql("SELECT COUNT(*) FROM security_events")
+    for path in ("/healthz", "/readyz"):
+        r = stack.client.get(path, params={"_": "1712", "x": "1"}, headers={"Authorization": ""})
+        assert r.status_code == 200, (path, r.text[:200])
+    metrics = stack.client.get("/metrics", params={"name[]": "up"}, headers=stack.auth("olga"))
+    assert metrics.status_code == 200, metrics.text[:200]
+    assert stack.sql("SELECT COUNT(*) FROM security_events") == before
+    misspelt = stack.client.get("/runs", params={"limt": "5"}, headers=stack.auth("olga"))
+    assert misspelt.status_code == 422 and "limt" in misspelt.text
