@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from contracts import INTENT_QUEUE
 from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.stack import Stack
 
@@ -81,3 +82,11 @@ def test_refused_requests_count_and_metrics_need_an_operator(stack: Stack) -> No
         refused
         == sum(v for (n, _), v in before.items() if n == "gatehouse_security_events_total") + 2
     )
+
+
+def test_the_queue_depth_has_a_sample_when_the_queue_is_empty(stack: Stack) -> None:
+    stack.settle()  # nothing left queued
+    scraped = _scrape(stack)
+    key = ("gatehouse_queue_depth", (("queue", INTENT_QUEUE),))
+    assert key in scraped, sorted(n for n, _ in scraped if "queue" in n)
+    assert scraped[key] == 0
