@@ -9,7 +9,7 @@ Exception tree::
 
 Commands raise; ``main`` alone prints. Foreign exceptions that reach it are
 translated once, here (``failure``): the shim's refusals (``ApiError``), a shim
-that cannot be reached, a stack already running (``StackInUseError``), a
+that cannot be reached, a stack already running (``StackInUseError``, exit 1: refused, not misused), a
 configuration that does not load.
 """
 
@@ -97,7 +97,7 @@ def failure(exc: Exception, args: argparse.Namespace) -> CommandError | None:
             " (gatehouse up, or gatehouse shim) or point --url / GATEHOUSE_URL at it"
         )
     if isinstance(exc, StackInUseError):
-        return UsageError(str(exc))
+        return FailedError(str(exc))
     if isinstance(exc, GatehouseError) and exc.code is ErrorCode.CONFIG_INVALID:
         return FailedError(exc.message)
     return None

@@ -18,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
+
 from contracts import Role
 from ledger import Tls, database_unreachable, executors, open_database, pending_migrations
 from shim.local._procs import start_shim, start_worker, stop, wait_healthy
@@ -98,14 +100,9 @@ def in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
     A port that is taken would let this stack's health check reach the other
     stack's shim; an executor id with a live heartbeat would have two workers
     recover each other's runs under one id."""
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as exc:
-            return (
-                f"port {port} is in use ({exc.strerror}): another gatehouse up or shim listens"
-                " there; stop it, or pass --port"
-            )
+    held = _port_held(port)
+    if held:
+        return held
     settings = ShimSettings.from_env({**os.environ, "GATEHOUSE_DATABASE_URL": database_url})
     db = open_database(database_url)
     try:
@@ -121,6 +118,9 @@ def in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
         db.dispose()
     # Live as the shim's /workers judges it: a heartbeat (to the tenth of a second)
     # within dead_after_s, and not reaped.
+    # A worker of this host whose process is gone is not live, however fresh its last
+    # heartbeat: the stack stopped a moment ago is restarted at once.
+    here = socket.gethostname()
     live = [
         f"{e.executor_id} (host {e.hostname}, pid {e.pid},"
         f" heartbeat {round(e.heartbeat_age_s, 1)} s ago)"
@@ -128,6 +128,7 @@ def in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
         if round(e.heartbeat_age_s, 1) <= settings.dead_after_s
         and e.reaped_at is None
         and e.executor_id in executor_ids
+        and not (e.hostname == here and not _process_alive(e.pid))
     ]
     if live:
         return (
@@ -135,6 +136,48 @@ def in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
             " stack runs against it: stop it first, or use another database"
         )
     return None
+
+
+def _port_held(port: int) -> str | None:
+    """Why ``port`` cannot be served, naming what holds it, or None.
+
+    The probe binds as uvicorn does (``SO_REUSEADDR``): a port left in TIME_WAIT by the
+    last stack's clients is free to serve at once, only a listener holds it."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+            return None
+        except OSError as exc:
+            reason = exc.strerror
+    if _answers_as_gatehouse(port):
+        holder = "a Gatehouse shim answers there (another gatehouse up or shim)"
+    else:
+        holder = "another program listens there (not a Gatehouse shim)"
+    return f"port {port} is in use ({reason}): {holder}; stop it, or pass --port"
+
+
+def _answers_as_gatehouse(port: int) -> bool:
+    for scheme in ("http", "https"):
+        try:
+            # only asks who holds a loopback port; nothing is sent or trusted
+            r = httpx.get(f"{scheme}://127.0.0.1:{port}/openapi.json", timeout=2, verify=False)  # noqa: S501
+            info = r.json().get("info", {}) if r.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError, AttributeError):
+            continue
+        if isinstance(info, dict) and info.get("title") == "Gatehouse":
+            return True
+    return False
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it is there
+    return True
 
 
 def run_up(
