@@ -48,10 +48,19 @@ def _unreachable(url: str, source: str, exc: BaseException) -> FailedError:
     )
 
 
-def require_database(url: str, source: str) -> None:
+def require_database(url: str, source: str, *, read_only: bool = False) -> None:
     """Return once the database at ``url`` answers; a URL that cannot be one is a usage
-    error, a database that does not answer a failure."""
+    error, a database that does not answer a failure. ``read_only``: a SQLite file that
+    is not there is refused, never created (opening it would make an empty one)."""
     refuse_bad_url(url, source)
+    if read_only and url.startswith("sqlite:///"):
+        file = Path(url.removeprefix("sqlite:///"))
+        if not file.is_file():
+            raise UsageError(
+                f"no database at {url} ({source}); this command reads and never creates one."
+                " If a stack runs elsewhere, give its URL: --database-url or"
+                " GATEHOUSE_DATABASE_URL, as the terminal that started it has"
+            )
     db = open_database(url)
     try:
         db.ping()

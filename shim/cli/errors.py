@@ -9,8 +9,8 @@ Exception tree::
 
 Commands raise; ``main`` alone prints. Foreign exceptions that reach it are
 translated once, here (``failure``): the shim's refusals (``ApiError``), a shim
-that cannot be reached, a stack already running (``StackInUseError``, exit 1: refused, not misused), a
-configuration that does not load.
+that cannot be reached, a stack already running (``StackInUseError``: refused, so
+exit 1), a configuration that does not load.
 """
 
 from __future__ import annotations

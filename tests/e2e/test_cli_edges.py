@@ -53,7 +53,10 @@ def test_migrate_and_sql_with_the_database_away(tmp_path: Path, where: str) -> N
         assert done.returncode in (1, 2), done
         line = _one_line(done)
         assert "--database-url" in line
-        expected = "no folder" if url.startswith("sqlite") else "cannot reach the database"
+        if not url.startswith("sqlite"):
+            expected = "cannot reach the database"
+        else:  # migrate would create the file, but not its folder; sql never creates one
+            expected = "no folder" if argv == ["migrate"] else "no database at"
         assert expected in line, line
     by_env = _run("migrate", cwd=tmp_path, GATEHOUSE_DATABASE_URL=url)
     assert by_env.returncode != 0 and "GATEHOUSE_DATABASE_URL" in _one_line(by_env)
@@ -99,3 +102,21 @@ def test_every_command_has_help_that_runs(tmp_path: Path) -> None:
     top = _run("--help", cwd=tmp_path)
     assert top.returncode == 0 and "exit codes:" in top.stdout
     assert all(name in top.stdout for name in COMMANDS)
+
+
+def test_read_only_commands_never_create_a_database(tmp_path: Path) -> None:
+    """A second terminal without the stack's GATEHOUSE_DATABASE_URL: `sql` and `evidence
+    export` name the URL they tried and how to give the right one; no file appears."""
+    key = tmp_path / "key.pem"
+    made = _run("evidence", "keygen", "--output", str(key), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    for argv in (
+        ["sql", "SELECT * FROM v_run_overview"],
+        ["evidence", "export", "run_" + "0" * 32, "--key", str(key)],
+    ):
+        done = _run(*argv, cwd=tmp_path)
+        assert done.returncode == 2, done
+        line = _one_line(done)
+        assert "no database at sqlite:///gatehouse.sqlite (the default database URL)" in line
+        assert "GATEHOUSE_DATABASE_URL" in line
+        assert not (tmp_path / "gatehouse.sqlite").exists(), argv

@@ -102,7 +102,7 @@ def _export(args: argparse.Namespace) -> int:
     except (OSError, SigningError) as exc:
         raise UsageError(f"cannot use the signing key {key_path}: {exc}") from exc
     url, source = database_url(args)
-    require_database(url, source)
+    require_database(url, source, read_only=True)
     db = open_database(url)
     try:
         with db.engine.connect() as conn:

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     url, source = database_url(args)
-    require_database(url, source)
+    require_database(url, source, read_only=True)
     db = open_database(url)
     try:
         columns, rows = read_only_query(db, args.query)
