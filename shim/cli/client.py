@@ -71,16 +71,47 @@ class ApiError(Exception):
         super().__init__(f"HTTP {status} {self.code}: {self.message}")
 
 
+def _body(r: httpx.Response) -> JsonValue:
+    try:
+        data: JsonValue = r.json()
+    except ValueError:
+        data = r.text
+    return data
+
+
+def _retry_after(r: httpx.Response) -> float | None:
+    """The seconds a retryable refusal asks the client to wait, or None."""
+    if r.status_code not in (429, 503):
+        return None
+    try:
+        after = float(r.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    return after if 0 <= after <= 300 else None
+
+
 class Client:
     # While a waited-for run's status stands still, how often its steps are looked at.
     look_s = 2.0
 
     def __init__(
-        self, base_url: str, token: str | None, timeout: float = 30, ca: str | None = None
+        self,
+        base_url: str,
+        token: str | None,
+        timeout: float = 30,
+        ca: str | None = None,
+        *,
+        retry_for: float = 0.0,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         """``ca``: a PEM file to trust an HTTPS shim's certificate by (a CA's, or the
-        self-signed certificate itself) in place of the system's CAs."""
+        self-signed certificate itself) in place of the system's CAs. ``retry_for``:
+        for how many seconds a 429 or 503 that says ``Retry-After`` (a retryable refusal
+        at the door: nothing was done) is sent again after the wait it names; each
+        wait is told to ``notice``."""
         self.base_url = base_url.rstrip("/")
+        self._retry_for = retry_for
+        self._notice = notice
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=self.base_url,
@@ -105,15 +136,24 @@ class Client:
         content: bytes | None = None,
         params: dict[str, str] | None = None,
     ) -> bytes:
-        r = self._http.request(
-            method,
-            path,
-            json=body,
-            content=content,
-            params=params,
-            headers=headers,
-            timeout=timeout if timeout is not None else self._http.timeout,
-        )
+        deadline = time.monotonic() + self._retry_for
+        while True:
+            r = self._http.request(
+                method,
+                path,
+                json=body,
+                content=content,
+                params=params,
+                headers=headers,
+                timeout=timeout if timeout is not None else self._http.timeout,
+            )
+            after = _retry_after(r)
+            if after is None or time.monotonic() + after > deadline:
+                break
+            if self._notice is not None:
+                code = ApiError(r.status_code, _body(r)).code
+                self._notice(f"the shim answered {r.status_code} {code}: again in {after:g} s")
+            time.sleep(after)
         if r.is_redirect:  # the API never redirects: a path that did not name what it meant
             where = r.headers.get("location", "elsewhere")
             message = f"the shim answered {method} {path} with a redirect to {where}"
@@ -121,11 +161,7 @@ class Client:
                 r.status_code, {"error": {"code": "unexpected_redirect", "message": message}}
             )
         if r.status_code >= 400:
-            try:
-                data: JsonValue = r.json()
-            except ValueError:
-                data = r.text
-            raise ApiError(r.status_code, data)
+            raise ApiError(r.status_code, _body(r))
         return r.content
 
     def submit(self, intent: JsonObject, idempotency_key: str | None = None) -> IntentAccepted:

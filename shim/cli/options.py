@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from ledger import CONFIG_FILE, DEFAULT_DATABASE_URL, resolve_database_url
 from shim.cli.client import Client
 from shim.cli.errors import UsageError
+from shim.cli.output import note
 
 __all__ = [
     "DEFAULT_TOKENS_FILE",
@@ -95,7 +96,8 @@ def connect(args: argparse.Namespace) -> Iterator[Client]:
             "no token: set GATEHOUSE_TOKEN or pass --token (`gatehouse tokens add NAME --roles"
             " …` makes one; `gatehouse up` keeps its local ones in var/local-tokens.txt)"
         )
-    api = Client(args.url, args.token, ca=args.ca)
+    # A shim that is busy says so with Retry-After: wait as it asks, for up to a minute.
+    api = Client(args.url, args.token, ca=args.ca, retry_for=60.0, notice=note)
     try:
         yield api
     finally:
