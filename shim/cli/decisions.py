@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 
 from shim.cli.errors import Exit, UsageError
-from shim.cli.follow import waited
+from shim.cli.follow import no_worker, waited
 from shim.cli.options import api_options, connect, run_id_argument, wait_option
-from shim.cli.output import answer
+from shim.cli.output import answer, note
 
 __all__ = ["decide", "decision_arguments"]
 
@@ -31,6 +31,9 @@ def decide(args: argparse.Namespace, *, approve: bool) -> Exit:
         if not digest:
             raise UsageError("the run has no plan card yet; pass --digest")
         decided = api.decide(args.run_id, approve, digest, args.comment)
+        absent = no_worker(*api.ready()) if approve else None
+        if absent is not None:  # the decision stands; the run goes on when a worker starts
+            note(f"warning: {absent}")
         if args.wait is not None:
             return waited(api, args, args.run_id, decided=True)
     answer(args, f"Decision on {args.run_id}", decided)

@@ -10,17 +10,26 @@ import argparse
 import time
 from collections.abc import Callable
 
-from contracts import RunStatus, RunView
+from contracts import JsonValue, RunStatus, RunView
 from shim.cli.client import Client, dump
 from shim.cli.errors import Exit, FailedError
 from shim.cli.output import progress, show
 from shim.cli.render import run_card
 
-__all__ = ["FINISHED", "NEEDS_A_PERSON", "follow", "waited"]
+__all__ = ["FINISHED", "NEEDS_A_PERSON", "follow", "no_worker", "waited"]
 
 # Where ``--wait`` stops following a run: it is over, or a person must act on it.
 FINISHED = {"succeeded", "planned", "failed", "rejected", "cancelled"}
 NEEDS_A_PERSON = {"waiting_approval", "needs_operator", "waiting_input"}
+
+
+def no_worker(ready: bool, report: JsonValue) -> str | None:
+    """GET /readyz's reason when no worker is live to take the run on, or None."""
+    checks = report.get("checks") if isinstance(report, dict) else None
+    workers = checks.get("workers") if isinstance(checks, dict) else None
+    if not ready and isinstance(workers, dict) and workers.get("ok") is False:
+        return str(workers.get("reason"))
+    return None
 
 
 def follow(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from contracts import JsonObject, JsonValue
 from shim.cli.errors import Exit, UsageError
-from shim.cli.follow import waited
+from shim.cli.follow import no_worker, waited
 from shim.cli.options import api_options, connect, wait_option
 from shim.cli.output import answer, note
 
@@ -77,10 +77,9 @@ def submit_warnings(ready: bool, report: JsonValue) -> list[str]:
     """What a person should know about a run just queued, from GET /readyz."""
     if not isinstance(report, dict):
         return []
-    checks = report.get("checks")
-    workers = checks.get("workers") if isinstance(checks, dict) else None
-    if not ready and isinstance(workers, dict) and workers.get("ok") is False:
-        return [str(workers.get("reason"))]
+    absent = no_worker(ready, report)
+    if absent is not None:
+        return [absent]
     queue = report.get("queue")
     oldest = queue.get("oldest_queued_s") if isinstance(queue, dict) else None
     if isinstance(queue, dict) and isinstance(oldest, int | float) and oldest > STALE_QUEUE_S:
