@@ -40,6 +40,7 @@ class _Board:
             transient=False,
         )
         self.rows: dict[str, TaskID] = {}
+        self.running: set[str] = set()  # started, not yet finished
         self.status = view.status.value
         self.add_steps(view)
 
@@ -55,6 +56,17 @@ class _Board:
             )
         return self.rows[step_id]
 
+    def end_rows(self, state: str, *, only_calls: bool = False) -> None:
+        """Rows still shown as running whose end no event will tell: the planner's call
+        (``@compile``) once the run moved on, and every row once the run is over."""
+        for step_id in sorted(self.running):
+            if only_calls and not step_id.startswith("@"):
+                continue
+            row = self.rows[step_id]
+            self.progress.update(row, completed=1, state=state)
+            self.progress.stop_task(row)
+            self.running.discard(step_id)
+
     def say(self, text: str) -> None:
         self.progress.console.print(text, markup=False, highlight=False)
 
@@ -64,17 +76,20 @@ class _Board:
             self.status = _s(b.get("status"))
             code = f" {_s(b.get('error_code'))}" if b.get("error_code") else ""
             self.say(f"#{event.seq} {event.at} run {self.status} ({_s(b.get('phase'))}){code}")
+            self.end_rows("done", only_calls=True)
             if self.status == RunStatus.RUNNING.value and _s(b.get("phase")) == "execute":
                 self.add_steps(api.run(event.run_id))  # the plan is known once gated
         elif event.kind == "step.started":
             row = self.row(_s(b.get("step_id")))
             self.progress.start_task(row)
             self.progress.update(row, state=f"running (attempt {_s(b.get('attempt'))})")
+            self.running.add(_s(b.get("step_id")))
         elif event.kind == "step.finished":
             row = self.row(_s(b.get("step_id")))
             code = f" {_s(b.get('error_code'))}" if b.get("error_code") else ""
             self.progress.update(row, completed=1, state=f"{_s(b.get('status'))}{code}")
             self.progress.stop_task(row)
+            self.running.discard(_s(b.get("step_id")))
         elif event.kind == "ledger.written":
             ms = f" in {_s(b.get('duration_ms'))} ms" if b.get("duration_ms") is not None else ""
             self.say(f"#{event.seq} ledger {_s(b.get('step_id'))}: {_s(b.get('status'))}{ms}")
@@ -97,6 +112,7 @@ def watch(api: Client, run_id: str, console: Console) -> bool:
     with board.progress:
         for event in api.events(run_id):
             board.show(event, api)
-    final = api.run(run_id)
+        final = api.run(run_id)
+        board.end_rows(f"not finished (run {final.status.value})")
     console.print(f"{run_id}: {final.status.value}", markup=False, highlight=False)
     return final.status.value in _GOOD_ENDS
