@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from contracts import JsonObject, JsonValue
+from contracts import Budgets, JsonObject, JsonValue
 from shim.cli.errors import Exit, UsageError
 from shim.cli.follow import no_worker, waited
 from shim.cli.options import api_options, connect, wait_option
@@ -15,6 +15,8 @@ from shim.cli.output import answer, note
 __all__ = ["HELP", "STALE_QUEUE_S", "add_arguments", "run", "submit_warnings"]
 
 HELP = "submit an intent"
+
+_KINDS = ", ".join(Budgets.model_fields)
 
 # Queued longer than this behind live workers: the workers are likely full.
 STALE_QUEUE_S = 30.0
@@ -38,6 +40,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="stop at the plan card, run a supplied plan, or all of it (default full-cycle)",
     )
     p.add_argument("--plan", help="file with a plan (mode run-plan)")
+    p.add_argument(
+        "--policy-profile", help="the policy profile to gate with (gatehouse policies; default)"
+    )
+    p.add_argument("--tool-pool", help="the tool pool to run with (default)")
+    p.add_argument(
+        "--budget",
+        action="append",
+        default=[],
+        metavar="KIND=NUMBER",
+        help=f"narrow one of the profile's budgets for this run; repeat for more ({_KINDS})",
+    )
     p.add_argument("--idempotency-key", help="a repeated key returns the same run")
     wait_option(p)
 
@@ -50,6 +63,19 @@ def _param(text: str) -> tuple[str, JsonValue]:
         return key, raw
 
 
+def _budgets(given: list[str]) -> JsonObject:
+    out: JsonObject = {}
+    for text in given:
+        kind, _, raw = text.partition("=")
+        if kind not in Budgets.model_fields:
+            raise UsageError(f"--budget {text!r}: the kinds are {_KINDS}")
+        try:
+            out[kind] = float(raw) if "." in raw else int(raw)
+        except ValueError as exc:
+            raise UsageError(f"--budget {text!r}: {raw!r} is not a number") from exc
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     intent: JsonObject = {
         "recipe": args.recipe,
@@ -57,6 +83,12 @@ def run(args: argparse.Namespace) -> int:
         "mode": args.mode,
         "parameters": dict(_param(p) for p in args.param),
     }
+    if args.policy_profile:
+        intent["policy_profile"] = args.policy_profile
+    if args.tool_pool:
+        intent["tool_pool"] = args.tool_pool
+    if args.budget:
+        intent["budgets"] = _budgets(args.budget)
     with connect(args) as api:
         if args.plan:
             try:

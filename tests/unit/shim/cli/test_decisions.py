@@ -4,20 +4,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import httpx
 import pytest
 
 from shim.cli import main
-from shim.cli import options as cli_options
-from shim.cli.client import Client
 
 RUN = "run_" + "a" * 32
 DIGEST = "b" * 64
 REASON = "no worker of version gatehouse-5 has sent a heartbeat in the last 10 s"
 
 
-def _shim(ready: bool) -> httpx.MockTransport:
+def _shim(ready: bool) -> Callable[[httpx.Request], httpx.Response]:
     def answer(request: httpx.Request) -> httpx.Response:
         if request.url.path == f"/approve/{RUN}":
             body = json.loads(request.content)
@@ -27,19 +26,16 @@ def _shim(ready: bool) -> httpx.MockTransport:
         workers = {"ok": True, "live": 1} if ready else {"ok": False, "live": 0, "reason": REASON}
         return httpx.Response(200 if ready else 503, json={"checks": {"workers": workers}})
 
-    return httpx.MockTransport(answer)
+    return answer
 
 
 @pytest.mark.parametrize("ready", [True, False])
 def test_approve_says_when_no_worker_will_take_the_run(
-    ready: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ready: bool,
+    answered_by: Callable[[Callable[[httpx.Request], httpx.Response]], None],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    def client(url: str, token: str | None, **kwargs: object) -> Client:
-        api = Client(url, token)
-        api._http = httpx.Client(base_url=url, transport=_shim(ready))
-        return api
-
-    monkeypatch.setattr(cli_options, "Client", client)
+    answered_by(_shim(ready))
     with pytest.raises(SystemExit) as done:
         main(["approve", RUN, "--digest", DIGEST, "--url", "http://shim", "--token", "gh_x"])
     assert done.value.code == 0

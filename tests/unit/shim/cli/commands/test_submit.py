@@ -1,8 +1,16 @@
-"""What ``gatehouse submit`` warns of after queueing a run, from GET /readyz."""
+"""``gatehouse submit``: what it sends, and what it warns of after queueing a run (GET /readyz)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
 from contracts import JsonValue
+from shim.cli import main
 from shim.cli.commands.submit import STALE_QUEUE_S, submit_warnings
 
 
@@ -23,3 +31,42 @@ def test_submit_warns_of_no_worker_and_of_a_full_one() -> None:
     [warning] = submit_warnings(True, stale)
     assert warning.startswith("5 run(s) queued") and "GATEHOUSE_WORKER_CONCURRENCY" in warning
     assert submit_warnings(False, "not json") == []
+
+
+def test_submit_sends_the_profile_the_pool_and_the_budgets(
+    answered_by: Callable[[Callable[[httpx.Request], httpx.Response]], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sent: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/intent":
+            sent.append(json.loads(request.content))
+            run = {"run_id": "run_" + "d" * 32, "intent_id": "int_1", "status": "queued"}
+            return httpx.Response(202, json={**run, "links": {}})
+        return httpx.Response(200, json={"checks": {"workers": {"ok": True}}})
+
+    answered_by(answer)
+    argv = ["submit", "--recipe", "echo", "--objective", "o", "--url", "http://shim"]
+    argv += ["--token", "gh_x", "--policy-profile", "strict", "--tool-pool", "ops"]
+    argv += ["--budget", "max_steps=4", "--budget", "max_cost_usd=0.5"]
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0, capsys.readouterr().err
+    [intent] = sent
+    assert intent["policy_profile"] == "strict" and intent["tool_pool"] == "ops"
+    assert intent["budgets"] == {"max_steps": 4, "max_cost_usd": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [("max_stepz=4", "the kinds are max_steps, max_model_turns"), ("max_steps=x", "not a number")],
+)
+def test_a_bad_budget_is_a_usage_error(
+    given: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["submit", "--recipe", "echo", "--objective", "o", "--token", "gh_x"]
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--budget", given])
+    assert done.value.code == 2
+    assert said in capsys.readouterr().err
