@@ -210,10 +210,21 @@ def ledger_table(calls: Sequence[CallView]) -> Table:
 def records(
     title: str, columns: Sequence[str], rows: Iterable[dict[str, JsonValue]], limit: int = 60
 ) -> Table:
-    """Rows of plain JSON objects, the named columns each cut to one line of ``limit``."""
+    """Rows of plain JSON objects, the named columns each cut to one line of ``limit``.
+
+    A column of single words (ids, digests, statuses, stamps) is never cut or wrapped
+    when the terminal is narrow: the prose columns give way, so an id can be copied."""
     table = _table(*columns, title=title)
-    for row in rows:
-        table.add_row(*("" if row.get(c) is None else short(row.get(c), limit) for c in columns))
+    cells = [
+        ["" if row.get(c) is None else short(row.get(c), limit) for c in columns] for row in rows
+    ]
+    for at, column in enumerate(table.columns):
+        values = [line[at] for line in cells]
+        if values and all(len(v.split()) <= 1 for v in values):
+            column.no_wrap = True
+            column.min_width = min(72, max(len(str(column.header)), *map(len, values)))
+    for line in cells:
+        table.add_row(*line)
     return table
 
 

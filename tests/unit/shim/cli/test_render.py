@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from rich.console import Console
 
 from contracts import JsonValue, RunView
 from shim.cli.render import console, error_lines, records, run_card, short
@@ -108,3 +111,18 @@ def test_the_plan_card_says_what_an_approver_needs(capsys: pytest.CaptureFixture
     out = _printed(_view(opa=opa, plan_card=card), capsys)
     assert "OPA archive notes (batch)" in out and "signed by CN=alice (ca.pem)" in out
     assert "Changes since the previous plan" in out and "c" * 64 in out and "added" in out
+
+
+def test_records_never_cut_an_id_on_a_narrow_terminal() -> None:
+    """As `gatehouse sql` prints them (limit 500): the prose column gives way."""
+    run_id = "run_" + "e" * 32
+    digest = "f" * 64
+    rows: list[dict[str, JsonValue]] = [
+        {"run_id": run_id, "digest": digest, "objective": "a long objective " * 6, "n": 1}
+    ]
+    out = io.StringIO()
+    Console(file=out, width=120).print(
+        records("1 row(s)", ["run_id", "digest", "objective", "n"], rows, limit=500)
+    )
+    text = out.getvalue()
+    assert run_id in text and digest in text, text
