@@ -211,6 +211,7 @@ def run_up(
         print("gatehouse up: stopped", flush=True)
         return True
     print(f"gatehouse up: shim on {base} (log {var_dir}/shim.log)", flush=True)
+    print(f"gatehouse up: dashboard at {base}/dashboard (log in with a token)", flush=True)
     for n in range(1, workers + 1):
         spawn(f"worker-{n}")
     try:

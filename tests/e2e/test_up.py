@@ -64,6 +64,8 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
     tokens = tmp_path / "var" / "local-tokens.txt"
     _wait_for(tokens.exists, 60, "gatehouse up to make its local identities")
     people = dict(line.split() for line in tokens.read_text().splitlines())
+    _wait_for(lambda: "dashboard at" in log.read_text(), 60, "gatehouse up to name its shim")
+    assert f"gatehouse up: dashboard at {base}/dashboard" in log.read_text()
     api = Client(base, people["local-submitter"])
     approver = Client(base, people["local-approver"])
     try:

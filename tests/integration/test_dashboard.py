@@ -44,6 +44,8 @@ def test_pages_need_a_session_and_a_valid_token(stack: Stack) -> None:
     assert r.headers["location"] == "/dashboard/login?next=/dashboard/approvals%3Fx%3D1"
     bad = anonymous.post("/dashboard/login", data={"token": "not-a-token"})
     assert bad.status_code == 401 and "That token is not valid." in bad.text
+    login = anonymous.get("/dashboard/login")
+    assert "var/local-tokens.txt" in login.text  # where gatehouse up's tokens are
     assert "set-cookie" not in bad.headers
     # an open redirect is refused: next may only point into the dashboard
     token = stack.client.people.tokens["olga"]
