@@ -142,7 +142,12 @@ def run_card(view: RunView) -> list[Table]:
             "revision": card.revision,
             "previous digest": card.previous_digest,
             "decision": decision,
-            "approve with": f"gatehouse approve {view.run_id}" if not decided else None,
+            # Only for a reader who may decide (the run's links say so).
+            "approve with": (
+                f"gatehouse approve {view.run_id}"
+                if not decided and "approve" in view.links
+                else None
+            ),
         },
     )
     out.append(plan)

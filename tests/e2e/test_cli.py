@@ -270,12 +270,14 @@ def test_a_worker_makes_it_ready_and_the_plan_card_renders(lone_shim: Shim) -> N
             )
             time.sleep(0.3)
             view = shim.json("show", run_id)
-        card = shim.gatehouse("show", run_id)
+        card = shim.gatehouse("show", run_id, who="bob")  # an approver
         assert card.returncode == 0
         assert isinstance(view, dict)
         digest = view["plan_card"]["plan_digest"]
         for text in ("Plan card", digest, "none yet", "gatehouse approve", "noop", "not run"):
             assert text in card.stdout, text
+        # a reader who may not approve (a submitter and operator) is not told to
+        assert "gatehouse approve" not in shim.gatehouse("show", run_id).stdout
         approved = shim.gatehouse("approve", run_id, who="bob")
         assert approved.returncode == 0, approved.stderr
         deadline = time.monotonic() + 60

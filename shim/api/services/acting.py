@@ -16,11 +16,14 @@ __all__ = ["acting_as", "lock_own_run", "run_links"]
 M = TypeVar("M", bound=BaseModel)
 
 
-def run_links(run_id: str) -> dict[str, str]:
+def run_links(run_id: str, who: Identity | None = None) -> dict[str, str]:
+    """Where a run's reader can go from it; ``who``: the reader, whose roles leave out
+    the decisions it may not make (None: every link)."""
+    decides = who is None or who.has(Role.APPROVER)
+    decisions = {"approve": f"/approve/{run_id}", "reject": f"/reject/{run_id}"}
     return {
         "self": f"/runs/{run_id}",
-        "approve": f"/approve/{run_id}",
-        "reject": f"/reject/{run_id}",
+        **(decisions if decides else {}),
         "cancel": f"/runs/{run_id}/cancel",
         "ledger": f"/runs/{run_id}/ledger",
         "episodes": f"/runs/{run_id}/episodes",

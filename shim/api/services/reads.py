@@ -46,7 +46,7 @@ def status(service: Service, run_id: str) -> RunStatus | None:
 def run(service: Service, run_id: str, who: Identity | None = None) -> RunView:
     """One run. A submitter sees only its own runs; approvers and operators see all."""
     with service.db.engine.connect() as conn:
-        view = runs.get_run(conn, run_id, run_links(run_id))
+        view = runs.get_run(conn, run_id, run_links(run_id, who))
     if view is None:
         raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
     privileged = who is None or who.has(Role.OPERATOR, Role.APPROVER)

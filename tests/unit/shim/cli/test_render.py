@@ -79,10 +79,13 @@ def _printed(view: RunView, capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_the_plan_card_says_what_an_approver_needs(capsys: pytest.CaptureFixture[str]) -> None:
-    out = _printed(_view(), capsys)
+    links: dict[str, JsonValue] = {"links": {"approve": "/approve/run_1"}}
+    out = _printed(_view(**links), capsys)
     for text in ("render me", "a" * 64, "none yet", "gatehouse approve run_", "say it", "not run"):
         assert text in out, text
     assert "waiting_input" not in out  # the card's own status is not the run's
+    # a reader who may not decide (no approve link) is not told to approve
+    assert "gatehouse approve" not in _printed(_view(), capsys)
 
     signer: dict[str, JsonValue] = {
         "subject": "CN=alice",
