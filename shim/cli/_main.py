@@ -16,6 +16,7 @@ from shim import __version__
 from shim.cli.commands import COMMANDS
 from shim.cli.errors import EPILOG, Exit, failure
 from shim.cli.output import note
+from shim.cli.render import PrintableStream
 
 __all__ = ["build_parser", "main"]
 
@@ -46,6 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Parse, run, say how it ended, exit. Everything written meanwhile passes through
+    ``PrintableStream``: no text from a run, a model or a tool drives the terminal."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(sys.stdout), PrintableStream(sys.stderr)
+    try:
+        _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> None:
     args = build_parser().parse_args(argv)
     try:
         code = COMMANDS[args.command].run(args)

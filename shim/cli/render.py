@@ -2,7 +2,9 @@
 
 Every read command also has ``--json`` (the API's answer as it came); this
 module is only the human side. Text from runs (objectives, step output) is
-printed as data, never as markup: rich's markup and emoji codes are off.
+printed as data, never as markup: rich's markup and emoji codes are off, and
+every control or bidi character in it is shown as its escape (``printable``), in
+tables and in every line the CLI writes (``PrintableStream``).
 """
 
 from __future__ import annotations
@@ -11,19 +13,23 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from contracts import CallView, JsonValue, RunList, RunView, StepView, shown_input, visible
 from policies.taint import tainted
 
 __all__ = [
+    "PrintableStream",
     "console",
     "error_lines",
     "fields",
     "ledger_table",
+    "printable",
     "records",
     "run_card",
     "run_list",
@@ -33,8 +39,53 @@ __all__ = [
 # Wide enough that a piped line is one row; a terminal uses its own width.
 _PIPE_WIDTH = 200
 
+# Characters that would drive the reader's terminal or reorder what it shows: C0 and
+# C1 controls (ESC starts a terminal command, CR overwrites a line) and the bidi
+# controls (U+202E shows text backwards). Each is printed as its escape (\x1b, \u202e).
+# Newline and tab stay: they only lay text out.
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_UNPRINTABLE = {
+    c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
+    for c in (*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI)
+    if c not in (0x0A, 0x09)
+}
+
+
+def printable(text: str) -> str:
+    """``text`` as data: every control or bidi character shown as its escape."""
+    return text.translate(_UNPRINTABLE)
+
+
+class PrintableStream:
+    """A text stream that writes ``printable`` text: what the CLI writes to stdout and
+    stderr passes through one (rich's own styling goes to ``raw``, its text having
+    been made printable before layout)."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(printable(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.raw, name)
+
 
 class _Console(Console):
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """Every string rich is given (a cell, a line) is laid out as printable text."""
+        return super().render_str(printable(text), **kwargs)
+
     def on_broken_pipe(self) -> None:
         # rich would exit 1 here; the CLI's main turns a closed pipe into its own
         # quiet exit (141), the same for tables and for --json.
@@ -44,8 +95,9 @@ class _Console(Console):
 
 def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() or os.environ.get("COLUMNS") else _PIPE_WIDTH
-    return _Console(file=stream, width=width, markup=False, emoji=False, highlight=False)
+    raw: TextIO = stream.raw if isinstance(stream, PrintableStream) else stream
+    width = None if raw.isatty() or os.environ.get("COLUMNS") else _PIPE_WIDTH
+    return _Console(file=raw, width=width, markup=False, emoji=False, highlight=False)
 
 
 def short(value: JsonValue, limit: int = 60) -> str:

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 
 from contracts import JsonValue, RunEvent, RunStatus, RunView
 from shim.cli.client import Client
+from shim.cli.render import printable
 
 __all__ = ["watch"]
 
@@ -51,10 +52,14 @@ class _Board:
 
     def row(self, step_id: str, label: str | None = None) -> TaskID:
         if step_id not in self.rows:
+            # rich builds these rows' text itself: made printable here, not by the console
             self.rows[step_id] = self.progress.add_task(
-                label or step_id, total=1, state="pending", start=False
+                printable(label or step_id), total=1, state="pending", start=False
             )
         return self.rows[step_id]
+
+    def state(self, row: TaskID, state: str) -> None:
+        self.progress.update(row, state=printable(state))
 
     def end_rows(self, state: str, *, only_calls: bool = False) -> None:
         """Rows still shown as running whose end no event will tell: the planner's call
@@ -63,7 +68,8 @@ class _Board:
             if only_calls and not step_id.startswith("@"):
                 continue
             row = self.rows[step_id]
-            self.progress.update(row, completed=1, state=state)
+            self.progress.update(row, completed=1)
+            self.state(row, state)
             self.progress.stop_task(row)
             self.running.discard(step_id)
 
@@ -82,12 +88,13 @@ class _Board:
         elif event.kind == "step.started":
             row = self.row(_s(b.get("step_id")))
             self.progress.start_task(row)
-            self.progress.update(row, state=f"running (attempt {_s(b.get('attempt'))})")
+            self.state(row, f"running (attempt {_s(b.get('attempt'))})")
             self.running.add(_s(b.get("step_id")))
         elif event.kind == "step.finished":
             row = self.row(_s(b.get("step_id")))
             code = f" {_s(b.get('error_code'))}" if b.get("error_code") else ""
-            self.progress.update(row, completed=1, state=f"{_s(b.get('status'))}{code}")
+            self.progress.update(row, completed=1)
+            self.state(row, f"{_s(b.get('status'))}{code}")
             self.progress.stop_task(row)
             self.running.discard(_s(b.get("step_id")))
         elif event.kind == "ledger.written":
