@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 
 from contracts._base import Closed, Identifier, ShortText
 
@@ -17,6 +17,22 @@ __all__ = ["MessageAccepted", "MessageRequest"]
 
 
 class MessageRequest(Closed):
+    # The served contract says what the validator below enforces: text (end absent or
+    # false), or end: true (no text).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["text"],
+                    "properties": {"text": {"type": "string"}, "end": {"const": False}},
+                },
+                {
+                    "required": ["end"],
+                    "properties": {"end": {"const": True}, "text": {"type": "null"}},
+                },
+            ]
+        }
+    )
     schema_id: Literal["env.run_message_v1"] = "env.run_message_v1"
     text: ShortText | None = None
     end: bool = False  # close the session: no more turns

@@ -121,7 +121,10 @@ def install_error_handlers(app: FastAPI) -> None:
         code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(
             exc.status_code, ErrorCode.INVALID_REQUEST
         )
-        return error_response(GatehouseError(code, str(exc.detail)))
+        answer = error_response(GatehouseError(code, str(exc.detail)))
+        # Starlette's 405 names the methods the route takes (Allow, RFC 9110 §15.5.6)
+        answer.headers.update(exc.headers or {})
+        return answer
 
     @app.exception_handler(OperationalError)
     async def _db_down(_r: Request, exc: OperationalError) -> JSONResponse:

@@ -15,7 +15,7 @@ from shim.api.deps import ServiceDep, require
 from shim.api.http import model_response
 from shim.api.params import RunId
 from shim.api.services import reads
-from shim.api.services.wait import wait_for_run
+from shim.api.services.wait import UNTIL_PATTERN, wait_for_run
 from shim.tokens import Identity
 
 router = APIRouter()
@@ -44,7 +44,10 @@ async def wait_run(
     caller: Reader,
     service: ServiceDep,
     run_id: RunId,
-    until: Annotated[str | None, Query(max_length=400)] = None,
+    # The contract states the pattern; parse_until enforces it and names a bad status.
+    until: Annotated[
+        str | None, Query(max_length=400, json_schema_extra={"pattern": UNTIL_PATTERN})
+    ] = None,
     timeout_s: Annotated[float, Query(gt=0, le=60)] = 25.0,
 ) -> JSONResponse:
     """The run once its status is one of ``until`` (default: a person must act, or

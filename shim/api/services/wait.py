@@ -14,13 +14,19 @@ from shim.api.services import reads
 from shim.api.services.core import Service
 from shim.tokens import Identity
 
-__all__ = ["DEFAULT_UNTIL", "parse_until", "wait_for_run"]
+__all__ = ["DEFAULT_UNTIL", "UNTIL_PATTERN", "parse_until", "wait_for_run"]
 
 # What a client waits for unless it says: a person must act, or the run is over.
 DEFAULT_UNTIL = frozenset(
     {RunStatus.WAITING_APPROVAL, RunStatus.NEEDS_OPERATOR, RunStatus.WAITING_INPUT}
     | {s for s in RunStatus if s.terminal}
 )
+
+
+_ONE = "(" + "|".join(s.value for s in RunStatus) + ")"
+# What ``until`` may be, as the served contract says it: statuses, comma-separated
+# (spaces around each allowed), or nothing (the default).
+UNTIL_PATTERN = rf"^( *{_ONE} *(, *{_ONE} *)*| *)$"
 
 
 def parse_until(raw: str | None) -> frozenset[RunStatus]:
