@@ -24,6 +24,7 @@ __all__ = [
     "insert_intent_and_run",
     "request_digest",
     "request_for_run",
+    "scoped_key",
 ]
 
 
@@ -39,14 +40,24 @@ def request_digest(request: IntentRequest) -> str:
     return digest_of(request.model_dump(mode="json"))
 
 
-def find_by_idempotency_key(conn: Conn, key: str) -> ExistingIntent | None:
+def scoped_key(submitter: str, key: str) -> str:
+    """An Idempotency-Key is its submitter's own: stored as ``SUBMITTER KEY`` (neither
+    an identity nor a key holds a space), so another submitter's same key is another
+    intent, and never finds, or names, this one's run."""
+    return f"{submitter} {key}"
+
+
+def find_by_idempotency_key(conn: Conn, submitter: str, key: str) -> ExistingIntent | None:
+    """The intent ``submitter`` made under ``key``. A key stored before keys were scoped
+    (bare) counts only for the submitter who used it."""
     row = conn.execute(
         sa.text(
             "SELECT i.intent_id, r.run_id, i.request_digest, r.status"
             " FROM intents i JOIN runs r ON r.intent_id = i.intent_id"
-            " WHERE i.idempotency_key = :k"
+            " WHERE i.idempotency_key IN (:scoped, :bare) AND i.submitted_by = :s"
+            " ORDER BY CASE WHEN i.idempotency_key = :scoped THEN 0 ELSE 1 END"
         ),
-        {"k": key},
+        {"scoped": scoped_key(submitter, key), "bare": key, "s": submitter},
     ).first()
     if row is None:
         return None
@@ -70,7 +81,9 @@ def insert_intent_and_run(
         ),
         {
             "i": intent_id,
-            "k": idempotency_key,
+            "k": None
+            if idempotency_key is None
+            else scoped_key(request.submitted_by, idempotency_key),
             "j": canonical_json(body),
             "d": digest_of(body),
             "s": request.submitted_by,

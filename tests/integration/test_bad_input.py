@@ -267,9 +267,8 @@ def test_body_refused(stack: Stack, body: dict[str, Any], status: int, code: str
     # nothing of the request is written, but the refusal itself is evidence
     assert sorted(refusals(stack)) == sorted([*events, code])
     # a refused request does not claim its Idempotency-Key either
-    assert stack.sql("SELECT COUNT(*) FROM intents WHERE idempotency_key = 'bad-input-key'") == [
-        (0,)
-    ]
+    claimed = "SELECT COUNT(*) FROM intents WHERE idempotency_key LIKE '% bad-input-key'"
+    assert stack.sql(claimed) == [(0,)]
 
 
 @pytest.mark.parametrize(

@@ -40,14 +40,17 @@ def row_counts(stack: Stack) -> dict[str, int]:
 
 
 def rows_for_key(stack: Stack, key: str) -> tuple[int, int, list[str]]:
-    """(intents with the key, runs of those intents, their run ids)."""
-    n_intents = stack.sql("SELECT COUNT(*) FROM intents WHERE idempotency_key = :k", k=key)[0][0]
+    """(intents with the key, runs of those intents, their run ids); a key is stored as
+    ``SUBMITTER KEY`` (each submitter's own)."""
+    n_intents = stack.sql(
+        "SELECT COUNT(*) FROM intents WHERE idempotency_key LIKE :k", k=f"% {key}"
+    )[0][0]
     run_ids = [
         r[0]
         for r in stack.sql(
             "SELECT r.run_id FROM runs r JOIN intents i ON i.intent_id = r.intent_id"
-            " WHERE i.idempotency_key = :k",
-            k=key,
+            " WHERE i.idempotency_key LIKE :k",
+            k=f"% {key}",
         )
     ]
     return n_intents, len(run_ids), run_ids
@@ -114,14 +117,7 @@ def test_same_key_different_body_conflicts(stack: Stack) -> None:
         assert err["code"] == "idempotency_conflict"
         assert err["details"] == {"run_id": run_id}
         assert row_counts(stack) == before
-    # another submitter reusing the key with the very same body does not get alice's run
-    body = intent(nonce) | {"submitted_by": "sam"}
-    r = stack.client.post(
-        "/intent", json=body, headers={"Idempotency-Key": key} | stack.auth("sam")
-    )
-    assert r.status_code == 409, r.text
-    assert r.json()["error"]["code"] == "idempotency_conflict"
-    assert row_counts(stack) == before
+    # (another submitter's same key is another key: test_a_key_is_its_submitters_own)
     assert rows_for_key(stack, key) == (1, 1, [run_id])
     finish(stack, run_id)
 
@@ -190,3 +186,52 @@ def test_concurrent_same_key_many_shims(stack: Stack) -> None:
     for clients in _shims(stack, THREADS):
         answers = _race(clients, intent(uuid.uuid4().hex), key)
     _check_race(stack, answers, key)
+
+
+def test_a_key_is_its_submitters_own(stack: Stack) -> None:
+    """Two submitters may use one key: each gets its own run, and neither's answer (a
+    replay or a conflict) names the other's run."""
+    key = "shared-" + uuid.uuid4().hex
+    body = intent(uuid.uuid4().hex)
+    alices = stack.submit(body, key)
+    assert alices.status_code == 202, alices.text
+    sams = stack.client.post(
+        "/intent",
+        json=body | {"submitted_by": "sam"},
+        headers={**stack.auth("sam"), "Idempotency-Key": key},
+    )
+    assert sams.status_code == 202, sams.text
+    assert sams.json()["run_id"] != alices.json()["run_id"]
+    other = intent(uuid.uuid4().hex, submitted_by="sam")  # another body: sam's own conflict
+    conflict = stack.client.post(
+        "/intent", json=other, headers={**stack.auth("sam"), "Idempotency-Key": key}
+    )
+    assert conflict.status_code == 409, conflict.text
+    assert alices.json()["run_id"] not in conflict.text
+    assert conflict.json()["error"]["details"]["run_id"] == sams.json()["run_id"]
+    for run_id in (alices.json()["run_id"], sams.json()["run_id"]):
+        finish(stack, run_id)
+
+
+def test_a_key_stored_before_keys_were_scoped_still_answers_its_submitter(stack: Stack) -> None:
+    key = "legacy-" + uuid.uuid4().hex
+    body = intent(uuid.uuid4().hex)
+    first = stack.submit(body, key)
+    assert first.status_code == 202, first.text
+    run_id = first.json()["run_id"]
+    # as an earlier release stored it: the bare key
+    stack.execute(
+        "UPDATE intents SET idempotency_key = :k WHERE idempotency_key LIKE :scoped",
+        k=key,
+        scoped=f"% {key}",
+    )
+    again = stack.submit(body, key)
+    assert again.status_code == 200 and again.json()["run_id"] == run_id, again.text
+    sams = stack.client.post(
+        "/intent",
+        json=body | {"submitted_by": "sam"},
+        headers={**stack.auth("sam"), "Idempotency-Key": key},
+    )
+    assert sams.status_code == 202 and sams.json()["run_id"] != run_id, sams.text
+    for made in (run_id, sams.json()["run_id"]):
+        finish(stack, made)

@@ -121,7 +121,9 @@ def submit_archive(
         archive, mode, allow_unsigned_autonomous=profile.opa.allow_unsigned_autonomous
     )
     # A repeated Idempotency-Key keeps the objective it was first rendered with ({{timestamp}}).
-    objective = _prior_objective(service, key, archive.name, archive.sha256) if key else None
+    objective = (
+        _prior_objective(service, who.name, key, archive.name, archive.sha256) if key else None
+    )
     if objective is None:
         variables = TemplateVariables(
             archive_name=archive.name,
@@ -154,14 +156,16 @@ def _trust(folder: Path) -> TrustStore:
         ) from exc
 
 
-def _prior_objective(service: Service, key: str, name: str, sha256: str) -> str | None:
+def _prior_objective(
+    service: Service, submitter: str, key: str, name: str, sha256: str
+) -> str | None:
     """The objective of the run this key made from this very archive; None: no run yet.
 
     The request digest the service compares a repeated key by does not cover the
     archive, so another archive under a used key is refused here.
     """
     with service.db.engine.connect() as conn:
-        found = intents.find_by_idempotency_key(conn, key)
+        found = intents.find_by_idempotency_key(conn, submitter, key)
         if found is None:
             return None
         prior = opa_runs.get(conn, found.run_id)

@@ -168,7 +168,7 @@ def _check_backlog(db: Database, settings: ShimSettings, submitter: str) -> None
 
 def _existing(db: Database, request: IntentRequest, key: str) -> IntentAccepted | None:
     with db.engine.connect() as conn:
-        found = intents.find_by_idempotency_key(conn, key)
+        found = intents.find_by_idempotency_key(conn, request.submitted_by, key)
     if found is None:
         return None
     if found.request_digest != intents.request_digest(request):
