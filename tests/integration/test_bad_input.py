@@ -129,6 +129,31 @@ RAW_CASES: list[tuple[str, bytes, dict[str, str], int, str]] = [
         400,
         "invalid_json",
     ),
+    # numbers too large for a 64-bit float: Python's decoder reads them as infinity,
+    # which no encoder writes back (a stored one made every read of the run a 500)
+    *(
+        (
+            name,
+            b'{"recipe": "echo", "objective": "x", "parameters": {"n": ' + n + b"}}",
+            JSON,
+            400,
+            "invalid_json",
+        )
+        for name, n in (
+            ("1e999", b"1e999"),
+            ("minus-1e999", b"-1e999"),
+            ("401-digit-float", b"9" * 401 + b".0"),
+        )
+    ),
+    (
+        "1e999-in-a-plan",
+        b'{"recipe": "echo", "objective": "x", "mode": "run-plan", "plan": {"objective": "x",'
+        b' "steps": [{"step_id": "s1", "verb": "note", "driver_kind": "noop",'
+        b' "connector_id": "noop", "input": {"x": 1e999}}]}}',
+        JSON,
+        400,
+        "invalid_json",
+    ),
     # past the decoder's recursion limit, and at the schema validator's
     ("deep-json", b"[" * 5000 + b"]" * 5000, JSON, 400, "json_too_deep"),
     (
