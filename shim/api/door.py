@@ -4,13 +4,16 @@ An ASGI middleware, so it sees every request, refused ones and unknown routes
 included, and an answer it gives costs no routing, no body and no database
 read. In order:
 
-1. the client address's token bucket (``GATEHOUSE_RATE_PER_ADDRESS``);
+1. the client address's token bucket (``GATEHOUSE_RATE_PER_ADDRESS``), for a
+   request without a valid bearer token (none, a wrong one, another scheme; or
+   any request when identity limits are off);
 2. header limits: at most ``MAX_HEADERS`` headers, each (name and value) at
    most ``MAX_HEADER_BYTES``, all together at most ``MAX_HEADERS_TOTAL``
    (431 ``headers_too_large``; uvicorn's own limit, ``shim.settings.H11_MAX_HEAD_BYTES``,
    stops larger heads before they reach the app);
 3. the identity's token bucket (``GATEHOUSE_RATE_PER_IDENTITY``), when the
-   request carries a valid bearer token.
+   request carries a valid bearer token: one identity's flood spends its own
+   tokens, never those of the others on its address.
 
 Over a limit: 429 ``rate_limited`` with ``Retry-After`` (whole seconds). The
 buckets live in this process: with several shims each has its own. ``/healthz``
@@ -223,25 +226,29 @@ class DoorMiddleware:
         client = scope.get("client")
         address = str(client[0]) if client else "-"
         exempt = scope.get("path") in EXEMPT
-        if door.per_address and not exempt:
-            wait = door.per_address.take(address)
-            if wait:
-                return await self._too_many(scope, None, "this address", wait)
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
-        problem = _headers_problem(headers)
-        if problem is not None:
-            exc = GatehouseError(ErrorCode.HEADERS_TOO_LARGE, problem)
-            await door.record(self._refused(scope, exc, None), 1)
-            return error_response(exc)
+        # A caller with a valid token spends its identity's tokens, not its address's:
+        # every local user is 127.0.0.1, and one script's flood must not shut the
+        # others out. The address bucket guards requests with no valid token.
+        who = None
         if door.per_identity and not exempt:
             authorization = next(
                 (v.decode("latin-1") for k, v in headers if k.lower() == b"authorization"), None
             )
             who = door.identify(authorization)
-            if who is not None:
-                wait = door.per_identity.take(who)
-                if wait:
-                    return await self._too_many(scope, who, who, wait)
+        if door.per_address and not exempt and who is None:
+            wait = door.per_address.take(address)
+            if wait:
+                return await self._too_many(scope, None, "this address", wait)
+        problem = _headers_problem(headers)
+        if problem is not None:
+            exc = GatehouseError(ErrorCode.HEADERS_TOO_LARGE, problem)
+            await door.record(self._refused(scope, exc, None), 1)
+            return error_response(exc)
+        if door.per_identity and who is not None:
+            wait = door.per_identity.take(who)
+            if wait:
+                return await self._too_many(scope, who, who, wait)
         return None
 
     async def _too_many(self, scope: Scope, who: str | None, whom: str, wait: float) -> ASGIApp:

@@ -105,16 +105,30 @@ def test_over_the_address_limit_is_429_with_retry_after(url: str) -> None:
     with shim(url, {"GATEHOUSE_RATE_PER_ADDRESS": "0.01:3"}) as client:
         answers = [client.get("/runs", headers=BAD) for _ in range(3)]
         assert [a.status_code for a in answers] == [401, 401, 401]  # refused ones count too
-        r = client.get("/runs")
+        r = client.get("/runs", headers=BAD)
         err = error_of(r, "rate_limited", 429)
         assert err["retryable"] is True
         assert r.headers["Retry-After"].isdigit() and int(r.headers["Retry-After"]) >= 1
         assert err["details"] == {"retry_after_s": int(r.headers["Retry-After"])}
         # every route, unknown ones included; /healthz is exempt
-        assert client.get("/no-such-route").status_code == 429
-        assert client.post("/intent", json={}).status_code == 429
+        assert client.get("/no-such-route", headers=BAD).status_code == 429
+        assert client.post("/intent", json={}, headers={"Authorization": ""}).status_code == 429
         assert client.get("/healthz").status_code == 200
+        # a caller with a valid token is limited by its identity, not by its address
+        assert client.get("/runs").status_code == 200
     assert written(url) == {"intents": 0, "runs": 0}
+
+
+def test_one_identitys_flood_does_not_shut_out_the_others_on_its_address(url: str) -> None:
+    """Every local user is 127.0.0.1: sam's script hitting /recipes spends sam's tokens
+    only; alice's submit and olga's reads still pass (the address bucket is tight)."""
+    env = {"GATEHOUSE_RATE_PER_IDENTITY": "0.01:5", "GATEHOUSE_RATE_PER_ADDRESS": "0.01:5"}
+    with shim(url, env) as client:
+        sam = client.people.auth("sam")
+        flood = [client.get("/recipes", headers=sam).status_code for _ in range(50)]
+        assert flood[:5] == [200] * 5 and set(flood[5:]) == {429}
+        assert client.get("/recipes").status_code == 200  # alice
+        assert client.get("/runs", headers=client.people.auth("olga")).status_code == 200
 
 
 def test_over_the_identity_limit_is_429_for_that_identity_only(url: str) -> None:
