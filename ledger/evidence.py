@@ -13,6 +13,7 @@ from contracts import (
     ErrorCode,
     GatehouseError,
     JsonObject,
+    JsonValue,
     canonical_json,
     sha256_hex,
 )
@@ -192,8 +193,10 @@ def put_security_event(
 
 def list_security_events(conn: Conn, limit: int = 100) -> list[JsonObject]:
     """Most recently seen first: refused requests and, for a complete picture, refusals
-    inside runs. Each is its MOVA episode (the first of its repeats) plus ``repeat_count``
-    (how many refusals the row stands for) and ``last_seen_at`` (the latest of them)."""
+    inside runs. Each is its MOVA episode (the first of its repeats) with two facts of
+    the row in its ``result_details`` (where MOVA keeps an emitter's own facts, so the
+    episode as served still validates): ``repeat_count`` (how many refusals the row
+    stands for) and ``last_seen_at`` (the latest of them)."""
     rows = conn.execute(
         sa.text(
             "SELECT body_json, repeat_count, COALESCE(last_seen_at, recorded_at)"
@@ -209,6 +212,14 @@ def list_security_events(conn: Conn, limit: int = 100) -> list[JsonObject]:
         except ValueError as exc:
             raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a security event is not JSON") from exc
         if isinstance(loaded, dict):
-            bodies.append({**loaded, "repeat_count": int(repeats), "last_seen_at": str(last_seen)})
-    bodies.sort(key=lambda b: str(b["last_seen_at"]), reverse=True)
+            details = loaded.get("result_details")
+            merged: JsonObject = dict(details) if isinstance(details, dict) else {}
+            merged.update(repeat_count=int(repeats), last_seen_at=str(last_seen))
+            bodies.append({**loaded, "result_details": merged})
+    bodies.sort(key=lambda b: str(_seen(b)), reverse=True)
     return bodies[:limit]
+
+
+def _seen(body: JsonObject) -> JsonValue:
+    details = body["result_details"]
+    return details.get("last_seen_at") if isinstance(details, dict) else None

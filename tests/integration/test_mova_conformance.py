@@ -184,6 +184,12 @@ def test_security_events_and_every_stored_episode_conform(upstream: Upstream, st
     events = [json.loads(raw) for (raw,) in stack.sql("SELECT body_json FROM security_events")]
     assert all(is_security(body) for body in events)
     _check_all(upstream, events)
+    # as served too: the row's repeat_count and last_seen_at ride in result_details
+    served = stack.client.get("/security-events", headers=stack.auth("olga"))
+    assert served.status_code == 200, served.text
+    listed = served.json()["security_events"]
+    assert listed and all("repeat_count" in e["result_details"] for e in listed)
+    _check_all(upstream, listed)
 
     stack.finished_run(objective="episodes of its own")  # standing alone, it has one run too
     stored = [json.loads(raw) for (raw,) in stack.sql("SELECT body_json FROM episodes")]
