@@ -25,6 +25,7 @@ from policies import catalog
 from policies.commands import check_argv
 from policies.destinations import match_destination
 from policies.mcp import check_call as check_mcp_call
+from policies.step_inputs import input_problem
 from policies.taint import check_plan as check_taint
 
 __all__ = ["RESULT_KEYS", "check_step", "find_results", "gate_plan", "read_only"]
@@ -152,6 +153,11 @@ def check_step(
             )
     elif step.driver_kind is DriverKind.MCP_PROXY:
         check_mcp_call(step.step_id, step_input, connector)
+    # Everything else the step's handler would refuse in this input, refused now:
+    # a person is never asked to approve a step that cannot run.
+    problem = input_problem(step.driver_kind, step_input)
+    if problem is not None:
+        raise GatehouseError(ErrorCode.PLAN_INVALID, f"step {step.step_id!r}: {problem}", details)
     return connector
 
 

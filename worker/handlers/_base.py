@@ -21,8 +21,6 @@ import base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pydantic import ValidationError
-
 from contracts import ErrorCode, GatehouseError, JsonObject, Limits
 from contracts.execution import (
     ExecutionEnvelope,
@@ -34,6 +32,7 @@ from contracts.execution import (
     ResultMetrics,
     ResultStatus,
 )
+from policies.step_inputs import describe_invalid
 
 __all__ = [
     "Artifact",
@@ -111,11 +110,3 @@ def limits_of(envelope: ExecutionEnvelope) -> Limits:
             {"connector_id": connector.connector_id},
         )
     return connector.limits
-
-
-def describe_invalid(exc: ValidationError) -> str:
-    """Field paths and messages only: the input itself may hold secrets."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-        for err in exc.errors(include_url=False, include_input=False)
-    )

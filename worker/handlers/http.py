@@ -28,14 +28,11 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import re
 import socket
 import time
 from pathlib import Path
-from typing import Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts import (
     Destination,
@@ -49,32 +46,18 @@ from contracts import (
 )
 from contracts.execution import ExecutionEnvelope, ExecutionResult
 from policies.destinations import address_allowed, match_destination
+from policies.step_inputs import http_input
 from worker.handlers._base import (
     Artifact,
     HandlerResult,
     answer,
-    describe_invalid,
     limits_of,
 )
 
 __all__ = ["Pinned", "pin_url", "run"]
 
 _TEXT_CAP = 4096
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
-_HEADER_VALUE_FORBIDDEN = re.compile(r"[\x00\r\n]")
-# Host and Idempotency-Key are ours to set; the framing headers are httpx's.
-_REFUSED_HEADERS = frozenset({"host", "idempotency-key", "content-length", "transfer-encoding"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-class _HttpInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    method: Literal["GET", "POST", "PUT", "DELETE", "HEAD"] = "GET"
-    url: str
-    headers: dict[str, str] = Field(default_factory=dict)
-    body: JsonValue = Field(default=None, alias="json")
-    save_as: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,128}$")
 
 
 class Pinned:
@@ -93,17 +76,6 @@ def _failed(message: str, output: JsonObject | None = None) -> HandlerResult:
         error_code=ErrorCode.HANDLER_FAILED,
         error_message=message[:2000],
     )
-
-
-def _header_problem(headers: dict[str, str]) -> str | None:
-    for name, value in headers.items():
-        if not _HEADER_NAME.fullmatch(name):
-            return f"header name {name[:64]!r} is not a valid token"
-        if name.lower() in _REFUSED_HEADERS:
-            return f"header {name!r} is set by the handler and may not be supplied"
-        if _HEADER_VALUE_FORBIDDEN.search(value):
-            return f"header {name!r} contains NUL, CR or LF"
-    return None
 
 
 def _refuse(message: str, url: str, **extra: str) -> GatehouseError:
@@ -222,15 +194,9 @@ def run(envelope: ExecutionEnvelope) -> ExecutionResult:
 def _send(envelope: ExecutionEnvelope) -> HandlerResult:
     limits = limits_of(envelope)
     connector = envelope.gatehouse.connector
-    try:
-        spec = _HttpInput.model_validate(envelope.arguments)
-    except ValidationError as exc:
-        return _failed(f"invalid http input: {describe_invalid(exc)}")
-    problem = _header_problem(spec.headers)
-    if problem is not None:
-        return _failed(problem)
-    if spec.save_as is not None and spec.save_as.startswith("."):
-        return _failed("save_as may not start with '.'")
+    spec = http_input(envelope.arguments)  # the gate ran the same checks on the plan
+    if isinstance(spec, str):
+        return _failed(spec)
 
     content: bytes | None = None
     if "body" in spec.model_fields_set:

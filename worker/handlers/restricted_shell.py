@@ -34,17 +34,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from contracts import ErrorCode, JsonObject, JsonValue, Limits, sha256_hex
 from contracts.execution import ExecutionEnvelope, ExecutionResult
 from contracts.opa_run import opa_env
 from policies.commands import check_argv
+from policies.step_inputs import shell_input
 from worker.handlers._base import (
     Artifact,
     HandlerResult,
     answer,
-    describe_invalid,
     limits_of,
 )
 from worker.sandbox import Sandbox, limits_for
@@ -52,17 +50,9 @@ from worker.sandbox.bwrap import current as current_sandbox
 
 __all__ = ["run"]
 
-_MAX_STDIN_BYTES = 64 * 1024
 _READ_CHUNK = 64 * 1024
 _WRITE_CHUNK = 4096
 _SAFE_PATH = "/usr/bin:/bin"
-
-
-class _ShellInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    argv: list[str]
-    stdin: str | None = None
 
 
 @dataclass
@@ -252,13 +242,10 @@ def run(envelope: ExecutionEnvelope) -> ExecutionResult:
 
 def _run(envelope: ExecutionEnvelope) -> HandlerResult:
     limits = limits_of(envelope)
-    try:
-        spec = _ShellInput.model_validate(envelope.arguments)
-    except ValidationError as exc:
-        return _failed(f"invalid restricted_shell input: {describe_invalid(exc)}")
+    spec = shell_input(envelope.arguments)  # the gate ran the same checks on the plan
+    if isinstance(spec, str):
+        return _failed(spec)
     stdin = (spec.stdin or "").encode("utf-8")
-    if len(stdin) > _MAX_STDIN_BYTES:
-        return _failed(f"stdin is {len(stdin)} bytes; the limit is {_MAX_STDIN_BYTES}")
 
     rule = check_argv(spec.argv, envelope.gatehouse.connector)
     workspace = _prepare_workspace(envelope.workspace)

@@ -295,3 +295,38 @@ def test_find_results_none(value: JsonValue) -> None:
 
 def test_find_results_pointer_escapes_keys() -> None:
     assert find_results({"a/b": {"c~d": {"stdout": ""}}}) == "/a~1b/c~0d/stdout"
+
+
+# --- what the step's handler would refuse, refused at the gate ------------------------------
+
+_URL = "https://api.example.com/v1/items"
+
+
+@pytest.mark.parametrize(
+    ("connector_id", "driver_kind", "step_input", "said"),
+    [
+        ("api", DriverKind.HTTP, {"url": _URL, "save_as": "../x"}, "save_as"),
+        ("api", DriverKind.HTTP, {"url": _URL, "save_as": ".hidden"}, "may not start with '.'"),
+        ("api", DriverKind.HTTP, {"url": _URL, "headers": {"Host": "evil"}}, "set by the handler"),
+        ("api", DriverKind.HTTP, {"url": _URL, "headers": {"X-A": "a\r\nb"}}, "NUL, CR or LF"),
+        ("api", DriverKind.HTTP, {"url": _URL, "method": "PATCH"}, "method"),
+        ("api", DriverKind.HTTP, {"url": _URL, "timeout": 5}, "timeout"),
+        ("shell", DriverKind.RESTRICTED_SHELL, {"argv": ["ls"], "stdin": "x" * 65537}, "stdin"),
+        ("shell", DriverKind.RESTRICTED_SHELL, {"argv": ["ls"], "env": {}}, "env"),
+    ],
+)
+def test_what_the_handler_would_refuse_is_refused_before_approval(
+    connector_id: str, driver_kind: DriverKind, step_input: JsonObject, said: str
+) -> None:
+    refused = _refused(
+        _plan(_step("s1", connector_id, driver_kind, step_input)),
+        POOL,
+        PROFILE,
+        ErrorCode.PLAN_INVALID,
+    )
+    assert said in refused.message and "'s1'" in refused.message, refused.message
+
+
+def test_stdin_at_its_limit_passes_the_gate() -> None:
+    ok = _step("s1", "shell", DriverKind.RESTRICTED_SHELL, {"argv": ["ls"], "stdin": "x" * 65536})
+    gate_plan(_plan(ok), POOL, PROFILE)
