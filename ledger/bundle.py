@@ -2,7 +2,7 @@
 
 ``export_bundle`` reads the run from the database and returns the bundle::
 
-    {"format": "https://gatehouse.dev/evidence-bundle/v1",
+    {"format": "https://gatehouse.dev/evidence-bundle/v2",
      "content": {run, plan, decisions, ledger, episodes, artifacts, policies,
                  replay, checkpoints},
      "digests": {"content": {"sha256": …, "canonicalization": "rfc8785"}},
@@ -37,14 +37,19 @@ __all__ = [
     "BUNDLE_FORMAT",
     "CHAIN_CANONICALIZATION",
     "ENTRY_FIELDS",
+    "LEGACY_FORMAT",
     "PREDICATE_TYPE",
     "STATEMENT_PAYLOAD_TYPE",
+    "bundle_bytes",
     "export_bundle",
     "predicate_of",
     "statement_of",
 ]
 
-BUNDLE_FORMAT = "https://gatehouse.dev/evidence-bundle/v1"
+BUNDLE_FORMAT = "https://gatehouse.dev/evidence-bundle/v2"
+# Bundles exported before v2 still verify: their keys are in the exporter's order, not
+# sorted, so a reordering of an object's keys is the one change they cannot show.
+LEGACY_FORMAT = "https://gatehouse.dev/evidence-bundle/v1"
 PREDICATE_TYPE = "https://gatehouse.dev/attestation/run/v1"
 STATEMENT_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 CHAIN_CANONICALIZATION = "gatehouse-json-v1"
@@ -174,6 +179,7 @@ def predicate_of(content: JsonObject, exported_at: str) -> JsonObject:
         "tool_pool_digest": run["tool_pool_digest"],
         "chain_canonicalization": CHAIN_CANONICALIZATION,
         "content_canonicalization": RFC8785,
+        "bundle_format": BUNDLE_FORMAT,  # signed: a v2 bundle cannot pass for a v1
         "exported_at": exported_at,
     }
 
@@ -187,6 +193,16 @@ def statement_of(run_id: str, content_digest: str, predicate: JsonObject) -> Jso
     # protobuf's Struct holds every number as a double; the predicate's are counts.
     out["predicate"] = predicate
     return out
+
+
+def bundle_bytes(bundle: JsonObject) -> bytes:
+    """The one spelling of a bundle on disk (keys sorted, one space of indent, UTF-8).
+    ``verify_bundle`` holds a file to it, so a byte that changes nothing it checks (a
+    space, an escape, a repeated or reordered key) is refused too: every byte of a
+    bundle is covered. A v1 bundle's spelling kept its keys in the exporter's order."""
+    legacy = bundle.get("format") == LEGACY_FORMAT
+    text = json.dumps(bundle, indent=1, ensure_ascii=False, sort_keys=not legacy)
+    return (text + "\n").encode("utf-8")
 
 
 def export_bundle(conn: Conn, run_id: str, key: SigningKey) -> JsonObject | None:

@@ -2,7 +2,11 @@
 
 The checks, in order; the first that fails is the answer (``BundleReport.problem``):
 
-1. the file is a bundle (JSON, the format named);
+1. the file is a bundle (JSON, the format named) and covered whole: its keys, the
+   envelope's and each signature's are the ones below and no others, its one
+   signature is the given key's, its ``digests`` block is the one the content
+   gives, and its bytes are the exporter's spelling of what they hold
+   (``bundle_bytes``: no space, escape or repeated key that changes nothing);
 2. signature: a DSSE signature of the given key over ``PAE(payloadType, payload)``;
 3. statement: the payload is an in-toto Statement v1 with Gatehouse's predicate type;
 4. plan: every plan revision matches its digest, and the run's plan is one of them;
@@ -34,11 +38,13 @@ from ledger.anchors import CHECKPOINT_PAYLOAD_TYPE
 from ledger.bundle import (
     BUNDLE_FORMAT,
     ENTRY_FIELDS,
+    LEGACY_FORMAT,
     PREDICATE_TYPE,
     STATEMENT_PAYLOAD_TYPE,
+    bundle_bytes,
 )
 from ledger.chain import GENESIS
-from ledger.signing import SigningError, VerifyKey, jcs, jcs_digest, verify_envelope
+from ledger.signing import RFC8785, SigningError, VerifyKey, jcs, jcs_digest, verify_envelope
 
 __all__ = ["BundleReport", "verify_bundle"]
 
@@ -191,6 +197,37 @@ def _checkpoints(content: JsonObject, key: VerifyKey, hashes: list[str]) -> tupl
     return len(cps), signed
 
 
+_KEYS = {
+    "the bundle": {"format", "content", "digests", "envelope"},
+    "the envelope": {"payloadType", "payload", "signatures"},
+    "a signature": {"keyid", "sig"},
+}
+
+
+def _only(value: JsonObject, what: str) -> None:
+    extra, missing = set(value) - _KEYS[what], _KEYS[what] - set(value)
+    if extra or missing:
+        said = ", ".join([*(f"{k!r} is not covered" for k in sorted(extra)),
+                          *(f"{k!r} is missing" for k in sorted(missing))])  # fmt: skip
+        raise _BrokenError(f"bundle: in {what}, {said}")
+
+
+def _covered(raw: bytes, bundle: JsonObject) -> None:
+    """Step 1's coverage: nothing in the file that the checks after it do not read."""
+    _only(bundle, "the bundle")
+    envelope = _obj(bundle.get("envelope"), "the envelope")
+    _only(envelope, "the envelope")
+    signatures = _list(envelope.get("signatures"), "the envelope's signatures")
+    if len(signatures) != 1:
+        raise _BrokenError(f"bundle: {len(signatures)} signatures where the exporter makes one")
+    _only(_obj(signatures[0], "a signature"), "a signature")
+    if raw != bundle_bytes(bundle):
+        raise _BrokenError(
+            "bundle: its bytes are not the exporter's spelling of what they hold (a space,"
+            " an escape or a repeated key was changed)"
+        )
+
+
 def verify_bundle(raw: bytes, key: VerifyKey) -> BundleReport:
     """Every check of the module docstring, in order; the first failure named."""
     facts: dict[str, JsonValue] = {}
@@ -200,8 +237,9 @@ def verify_bundle(raw: bytes, key: VerifyKey) -> BundleReport:
         except ValueError as exc:
             raise _BrokenError("bundle: not JSON") from exc
         bundle = _obj(bundle, "the bundle")
-        if bundle.get("format") != BUNDLE_FORMAT:
-            raise _BrokenError(f"bundle: format is not {BUNDLE_FORMAT}")
+        if bundle.get("format") not in (BUNDLE_FORMAT, LEGACY_FORMAT):
+            raise _BrokenError(f"bundle: format is not {BUNDLE_FORMAT} (or {LEGACY_FORMAT})")
+        _covered(raw, bundle)
         statement = _statement(_obj(bundle.get("envelope"), "the envelope"), key)
         facts["signed_by"] = key.keyid
         content = _obj(bundle.get("content"), "content")
@@ -212,7 +250,15 @@ def verify_bundle(raw: bytes, key: VerifyKey) -> BundleReport:
         digest = _obj(_obj(subject[0], "subject").get("digest"), "subject digest").get("sha256")
         if digest != jcs_digest(content):
             raise _BrokenError("statement subject digest does not match the bundle content")
+        stated = {"content": {"sha256": digest, "canonicalization": RFC8785}}
+        if bundle.get("digests") != stated:
+            raise _BrokenError("digests: the block is not the one the signed content gives")
         _predicate(statement, content, hashes)
+        signed_format = _obj(statement.get("predicate"), "predicate").get(
+            "bundle_format", LEGACY_FORMAT
+        )
+        if signed_format != bundle.get("format"):
+            raise _BrokenError(f"bundle: format is not the signed one ({signed_format})")
         facts["run_id"] = _obj(content.get("run"), "content.run").get("run_id")
         facts["trace_digest"] = _obj(content.get("run"), "content.run").get("trace_digest")
         count, signed = _checkpoints(content, key, hashes)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from contracts import ErrorCode
 from ledger import open_database, storage_full
-from ledger.bundle import export_bundle
+from ledger.bundle import bundle_bytes, export_bundle
 from ledger.bundle_verify import verify_bundle
 from ledger.signing import SigningError, generate_key, load_signing_key, load_verify_key
 from shim.cli.database import require_database
@@ -113,7 +113,7 @@ def _export(args: argparse.Namespace) -> int:
         raise FailedError(f"no run {args.run_id!r} in {source}")
     out: Path = args.output or Path(f"{args.run_id}.bundle")
     try:
-        _write_whole(out, (json.dumps(bundle, indent=1, ensure_ascii=False) + "\n").encode())
+        _write_whole(out, bundle_bytes(bundle))
     except OSError as exc:
         if not storage_full(exc):
             raise
