@@ -3,7 +3,7 @@
 One router module per page; ``_pages.py`` holds what they share (rendering,
 the viewer, errors shown as pages) and ``session.py`` the session cookie and form tokens.
 
-    static.py       the script and the style sheet
+    assets.py       the script and the style sheet (the files are in static/)
     login.py        logging in and out
     runs.py         the runs
     approvals.py    the runs waiting for a decision
@@ -21,19 +21,19 @@ from fastapi import APIRouter
 from shim.api.dashboard import (
     approvals,
     artifacts,
+    assets,
     login,
     run,
     run_actions,
     runs,
     security,
-    static,
     workers,
 )
 
 __all__ = ["ROUTERS"]
 
 ROUTERS: tuple[APIRouter, ...] = (
-    static.router,
+    assets.router,
     login.router,
     runs.router,
     approvals.router,

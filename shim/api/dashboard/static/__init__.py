@@ -1,0 +1,1 @@
+"""The dashboard's script and stylesheet (package data: a package so that setuptools ships it)."""
