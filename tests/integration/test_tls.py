@@ -51,7 +51,7 @@ def test_https_round_trip(stack: Stack, tmp_path: Path) -> None:
 def test_the_client_commands_take_ca(monkeypatch: pytest.MonkeyPatch) -> None:
     args = build_parser().parse_args(["runs", "--ca", "my.pem"])
     assert args.ca == "my.pem"
-    args = build_parser().parse_args(["opa", "output", "run_x", "--ca", "my.pem"])
+    args = build_parser().parse_args(["opa", "output", "run_" + "0" * 32, "--ca", "my.pem"])
     assert args.ca == "my.pem"
     monkeypatch.setenv("GATEHOUSE_CA", "env.pem")
     assert build_parser().parse_args(["runs"]).ca == "env.pem"
