@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,6 +27,7 @@ __all__ = [
     "shell_input",
 ]
 
+M = TypeVar("M", bound=BaseModel)
 MAX_STDIN_BYTES = 64 * 1024
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _HEADER_VALUE_FORBIDDEN = re.compile(r"[\x00\r\n]")
@@ -70,12 +71,18 @@ def _header_problem(headers: dict[str, str]) -> str | None:
     return None
 
 
+def _read(model: type[M], arguments: JsonObject, kind: str) -> M | str:
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        return f"invalid {kind} input: {describe_invalid(exc)}"
+
+
 def http_input(arguments: JsonObject) -> HttpInput | str:
     """The http step's input, or what is wrong with it."""
-    try:
-        spec = HttpInput.model_validate(arguments)
-    except ValidationError as exc:
-        return f"invalid http input: {describe_invalid(exc)}"
+    spec = _read(HttpInput, arguments, "http")
+    if isinstance(spec, str):
+        return spec
     problem = _header_problem(spec.headers)
     if problem is not None:
         return problem
@@ -86,10 +93,9 @@ def http_input(arguments: JsonObject) -> HttpInput | str:
 
 def shell_input(arguments: JsonObject) -> ShellInput | str:
     """The restricted_shell step's input, or what is wrong with it."""
-    try:
-        spec = ShellInput.model_validate(arguments)
-    except ValidationError as exc:
-        return f"invalid restricted_shell input: {describe_invalid(exc)}"
+    spec = _read(ShellInput, arguments, "restricted_shell")
+    if isinstance(spec, str):
+        return spec
     size = len((spec.stdin or "").encode("utf-8"))
     if size > MAX_STDIN_BYTES:
         return f"stdin is {size} bytes; the limit is {MAX_STDIN_BYTES}"

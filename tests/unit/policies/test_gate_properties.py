@@ -85,7 +85,9 @@ def _url(draw: st.DrawFn, connector: Connector | None) -> str:
 
 @st.composite
 def _step_inputs(draw: st.DrawFn, connector: Connector | None) -> JsonObject:
-    shape = draw(st.sampled_from(["argv", "url", "note", "both", "results"]))
+    # "note" becomes the connector's own shape: weighted so that, with the handlers'
+    # input checks at the gate (a shell step takes no url), some plans of each kind pass
+    shape = draw(st.sampled_from(["argv", "url", "note", "note", "note", "both", "results"]))
     if shape == "note" and connector is not None:
         shape = {DriverKind.RESTRICTED_SHELL: "argv", DriverKind.HTTP: "url"}.get(
             connector.driver_kind, "note"
