@@ -81,7 +81,10 @@ def kill_for_good(sc: Scenario) -> None:
         wait_until(lambda: bool(sc.faults.pending_runs(victim)), 20, f"{victim} to hold a run")
     except TimeoutError:
         say(f"{victim} holds no run; killing it for good anyway")
-    sc.orphaned = sc.faults.pending_runs(victim)
     sc.stack.workers.retire(victim)
+    # Read after the kill: a run the worker finished between a read before it and the
+    # kill would be counted as orphaned and never adopted (its workflow had ended). The
+    # others hand its runs over only after it has been silent for dead_after_s.
+    sc.orphaned = sc.faults.pending_runs(victim)
     say(f"kill -9 worker {victim} for good, holding {len(sc.orphaned)} run(s); starting w4")
     sc.stack.workers.start("w4")
