@@ -178,10 +178,18 @@ def replay_everything(stack: Stack) -> None:
     from worker.runtime import runtime
 
     stack.settle()
-    finished = stack.sql(
+    terminal = (
         "SELECT run_id FROM runs WHERE status IN ('succeeded', 'failed', 'rejected', 'planned',"
         " 'cancelled')"
     )
+    # A run's status may read finished a moment before its workflow has written the
+    # last of it (its trace digest): wait until no finished run's workflow is pending.
+    table = "workflow_status" if stack.backend == "sqlite" else "dbos.workflow_status"
+    still = f"{terminal} AND run_id IN (SELECT workflow_uuid FROM {table} WHERE status = 'PENDING')"
+    deadline = time.monotonic() + 60
+    while stack.sql(still) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    finished = stack.sql(terminal)
     db = open_database(stack.database_url)
     try:
         with network_guard() as attempts:
