@@ -62,7 +62,13 @@ def test_up_waits_for_the_database_and_rides_out_restarts(tmp_path: Path) -> Non
             )  # fmt: skip
         http = httpx.Client(base_url=base, timeout=30, trust_env=False)
         try:
-            time.sleep(4)
+            # Until up has met the missing database at least once (a fixed pause was too
+            # short on a loaded machine, where up takes longer to try its shim first).
+            wait_until(
+                lambda: "the shim did not start" in log.read_text() or up.poll() is not None,
+                90,
+                "gatehouse up to try its shim against the stopped database",
+            )
             assert up.poll() is None, log.read_text()
             say("starting PostgreSQL under a waiting gatehouse up")
             pg.start()
