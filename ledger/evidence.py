@@ -13,7 +13,6 @@ from contracts import (
     ErrorCode,
     GatehouseError,
     JsonObject,
-    JsonValue,
     canonical_json,
     sha256_hex,
 )
@@ -205,7 +204,7 @@ def list_security_events(conn: Conn, limit: int = 100) -> list[JsonObject]:
             " WHERE episode_type LIKE 'security_event/%'"
         )
     ).all()
-    bodies: list[JsonObject] = []
+    bodies: list[tuple[str, JsonObject]] = []  # (last seen, the episode as served)
     for raw, repeats, last_seen in rows:
         try:
             loaded = json.loads(raw)
@@ -215,11 +214,6 @@ def list_security_events(conn: Conn, limit: int = 100) -> list[JsonObject]:
             details = loaded.get("result_details")
             merged: JsonObject = dict(details) if isinstance(details, dict) else {}
             merged.update(repeat_count=int(repeats), last_seen_at=str(last_seen))
-            bodies.append({**loaded, "result_details": merged})
-    bodies.sort(key=lambda b: str(_seen(b)), reverse=True)
-    return bodies[:limit]
-
-
-def _seen(body: JsonObject) -> JsonValue:
-    details = body["result_details"]
-    return details.get("last_seen_at") if isinstance(details, dict) else None
+            bodies.append((str(last_seen), {**loaded, "result_details": merged}))
+    bodies.sort(key=lambda pair: pair[0], reverse=True)
+    return [body for _, body in bodies[:limit]]
