@@ -39,6 +39,7 @@ from contracts.durable import (
     INTENT_WORKFLOW,
     REPLAY_WORKFLOW,
     RESOLUTION_TOPIC,
+    STRETCH_WORKFLOW,
     Step,
 )
 from contracts.episode import DataRef, EnvelopeRef, Episode, Executor, SecurityEpisode
@@ -49,7 +50,7 @@ from contracts.explain import (
     ExplainView,
 )
 from contracts.intent import IntentAccepted, IntentRequest, Mode
-from contracts.job import APP_VERSION, IntentJob
+from contracts.job import APP_VERSION, IntentJob, StretchJob
 from contracts.messages import MessageAccepted, MessageRequest
 from contracts.notify import NotifyConfig, NotifyEvent, Sink, SmtpServer
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
@@ -109,6 +110,7 @@ __all__ = [
     "RUN_VIEW_CHANNELS",
     "SCHEMA_MODELS",
     "SECURITY_EVENTS_CHANNELS",
+    "STRETCH_WORKFLOW",
     "Approval",
     "ApprovalRequest",
     "ApprovalView",
@@ -179,6 +181,7 @@ __all__ = [
     "SmtpServer",
     "Step",
     "StepView",
+    "StretchJob",
     "TextChannel",
     "TokenEntry",
     "TokenFile",

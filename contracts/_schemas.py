@@ -25,7 +25,7 @@ from contracts.episode import Episode, SecurityEpisode
 from contracts.execution import ExecutionEnvelope, ExecutionResult
 from contracts.explain import ExplainReport, ExplainView
 from contracts.intent import IntentRequest
-from contracts.job import IntentJob
+from contracts.job import IntentJob, StretchJob
 from contracts.messages import MessageRequest
 from contracts.plan import Plan
 from contracts.recipe import Recipe
@@ -40,6 +40,7 @@ ID_BASE = "https://gatehouse.dev/schemas/"
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "env.intent_request_v1": IntentRequest,
     "env.intent_job_v1": IntentJob,
+    "env.stretch_job_v1": StretchJob,
     "env.mova_agent_plan_v1": Plan,
     "env.approval_request_v1": ApprovalRequest,
     "ds.gatehouse_tool_pool_v1": ToolPool,

@@ -24,6 +24,7 @@ __all__ = [
     "INTENT_WORKFLOW",
     "REPLAY_WORKFLOW",
     "RESOLUTION_TOPIC",
+    "STRETCH_WORKFLOW",
     "Step",
 ]
 
@@ -34,6 +35,8 @@ INTENT_QUEUE: Final = "intentQ"
 INTENT_WORKFLOW: Final = "gatehouse.intent"  # one run: compile → … → evidence
 REPLAY_WORKFLOW: Final = "gatehouse.replay"  # a finished run served from its ledger
 EXPLAIN_WORKFLOW: Final = "gatehouse.explain"  # a model's report on a finished run
+# A run's stretch after a decision (stretch 0 is the intent workflow itself).
+STRETCH_WORKFLOW: Final = "gatehouse.stretch"
 
 # Topics a running workflow receives on (the row is the authority; a message wakes).
 APPROVAL_TOPIC: Final = "gatehouse.approval"  # a decision, a message or a cancel
@@ -57,6 +60,11 @@ class Step:
     WAIT_FOR_INPUT: Final = "gatehouse.wait_for_input"
     READ_MESSAGE: Final = "gatehouse.read_message"
     TOOK_MESSAGE: Final = "gatehouse.took_message"
+    # A split run's waits: the decision taken, or the run parked (datasource transactions).
+    DECISION_OR_PARK: Final = "gatehouse.decision_or_park"
+    MESSAGE_OR_PARK: Final = "gatehouse.message_or_park"
+    RESOLUTION_OR_PARK: Final = "gatehouse.resolution_or_park"
+    STRETCH_JOB: Final = "gatehouse.stretch_job"
     CANCEL_CHECK: Final = "gatehouse.cancel_check"
     OPA_PACK: Final = "gatehouse.opa_pack"
     FINISH: Final = "gatehouse.finish"
@@ -70,6 +78,7 @@ DURABLE_NAMES: Final = frozenset(
         INTENT_WORKFLOW,
         REPLAY_WORKFLOW,
         EXPLAIN_WORKFLOW,
+        STRETCH_WORKFLOW,
         APPROVAL_TOPIC,
         RESOLUTION_TOPIC,
         *(v for k, v in vars(Step).items() if k.isupper()),

@@ -12,7 +12,7 @@ from contracts._base import Closed
 from contracts.intent import IntentRequest
 from contracts.opa_run import OpaJob
 
-__all__ = ["IntentJob"]
+__all__ = ["IntentJob", "StretchJob"]
 
 # Recovery resumes a workflow only under the version it started with, and the
 # shim enqueues under this one; bump it when a change to the workflow code
@@ -26,3 +26,16 @@ class IntentJob(Closed):
     intent_id: str
     request: IntentRequest
     opa: OpaJob | None = None  # the run was submitted as an OPA archive
+    # The run is split at every human decision (a stretch per decision). A job
+    # enqueued before stretches existed lacks it: that run waits in place.
+    stretched: bool = False
+
+
+class StretchJob(Closed):
+    """The input of a run's stretch after a decision (``gatehouse.stretch``)."""
+
+    schema_id: Literal["env.stretch_job_v1"] = "env.stretch_job_v1"
+    run_id: str
+    stretch: int
+    resume_wait: int  # the flow's wait the run was parked at (0: its first)
+    until: str | None = None  # that wait's expiry, ISO 8601

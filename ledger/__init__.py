@@ -15,6 +15,7 @@ from ledger import (
     plan_cards,
     policy_versions,
     runs,
+    stretches,
 )
 from ledger._config_file import (
     CONFIG_FILE,
@@ -74,5 +75,6 @@ __all__ = [
     "resolve_tls",
     "runs",
     "storage_full",
+    "stretches",
     "system_engine",
 ]

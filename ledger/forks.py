@@ -60,11 +60,12 @@ def insert_fork(
 ) -> None:
     """A new run under the parent's intent, linked to it, queued.
 
-    DBOS serves the fork everything its parent recorded before the fork point,
-    database steps included, so what those steps wrote is copied here: the
-    plan card and policy digests, the seed, the approval of the same plan
-    digest, and the finished steps before ``from_step`` (their op_keys are the
-    parent's calls). From the fork point on, the fork writes its own rows.
+    The fork is a run of its own: it gates the plan again, puts it on a plan
+    card of its own and waits for its own decision. Its calls before the fork
+    point are answered from the parent's ledger, so the finished steps before
+    ``from_step`` are copied here (their op_keys are the parent's calls), and
+    so is the seed (the same choices). From the fork point on, the fork writes
+    its own rows.
     """
     now = now_iso()
     params = {"r": run_id, "p": parent_run_id, "t": now}
@@ -73,10 +74,10 @@ def insert_fork(
             "INSERT INTO runs (run_id, intent_id, recipe, objective, mode, status, phase,"
             " submitted_by, policy_profile, tool_pool, plan_digest, profile_digest,"
             " tool_pool_digest, random_seed, created_at, updated_at, parent_run_id,"
-            " fork_from_step)"
+            " fork_from_step, stretch)"
             " SELECT :r, intent_id, recipe, objective, mode, :st, 'queued', :by, policy_profile,"
-            " tool_pool, plan_digest, profile_digest, tool_pool_digest, random_seed, :t, :t,"
-            " run_id, :n FROM runs WHERE run_id = :p"
+            " tool_pool, NULL, profile_digest, tool_pool_digest, random_seed, :t, :t,"
+            " run_id, :n, 0 FROM runs WHERE run_id = :p"
         ),
         {**params, "st": RunStatus.QUEUED.value, "by": requested_by, "n": from_step},
     )
@@ -84,27 +85,6 @@ def insert_fork(
         conn, run_id, "run.accepted",
         {"parent_run_id": parent_run_id, "from_step": from_step, "submitted_by": requested_by},
     )  # fmt: skip
-    conn.execute(
-        sa.text(
-            "INSERT INTO plan_cards (run_id, plan_json, plan_digest, status, created_at,"
-            " updated_at) SELECT :r, plan_json, plan_digest, status, :t, :t FROM plan_cards"
-            " WHERE run_id = :p"
-        ),
-        params,
-    )
-    conn.execute(
-        sa.text(
-            "INSERT INTO plan_approvals (approval_id, run_id, plan_digest, decision, decided_by,"
-            " comment, decided_at)"
-            " SELECT :a, :r, plan_digest, decision, decided_by, :c, :t FROM plan_approvals"
-            " WHERE run_id = :p AND decision = 'approved'"
-        ),
-        {
-            **params,
-            "a": "apr_" + run_id,
-            "c": f"carried from parent run {parent_run_id}; fork requested by {requested_by}",
-        },
-    )
     conn.execute(
         sa.text(
             "INSERT INTO run_steps (run_id, step_id, position, driver_kind, connector_id, status,"

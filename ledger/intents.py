@@ -93,8 +93,8 @@ def insert_intent_and_run(
     conn.execute(
         sa.text(
             "INSERT INTO runs (run_id, intent_id, recipe, objective, mode, status, phase,"
-            " submitted_by, policy_profile, tool_pool, created_at, updated_at)"
-            " VALUES (:r, :i, :rec, :o, :m, :st, 'queued', :s, :p, :tp, :t, :t)"
+            " submitted_by, policy_profile, tool_pool, created_at, updated_at, stretch)"
+            " VALUES (:r, :i, :rec, :o, :m, :st, 'queued', :s, :p, :tp, :t, :t, 0)"
         ),
         {
             "r": run_id,

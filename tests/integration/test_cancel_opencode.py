@@ -17,7 +17,7 @@ import pytest
 from dbos import DBOS
 
 from tests.support.opencode import approved_plan_run, edit_then_note, opencode_stack_for, write_call
-from tests.support.stack import BACKENDS, Stack
+from tests.support.stack import BACKENDS, Stack, run_workflow_status
 
 # The model's reply is this far away: a turn that waited for it could not end
 # within the test's wait (no timing is asserted).
@@ -82,9 +82,7 @@ def test_cancel_mid_turn_aborts_reverts_and_restores(oc_stack: Stack) -> None:
 
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        status = DBOS.get_workflow_status(run_id)
-        if status is not None and status.status == "CANCELLED":
+        if run_workflow_status(run_id) == "CANCELLED":
             break
         time.sleep(0.1)
-    final = DBOS.get_workflow_status(run_id)
-    assert final is not None and final.status == "CANCELLED"
+    assert run_workflow_status(run_id) == "CANCELLED"

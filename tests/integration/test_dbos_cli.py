@@ -2,8 +2,10 @@
 
 ``dbos-config.yaml`` at the top level names the application and takes its
 database from ``GATEHOUSE_DATABASE_URL``, so ``dbos workflow list`` finds
-Gatehouse's runs (workflow id = run id), ``dbos workflow steps`` names each
-step, and ``dbos workflow queue list`` shows intents no worker has taken yet.
+Gatehouse's runs (a run is split at its decisions: its first stretch's
+workflow id is the run id, each later stretch's ``RUN_ID:N``), ``dbos
+workflow steps`` names each step, and ``dbos workflow queue list`` shows
+intents no worker has taken yet.
 DBOS-side actions that would go around Gatehouse's guarantees are refused
 (a fork made through DBOS) or end where Gatehouse's own would (a resume of a
 cancelled run runs nothing).
@@ -52,6 +54,8 @@ def _submitted(stack: Stack, steps: int = 2) -> tuple[str, str]:
     assert r.status_code == 202, r.text
     run_id = str(r.json()["run_id"])
     assert stack.wait(run_id, {"waiting_approval"})["status"] == "waiting_approval"
+    # parked: its first stretch ended (a decision before that is taken in it instead)
+    assert _dbos_status(stack.database_url, run_id) == "SUCCESS"
     return run_id, digest_of_plan(plan)
 
 
@@ -88,16 +92,22 @@ def test_list_and_steps_with_no_flags(stack: Stack) -> None:
     stack.wait(rejected, {"rejected"})
     found = dbos(stack.database_url, "workflow", "list", "-l", "500")
     listed = {w["workflow_id"]: w for w in found}
-    # the workflow id is the run id; the status mapping is docs/operators.md's
-    assert listed[done]["status"] == "SUCCESS"
-    assert listed[done]["name"] == "gatehouse.intent"
-    assert listed[done]["output"]["status"] == "succeeded"
-    assert listed[rejected]["status"] == "SUCCESS"
-    assert listed[rejected]["output"]["status"] == "rejected"
-    assert listed[waiting]["status"] == "PENDING"
+    # the status mapping is docs/operators.md's: a run waiting for a decision holds
+    # no workflow (its first stretch ended SUCCESS, parked); each decision starts
+    # the next stretch, RUN_ID:N, whose output is how the run ended
+    for run_id in (done, waiting, rejected):
+        assert listed[run_id]["status"] == "SUCCESS"
+        assert listed[run_id]["name"] == "gatehouse.intent"
+        assert listed[run_id]["output"]["status"] == "parked"
+    assert f"{waiting}:1" not in listed
+    assert listed[f"{done}:1"]["status"] == "SUCCESS"
+    assert listed[f"{done}:1"]["name"] == "gatehouse.stretch"
+    assert listed[f"{done}:1"]["output"]["status"] == "succeeded"
+    assert listed[f"{rejected}:1"]["output"]["status"] == "rejected"
     names = [s["function_name"] for s in dbos(stack.database_url, "workflow", "steps", done)]
-    assert names[:2] == ["gatehouse.begin", "gatehouse.gate"]
-    assert "DBOS.recv" in names
+    assert names == ["gatehouse.begin", "gatehouse.gate", "gatehouse.decision_or_park"]
+    names = [s["function_name"] for s in dbos(stack.database_url, "workflow", "steps", f"{done}:1")]
+    assert names[:2] == ["gatehouse.stretch_job", "gatehouse.decision_or_park"]
     assert names.count("gatehouse.tool_call") == 2
     assert names[-1] == "gatehouse.finish"
     ok = stack.client.post(f"/approve/{waiting}", json={"plan_digest": digest})
@@ -108,11 +118,12 @@ def test_list_and_steps_with_no_flags(stack: Stack) -> None:
 def test_a_fork_made_through_dbos_is_refused(stack: Stack) -> None:
     parent = _succeeded(stack)
     before = stack.sql("SELECT COUNT(*) FROM calls")[0][0]
-    # from the first tool call on: DBOS would replay begin, gate and the approval
-    steps = dbos(stack.database_url, "workflow", "steps", parent)
+    # from the first tool call of the stretch after the approval on
+    stretch = f"{parent}:1"
+    steps = dbos(stack.database_url, "workflow", "steps", stretch)
     first_call = next(s for s in steps if s["function_name"] == "gatehouse.tool_call")
     forked = dbos(
-        stack.database_url, "workflow", "fork", parent, "--step", str(first_call["function_id"])
+        stack.database_url, "workflow", "fork", stretch, "--step", str(first_call["function_id"])
     )
     fork_id = str(forked["workflow_id"])
     assert _dbos_status(stack.database_url, fork_id) == "ERROR"
@@ -127,9 +138,10 @@ def test_a_resumed_cancelled_run_runs_nothing(stack: Stack) -> None:
     r = stack.client.post(f"/runs/{run_id}/cancel", json={"reason": "not today"})
     assert r.status_code == 200, r.text
     stack.wait(run_id, {"cancelled"})
-    assert _dbos_status(stack.database_url, run_id) == "CANCELLED"
-    dbos(stack.database_url, "workflow", "resume", run_id)
-    ended = _dbos_status(stack.database_url, run_id)
+    stretch = f"{run_id}:1"  # the stretch the cancel handed the parked run to
+    assert _dbos_status(stack.database_url, stretch) == "CANCELLED"
+    dbos(stack.database_url, "workflow", "resume", stretch)
+    ended = _dbos_status(stack.database_url, stretch)
     # it ran again, met the cancel at its next boundary and ended cancelled again
     assert ended == "CANCELLED", ended
     assert stack.run(run_id)["status"] == "cancelled"
@@ -167,7 +179,8 @@ def test_queue_list_shows_intents_no_worker_took(shim_only: tuple[str, Any]) -> 
 def test_a_resumed_finished_run_calls_nothing_again(stack: Stack) -> None:
     run_id = _succeeded(stack)
     before = stack.sql("SELECT COUNT(*) FROM calls WHERE run_id = :r", r=run_id)[0][0]
-    dbos(stack.database_url, "workflow", "resume", run_id)
-    assert _dbos_status(stack.database_url, run_id) == "SUCCESS"
+    for workflow_id in (run_id, f"{run_id}:1"):
+        dbos(stack.database_url, "workflow", "resume", workflow_id)
+        assert _dbos_status(stack.database_url, workflow_id) == "SUCCESS"
     assert stack.run(run_id)["status"] == "succeeded"
     assert stack.sql("SELECT COUNT(*) FROM calls WHERE run_id = :r", r=run_id)[0][0] == before

@@ -172,6 +172,19 @@ def test_fork_reuses_results_before_its_step_and_calls_live_after(stack: Stack) 
         assert r.status_code == 202, r.text
         child = r.json()["run_id"]
         assert r.json()["parent_run_id"] == parent
+        # A new execution needs a new decision: on a plan card of its own, the
+        # parent's plan, decided by neither the fork's requester nor the submitter.
+        card = stack.wait(child, {"waiting_approval", "failed"})
+        assert card["status"] == "waiting_approval", card
+        assert card["plan_digest"] == stack.run(parent)["plan_digest"]
+        assert inventory.count("/inventory.json") == 1  # nothing ran before the decision
+        body = {"plan_digest": card["plan_digest"]}
+        refused = stack.client.post(f"/approve/{child}", json=body, headers=stack.auth("bob"))
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["code"] == "four_eyes"
+        assert refused.json()["error"]["details"]["requested_by"] == "bob"
+        ok = stack.client.post(f"/approve/{child}", json=body, headers=stack.auth("ann"))
+        assert ok.status_code == 200, ok.text
         done = stack.wait(child, {"succeeded", "failed"})
         assert done["status"] == "succeeded", done
         assert inventory.count("/inventory.json") == 2  # step 2 ran live again

@@ -22,7 +22,7 @@ from opa_format import read_archive
 from tests.conftest import require_backend
 from tests.support.mova import load_upstream, vendor_errors
 from tests.support.opa import batch_archive, submit_archive
-from tests.support.stack import BACKENDS, Stack, running_stack
+from tests.support.stack import BACKENDS, Stack, approve_fork, running_stack
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -153,6 +153,7 @@ def test_a_fork_of_an_opa_run_gets_its_own_output_archive(stack: Stack) -> None:
     r = stack.client.post(f"/runs/{parent}/fork", json={"from_step": 1}, headers=stack.auth("bob"))
     assert r.status_code == 202, r.text
     fork = r.json()["run_id"]
+    approve_fork(stack, fork)
     done = stack.wait(fork, {"succeeded", "failed"})
     assert done["status"] == "succeeded", done
     # the fork ran the parent's archive and packed its own output

@@ -201,6 +201,29 @@ def replay_everything(stack: Stack) -> None:
     assert diverged == [], f"replays diverged: {diverged}"
 
 
+def approve_fork(stack: Stack, fork_id: str, by: str = "ann") -> dict[str, Any]:
+    """A fork waits on its own plan card for someone other than its requester and
+    the parent's submitter (``by``, an approver); approve it, answer the run."""
+    card = stack.wait(fork_id, {"waiting_approval", "failed"})
+    assert card["status"] == "waiting_approval", card
+    r = stack.client.post(
+        f"/approve/{fork_id}", json={"plan_digest": card["plan_digest"]}, headers=stack.auth(by)
+    )
+    assert r.status_code == 200, r.text
+    return card
+
+
+def run_workflow_status(run_id: str) -> str | None:
+    """DBOS's status of the run's latest workflow: a run is split at its decisions,
+    and each stretch after the first is the workflow ``RUN_ID:N``."""
+    from dbos import DBOS
+
+    found = DBOS.list_workflows(
+        workflow_id_prefix=run_id, sort_desc=True, limit=1, load_input=False, load_output=False
+    )
+    return found[0].status if found else None
+
+
 def wait_for_status(read: Any, run_id: str, statuses: set[str], timeout: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     last: dict[str, Any] = {}

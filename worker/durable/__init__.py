@@ -6,6 +6,8 @@ DBOS — every port a durable step, a message wait or a durable sleep.
 
 * ``_workflows`` — the workflows and the one explicit list that registers them;
 * ``_live`` — ``LivePorts``: the flow's ports as DBOS steps and waits;
+* ``_stretch`` — ``StretchPorts``: a split run's stretch, answered from the
+  ledger up to the decision it resumes at, live after it;
 * ``_records`` — each record of a run (``worker.records``) as its DBOS step;
 * ``_calls`` — the planner, tool, explain, replay and OPA-pack steps;
 * ``_tx`` — how a record runs: a plain step, or a datasource transaction;
@@ -27,6 +29,7 @@ from worker.durable._workflows import (
     intent_workflow,
     register,
     replay_workflow,
+    stretch_workflow,
 )
 
 __all__ = [
@@ -41,4 +44,5 @@ __all__ = [
     "replay_workflow",
     "start_dbos",
     "stop_dbos",
+    "stretch_workflow",
 ]

@@ -23,12 +23,23 @@ from dbos import DBOS
 from contracts import (
     APPROVAL_TOPIC,
     INTENT_WORKFLOW,
+    STRETCH_WORKFLOW,
     Decision,
     ErrorCode,
     JsonValue,
     RunStatus,
 )
-from ledger import Conn, anchors, approvals, cancels, evidence, now_iso, plan_cards, runs
+from ledger import (
+    Conn,
+    anchors,
+    approvals,
+    cancels,
+    evidence,
+    now_iso,
+    plan_cards,
+    runs,
+    stretches,
+)
 from policies.episodes import episode
 from worker.records import cancel_episode
 from worker.replay import trace_so_far
@@ -74,20 +85,22 @@ def _boundary(conn: Conn, run_id: str) -> str:
 def sweep(rt: Runtime) -> list[str]:
     """End every unfinished run whose workflow DBOS holds CANCELLED; returns their ids."""
     with rt.db.engine.connect() as conn:
-        open_ids = cancels.open_runs(conn)
-    if not open_ids:
+        # a split run's latest stretch is the workflow that can be cancelled
+        current = stretches.workflow_ids(conn, cancels.open_runs(conn))
+    if not current:
         return []
     stranded = DBOS.list_workflows(
-        workflow_ids=open_ids,
+        workflow_ids=list(current),
         status="CANCELLED",
-        name=INTENT_WORKFLOW,
         load_input=False,
         load_output=False,
     )
     ended: list[str] = []
     for wf in stranded:
-        if _reconcile(rt, wf.workflow_id):
-            ended.append(wf.workflow_id)
+        if wf.name in (INTENT_WORKFLOW, STRETCH_WORKFLOW) and _reconcile(
+            rt, current[wf.workflow_id]
+        ):
+            ended.append(current[wf.workflow_id])
     return ended
 
 
@@ -152,8 +165,11 @@ def _reconcile(rt: Runtime, run_id: str) -> bool:
         )
         settings = rt.settings  # the run's chain head, anchored (ledger/anchors.py)
         anchors.anchor_run(conn, run_id, me, settings.signing_key, settings.anchor_file)
-    # A workflow parked in its approval wait would sit there until its next
-    # re-check; this wakes it, it finds itself cancelled and stops.
-    DBOS.send(run_id, {"wake": True}, APPROVAL_TOPIC, idempotency_key=f"{run_id}:dbos-cancel")
+    with rt.db.engine.connect() as conn:
+        split = stretches.is_split(conn, run_id)
+    if not split:
+        # A run from before the split waiting in place would sit there until its
+        # next re-check; this wakes it, it finds itself cancelled and stops.
+        DBOS.send(run_id, {"wake": True}, APPROVAL_TOPIC, idempotency_key=f"{run_id}:dbos-cancel")
     _log.warning("run %s: its DBOS workflow was cancelled; recorded as cancelled", run_id)
     return True

@@ -13,6 +13,7 @@ from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, SQLAlchemyDatasou
 from contracts import INTENT_QUEUE
 from ledger import Database, add_missing_views
 from worker.durable._dbos import wait_out_full_disk
+from worker.durable._expiry import close_client
 from worker.durable._state import set_datasource
 from worker.durable._workflows import register
 from worker.runtime import WorkerSettings
@@ -76,4 +77,5 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
 
 
 def stop_dbos() -> None:
+    close_client()
     DBOS.destroy(workflow_completion_timeout_sec=0)

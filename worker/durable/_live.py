@@ -6,6 +6,8 @@ Some steps answer more than their port asks, in the same commit (see
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dbos import DBOS
 
 from contracts import (
@@ -21,7 +23,7 @@ from contracts import (
 from worker.durable import _records as rec
 from worker.durable._calls import opa_pack, planner_call, tool_call
 from worker.durable._cancel import COMPILE, end_workflow
-from worker.flow import BeginResult, GateResult, RunEnd, StepRecord
+from worker.flow import BeginResult, GateResult, Parked, RunEnd, StepRecord
 from worker.runtime import RUN, maybe_crash, runtime
 
 __all__ = ["LivePorts"]
@@ -38,11 +40,19 @@ class LivePorts:
     records the decision, checks its boundary and verifies the approved plan.
     Those answers are held here and given to the port that asks next
     (``cancelled``, ``verify_plan``) instead of a step of its own. They come
-    from checkpointed steps, so a recovered workflow is given the same."""
+    from checkpointed steps, so a recovered workflow is given the same.
 
-    def __init__(self) -> None:
+    A split run's ports (``parks``) never wait in place: a wait nobody has
+    answered yet parks the run and raises ``Parked`` (its stretch ends there);
+    ``wait`` is which of the flow's waits comes next (``StretchPorts`` sets it).
+    A run enqueued before runs were split waits in place, as it always did,
+    until it ends."""
+
+    def __init__(self, *, parks: bool = False) -> None:
         self._cancel_seen: dict[str, JsonObject | None] = {}
         self._verified: dict[str, GateResult] = {}
+        self.parks = parks
+        self.wait = rec.Wait(0, None, None)
 
     def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
         begun, cancelled = rec.begin_run(run_id, profile_id, tool_pool_id, COMPILE)
@@ -72,6 +82,20 @@ class LivePorts:
         self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
     ) -> tuple[bool, str] | None:
         crash = runtime().settings.crash_point
+        if not self.parks:
+            return self._decision_in_place(run_id, plan_digest, profile, at)
+        maybe_crash(crash, "approval_wait", RUN)
+        wait = replace(self.wait, timeout_s=profile.approval.timeout_s)
+        taken = rec.decision_or_park(run_id, plan_digest, at, wait)
+        if taken.get("parked"):
+            raise Parked(at, wait.index)
+        return self._taken(taken, plan_digest, at)
+
+    def _decision_in_place(
+        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
+    ) -> tuple[bool, str] | None:
+        """A run enqueued before runs were split: it waits here, holding its slot."""
+        crash = runtime().settings.crash_point
         waited = 0.0
         taken = rec.take_decision(run_id, plan_digest, at)
         while taken["decision"] is None and taken["cancelled"] is None:
@@ -83,17 +107,34 @@ class LivePorts:
             if DBOS.recv(APPROVAL_TOPIC, timeout_seconds=chunk) is None:
                 waited += chunk
             taken = rec.take_decision(run_id, plan_digest, at)
+        return self._taken(taken, plan_digest, at)
+
+    def _taken(self, taken: JsonObject, plan_digest: str, at: str) -> tuple[bool, str] | None:
+        """What the flow is told of a decision taken (or a cancel that came first);
+        the cancel check and the plan check it made are held for the ports asked next."""
         cancelled = taken["cancelled"]
         self._cancel_seen[at] = cancelled if isinstance(cancelled, dict) else None
         verified = taken["verified"]
         if isinstance(verified, dict):
             self._verified[plan_digest] = GateResult.model_validate(verified)
         if taken["decision"] is None:
-            return None  # woken by a cancel: the flow ends the run next
-        maybe_crash(crash, "after_approval", RUN)
+            return None  # a cancel came first, or the card expired: the flow ends the run
+        maybe_crash(runtime().settings.crash_point, "after_approval", RUN)
         return taken["decision"] == Decision.APPROVED.value, str(taken["decided_by"])
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
+        if not self.parks:
+            return self._message_in_place(run_id, turn, profile)
+        wait = replace(self.wait, timeout_s=profile.approval.timeout_s)
+        out = rec.message_or_park(run_id, turn, wait)
+        if out.get("parked"):
+            raise Parked(f"@input-{turn}", wait.index)
+        found = out.get("message")
+        return found if isinstance(found, dict) else None
+
+    def _message_in_place(
+        self, run_id: str, turn: int, profile: PolicyProfile
+    ) -> JsonObject | None:
         found = rec.read_message(run_id, turn)
         if found is None:
             rec.wait_for_input(run_id)
@@ -123,6 +164,12 @@ class LivePorts:
         return rec.cancel_check(run_id, at)
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
+        if self.parks:
+            wait = replace(self.wait, timeout_s=None)
+            out = rec.resolution_or_park(run_id, op_key, step_id, wait)
+            if out.get("parked"):
+                raise Parked(op_key, wait.index)
+            return str(out["resolution"])
         rec.needs_operator(run_id, op_key, step_id)
         resolved = rec.read_resolution(op_key)
         while resolved is None:

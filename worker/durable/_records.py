@@ -7,21 +7,27 @@ commit together.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from contracts import JsonObject, Mode, PolicyProfile, RunStatus, Step, ToolPool
 from worker import records
 from worker.durable._tx import atomic_tx, tx
 from worker.flow import BeginResult, GateResult, RunEnd, StepRecord
 
 __all__ = [
+    "Wait",
     "begin_run",
     "cancel_check",
+    "decision_or_park",
     "expire_plan_card",
     "finish_run",
     "gate_and_card",
+    "message_or_park",
     "needs_operator",
     "read_message",
     "read_resolution",
     "record_step_result",
+    "resolution_or_park",
     "resume_after_resolution",
     "take_decision",
     "took_message",
@@ -171,3 +177,33 @@ def cancel_check(run_id: str, at: str) -> JsonObject | None:
         "cancelled"
     )
     return found if isinstance(found, dict) else None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Which of the flow's waits a split run is at: its index (0 = the first),
+    how long it may last (``timeout_s``, None: for ever) and, when a stretch
+    resumes at it, the expiry set when the run first parked there."""
+
+    index: int
+    timeout_s: float | None
+    until: str | None
+
+    def arg(self) -> JsonObject:
+        return {"wait": self.index, "timeout_s": self.timeout_s, "until": self.until}
+
+
+def decision_or_park(run_id: str, plan_digest: str, at: str, wait: Wait) -> JsonObject:
+    """``take_decision``'s answer, ``expired``, or ``parked`` (``records.decision_or_park``)."""
+    arg: JsonObject = {"run_id": run_id, "plan_digest": plan_digest, "at": at, **wait.arg()}
+    return atomic_tx(Step.DECISION_OR_PARK, records.decision_or_park, arg)
+
+
+def message_or_park(run_id: str, turn: int, wait: Wait) -> JsonObject:
+    arg: JsonObject = {"run_id": run_id, "turn": turn, **wait.arg()}
+    return atomic_tx(Step.MESSAGE_OR_PARK, records.message_or_park, arg)
+
+
+def resolution_or_park(run_id: str, op_key: str, step_id: str, wait: Wait) -> JsonObject:
+    arg: JsonObject = {"run_id": run_id, "op_key": op_key, "step_id": step_id, **wait.arg()}
+    return atomic_tx(Step.RESOLUTION_OR_PARK, records.resolution_or_park, arg)

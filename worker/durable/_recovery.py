@@ -6,8 +6,9 @@ What the reaper (``worker.runtime``) has DBOS do, given to it as its ``Upkeep``:
   worker adopts each (re-enqueueing admits exactly one runner);
 * ``resume_stranded`` — workflows a full disk stopped in this process put back
   on the queue once the database takes writes again;
-* ``sweep`` — the leader's pass: runs cancelled through DBOS ended, and runs a
-  full disk ended in DBOS whose worker died re-queued;
+* ``sweep`` — the leader's pass: runs cancelled through DBOS ended, runs a
+  full disk ended in DBOS whose worker died re-queued, and parked runs whose
+  wait is over handed to the stretch that ends them (``_expiry``);
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from contracts import INTENT_QUEUE
 from ledger import Database, executors, storage_full
 from worker.durable._cancel import sweep as sweep_cancelled
 from worker.durable._dbos import recover_pending_workflows
+from worker.durable._expiry import expire_waits
 from worker.runtime import Runtime, Upkeep, resumed, stranded_now
 
 __all__ = [
@@ -96,9 +98,10 @@ def requeue_orphaned(db: Database, app_version: str) -> list[str]:
 
 def sweep(rt: Runtime) -> list[str]:
     """The reaper leader's pass: runs whose workflow was cancelled through DBOS cannot
-    end themselves, nor can runs a full disk ended in DBOS whose worker died meanwhile."""
+    end themselves, nor can runs a full disk ended in DBOS whose worker died meanwhile,
+    nor parked runs whose wait is over."""
     ended = sweep_cancelled(rt)
-    return ended + requeue_orphaned(rt.db, rt.settings.app_version)
+    return ended + requeue_orphaned(rt.db, rt.settings.app_version) + expire_waits(rt)
 
 
 UPKEEP = Upkeep(resume_stranded=resume_stranded, sweep=sweep, hand_over=hand_over, pending=pending)

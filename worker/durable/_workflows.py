@@ -1,10 +1,14 @@
 """The workflows a worker runs, registered with DBOS from one explicit list.
 
-* ``gatehouse.intent`` — one run: ``worker.flow`` through the live ports. The
-  run id is the workflow id. A fork (``DBOS.fork_workflow``) runs its parent's
-  job under a new workflow id: DBOS serves the parent's recorded planner and
-  tool calls before the fork point, and from there on every call and record is
-  the fork's own;
+* ``gatehouse.intent`` — a run's first stretch: ``worker.flow`` through the
+  live ports, from compile to the first decision nobody has made yet (where
+  the run parks and the workflow ends) or to the run's end. The run id is the
+  workflow id. A fork (``gatehouse runs fork``) is a run of its own, started
+  here like any other: its parent's calls before the fork point are answered
+  from the parent's ledger, and it parks at its own plan card;
+* ``gatehouse.stretch`` — a later stretch (workflow id ``RUN_ID:N``), enqueued
+  in the transaction that wrote the decision it picks up from: the flow again
+  from the start, answered from the ledger up to that decision, live after it;
 * ``gatehouse.replay`` — a finished run replayed from its ledger, for the shim;
 * ``gatehouse.explain`` — a model's report on a finished run, for the shim.
 
@@ -21,18 +25,30 @@ from contracts import (
     EXPLAIN_WORKFLOW,
     INTENT_WORKFLOW,
     REPLAY_WORKFLOW,
+    STRETCH_WORKFLOW,
     ErrorCode,
     GatehouseError,
     IntentJob,
     JsonObject,
+    Step,
+    StretchJob,
 )
 from ledger import runs, storage_full
 from worker.durable._calls import explain_call, replay_call
 from worker.durable._live import LivePorts
-from worker.flow import run_intent
+from worker.durable._stretch import stretch_ports
+from worker.flow import Parked, Ports, run_intent
+from worker.replay import lineage_chain, recorded_job
 from worker.runtime import annotate, runtime, stranded
 
-__all__ = ["WORKFLOWS", "explain_workflow", "intent_workflow", "register", "replay_workflow"]
+__all__ = [
+    "WORKFLOWS",
+    "explain_workflow",
+    "intent_workflow",
+    "register",
+    "replay_workflow",
+    "stretch_workflow",
+]
 
 
 def intent_workflow(raw_job: JsonObject) -> JsonObject:
@@ -41,8 +57,42 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
     annotate(run_id=run_id)
     if run_id != job.run_id:
         _registered_fork(run_id)
+    # A job enqueued before runs were split waits in place to its end, as it always did.
+    ports: Ports = stretch_ports(run_id, None) if job.stretched else LivePorts()
+    return _stretch(job, run_id, ports)
+
+
+def stretch_workflow(raw: JsonObject) -> JsonObject:
+    """A stretch after a decision: the run's job, rebuilt from its rows, from the start."""
+    resume = StretchJob.model_validate(raw)
+    annotate(run_id=resume.run_id)
+    expected = f"{resume.run_id}:{resume.stretch}"
+    if DBOS.workflow_id != expected:
+        # Only a hand-off names a stretch; a copy of one (``dbos workflow fork``)
+        # would re-run a run's stretch under an id no row knows of.
+        raise GatehouseError(
+            ErrorCode.RUN_NOT_FOUND,
+            f"workflow {DBOS.workflow_id} has no Gatehouse run: it copies stretch {expected};"
+            " a fork made through DBOS is refused; fork with"
+            " `gatehouse runs fork RUN_ID --from-step N`",
+        )
+    job = IntentJob.model_validate(
+        DBOS.run_step({"name": Step.STRETCH_JOB}, _job_of, resume.run_id)
+    )
+    return _stretch(job, resume.run_id, stretch_ports(resume.run_id, resume))
+
+
+def _job_of(run_id: str) -> JsonObject:
+    db = runtime().db
+    return recorded_job(db, lineage_chain(db, run_id), stretched=True).model_dump(mode="json")
+
+
+def _stretch(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
     try:
-        return run_intent(job, run_id, LivePorts())
+        return run_intent(job, run_id, ports)
+    except Parked as parked:
+        # Waiting is data: the run's row says where it waits; this workflow is done.
+        return {"run_id": run_id, "status": "parked", "at": parked.at, "wait": parked.wait}
     except Exception as exc:
         if storage_full(exc):
             stranded(run_id)  # resumed from its checkpoints once space is freed
@@ -81,6 +131,7 @@ WORKFLOWS: tuple[tuple[str, Callable[..., JsonObject]], ...] = (
     (INTENT_WORKFLOW, intent_workflow),
     (REPLAY_WORKFLOW, replay_workflow),
     (EXPLAIN_WORKFLOW, explain_workflow),
+    (STRETCH_WORKFLOW, stretch_workflow),
 )
 
 _registered: list[str] = []

@@ -25,7 +25,7 @@ from worker.flow._inputs import fresh_steps, resolve_input
 from worker.flow._ladder import Ladder, applied, not_resent
 from worker.flow._ports import Ports, Trace
 from worker.flow._repair import COMPILE_REPAIR_ID, MAX_STEP_REPAIRS, MODEL_PLANNERS, Repairs
-from worker.flow._results import BeginResult, GateResult, RunEnd, StepRecord
+from worker.flow._results import BeginResult, GateResult, Parked, RunEnd, StepRecord
 from worker.flow._run import run_intent
 from worker.flow._seed import draw, fresh_seed, planner_seed
 from worker.flow._settle import cut_at, settle
@@ -42,6 +42,7 @@ __all__ = [
     "GateResult",
     "Ladder",
     "Ledgered",
+    "Parked",
     "Ports",
     "Repairs",
     "RunEnd",

@@ -19,7 +19,19 @@ from contracts import (
 )
 from contracts.opa_run import OpaJob
 
-__all__ = ["BeginResult", "GateResult", "RunEnd", "StepRecord"]
+__all__ = ["BeginResult", "GateResult", "Parked", "RunEnd", "StepRecord"]
+
+
+class Parked(Exception):  # noqa: N818 - a way a stretch ends, not an error
+    """Raised by a wait port when nobody has decided yet: the run is parked at
+    ``at`` (its rows say so) and this stretch of it ends here. Whoever decides
+    hands the run to its next stretch, which runs the flow again from the start
+    with every port before that wait answered from the ledger."""
+
+    def __init__(self, at: str, wait: int) -> None:
+        super().__init__(f"parked at {at} (wait {wait})")
+        self.at = at
+        self.wait = wait
 
 
 class BeginResult(Closed):

@@ -16,15 +16,17 @@ tamper check), ``_decisions`` (people's decisions, in-doubt resolutions),
 from worker.records._begin import begin
 from worker.records._cancels import cancel_episode, check_boundary, observe_cancel
 from worker.records._decisions import (
+    decision_or_park,
     expire_plan_card,
     needs_operator,
     read_resolution,
+    resolution_or_park,
     resume_after_resolution,
     take_decision,
 )
 from worker.records._finish import FINISH, finish
 from worker.records._gate import gate, plan_check, plan_problem
-from worker.records._messages import read_message, took_message, wait_for_input
+from worker.records._messages import message_or_park, read_message, took_message, wait_for_input
 from worker.records._steps import record_step, step_verdict, write_step
 
 __all__ = [
@@ -32,9 +34,11 @@ __all__ = [
     "begin",
     "cancel_episode",
     "check_boundary",
+    "decision_or_park",
     "expire_plan_card",
     "finish",
     "gate",
+    "message_or_park",
     "needs_operator",
     "observe_cancel",
     "plan_check",
@@ -42,6 +46,7 @@ __all__ = [
     "read_message",
     "read_resolution",
     "record_step",
+    "resolution_or_park",
     "resume_after_resolution",
     "step_verdict",
     "take_decision",

@@ -4,18 +4,21 @@ word on a call in doubt."""
 from __future__ import annotations
 
 from contracts import Decision, JsonObject, RunStatus
-from ledger import Conn, approvals, calls, evidence, now_iso, plan_cards, runs
+from ledger import Conn, approvals, calls, evidence, now_iso, plan_cards, runs, stretches
 from policies.episodes import episode
 from worker.records._cancels import observe_cancel
 from worker.records._gate import plan_check
 from worker.runtime import WorkerSettings
 
 __all__ = [
+    "decision_or_park",
     "expire_plan_card",
     "needs_operator",
     "read_resolution",
+    "resolution_or_park",
     "resume_after_resolution",
     "take_decision",
+    "wait_deadline",
 ]
 
 
@@ -62,6 +65,51 @@ def take_decision(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     if found is not None and found.decision is Decision.APPROVED and out["cancelled"] is None:
         out["verified"] = plan_check(s, {"run_id": run_id, "plan_digest": digest}, me)
     return out
+
+
+def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    """A split run at its approval wait, in one commit with the run's row locked:
+    ``take_decision``'s answer when a decision or a cancel is on record; the card
+    expired (``expired``) when its wait is over; else the run parked at ``wait``
+    (``parked``), for whoever decides to hand it to its next stretch. ``until``:
+    the wait's expiry when the stretch resumes at it; a first arrival sets it
+    ``timeout_s`` from now."""
+    run_id = str(arg["run_id"])
+    stretches.lock(s, run_id)  # a decision commits wholly before this or after it
+    out = take_decision(s, arg, me)
+    if out["decision"] is not None or out["cancelled"] is not None:
+        return out
+    deadline = wait_deadline(arg)
+    if stretches.deadline_passed(deadline):
+        plan_cards.set_plan_card_status(s, run_id, "expired")
+        return {**out, "expired": True}
+    stretches.park(s, run_id, wait=int(str(arg["wait"])), at=str(arg["at"]), deadline=deadline)
+    return {**out, "parked": True}
+
+
+def wait_deadline(arg: JsonObject) -> str | None:
+    """A wait's expiry: ``until`` when a stretch resumes at it, else ``timeout_s`` from now."""
+    given = arg.get("until")
+    if isinstance(given, str):
+        return given
+    timeout = arg.get("timeout_s")
+    return stretches.until(float(timeout)) if isinstance(timeout, int | float) else None
+
+
+def resolution_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    """A split run at a call in doubt, in one commit with the run's row locked:
+    ``{resolution}`` once an operator has resolved it (the run goes on); else the
+    call marked in doubt (once) and the run parked at ``wait`` (``parked``)."""
+    run_id, op_key = str(arg["run_id"]), str(arg["op_key"])
+    stretches.lock(s, run_id)
+    row = calls.lookup(s, op_key)
+    if row is not None and row.status in calls.RESOLVED:
+        resume_after_resolution(s, arg, me)
+        return {"resolution": row.status}
+    if runs.run_status(s, run_id) is not RunStatus.NEEDS_OPERATOR:
+        needs_operator(s, arg, me)
+    stretches.park(s, run_id, wait=int(str(arg["wait"])), at=op_key, deadline=None)
+    return {"resolution": None, "parked": True}
 
 
 def expire_plan_card(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from contracts import JsonObject, RunStatus
-from ledger import Conn, messages, runs
+from ledger import Conn, cancels, messages, runs, stretches
+from worker.records._decisions import wait_deadline
 from worker.runtime import WorkerSettings
 
-__all__ = ["read_message", "took_message", "wait_for_input"]
+__all__ = ["message_or_park", "read_message", "took_message", "wait_for_input"]
 
 
 def wait_for_input(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
@@ -25,3 +26,25 @@ def read_message(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
 def took_message(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     runs.set_status(s, str(arg["run_id"]), RunStatus.RUNNING, "compile")
     return {}
+
+
+def message_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+    """A split interactive run between turns, in one commit with the run's row
+    locked: ``{message}`` once this turn's message is on record (the run goes
+    on); None with ``cancelled`` or ``expired`` when a cancel came or the wait is
+    over (the session ends); else the run parked at ``wait`` (``parked``)."""
+    run_id, turn = str(arg["run_id"]), int(str(arg["turn"]))
+    stretches.lock(s, run_id)
+    found = messages.get(s, run_id, turn)
+    if found is not None:
+        took_message(s, arg, me)
+        return {"message": found.as_json()}
+    if cancels.get(s, run_id) is not None:
+        return {"message": None, "cancelled": True}
+    deadline = wait_deadline(arg)
+    if stretches.deadline_passed(deadline):
+        return {"message": None, "expired": True}
+    wait_for_input(s, arg, me)
+    at = f"@input-{turn}"
+    stretches.park(s, run_id, wait=int(str(arg["wait"])), at=at, deadline=deadline)
+    return {"message": None, "parked": True}

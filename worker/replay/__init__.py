@@ -10,6 +10,14 @@ lets the shim ask for one is in ``worker.durable``.
 """
 
 from worker.replay._ports import DivergedError, ReplayPorts, ReplayRules
-from worker.replay._run import replay_run, trace_so_far
+from worker.replay._run import lineage_chain, recorded_job, replay_run, trace_so_far
 
-__all__ = ["DivergedError", "ReplayPorts", "ReplayRules", "replay_run", "trace_so_far"]
+__all__ = [
+    "DivergedError",
+    "ReplayPorts",
+    "ReplayRules",
+    "lineage_chain",
+    "recorded_job",
+    "replay_run",
+    "trace_so_far",
+]

@@ -71,12 +71,14 @@ class ReplayPorts:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: Connection | None,
         settings: WorkerSettings,
         chain: list[Lineage],
         rules: ReplayRules = "recorded",
     ) -> None:
-        self.conn = conn  # one read-only connection for the whole replay
+        # One read-only connection for the whole replay; a stretch of a live run
+        # gives one for each answer instead (``worker.durable``).
+        self._conn = conn
         self.settings = settings
         # "recorded": the profile and tool pool versions the run ran under (kept by
         # digest in policy_versions); "current": today's files, a "would it still
@@ -90,6 +92,16 @@ class ReplayPorts:
         self._cancels: dict[str, Cancel | None] = {}
         # Every ledger entry of the lineage, read once: a finished run's entries are final.
         self._calls: dict[str, calls.CallRow] | None = None
+
+    @property
+    def conn(self) -> Connection:
+        if self._conn is None:
+            raise RuntimeError("a replay's ports read with no connection given")
+        return self._conn
+
+    @conn.setter
+    def conn(self, conn: Connection) -> None:
+        self._conn = conn
 
     def _entry(self, key: str) -> calls.CallRow | None:
         if self._calls is None:

@@ -37,10 +37,12 @@ from worker.flow import run_intent
 from worker.replay._ports import DivergedError, ReplayPorts, ReplayRules
 from worker.runtime import WorkerSettings
 
-__all__ = ["replay_run", "trace_so_far"]
+__all__ = ["lineage_chain", "recorded_job", "replay_run", "trace_so_far"]
 
 
-def _lineage(db: Database, run_id: str) -> list[Lineage]:
+def lineage_chain(db: Database, run_id: str) -> list[Lineage]:
+    """The run, then its parent, grandparent… (a fork's calls before its fork point
+    are its parent's)."""
     chain: list[Lineage] = []
     next_id: str | None = run_id
     with db.engine.connect() as conn:
@@ -53,9 +55,8 @@ def _lineage(db: Database, run_id: str) -> list[Lineage]:
     return chain
 
 
-def _run_flow(
-    db: Database, settings: WorkerSettings, chain: list[Lineage], rules: ReplayRules = "recorded"
-) -> tuple[ReplayPorts, list[ReplayDivergence]]:
+def recorded_job(db: Database, chain: list[Lineage], *, stretched: bool = False) -> IntentJob:
+    """The job a run was started with, rebuilt from its rows (a fork runs its parent's)."""
     run = chain[0]
     with db.engine.connect() as conn:
         request = intents.request_for_run(conn, run.run_id)
@@ -65,7 +66,16 @@ def _run_flow(
         )
     if request is None:
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {run.run_id!r} has no intent")
-    job = IntentJob(run_id=run.run_id, intent_id=run.intent_id, request=request, opa=opa)
+    return IntentJob(
+        run_id=run.run_id, intent_id=run.intent_id, request=request, opa=opa, stretched=stretched
+    )
+
+
+def _run_flow(
+    db: Database, settings: WorkerSettings, chain: list[Lineage], rules: ReplayRules = "recorded"
+) -> tuple[ReplayPorts, list[ReplayDivergence]]:
+    run = chain[0]
+    job = recorded_job(db, chain)
     divergences: list[ReplayDivergence] = []
     with db.engine.connect() as conn:
         ports = ReplayPorts(conn, settings, chain, rules)
@@ -83,7 +93,7 @@ def trace_so_far(db: Database, settings: WorkerSettings, run_id: str) -> str | N
     own finish: the sweep records this, and a later replay must reach it
     again. None when the recorded rows do not replay.
     """
-    chain = _lineage(db, run_id)
+    chain = lineage_chain(db, run_id)
     if not chain:
         return None
     ports, divergences = _run_flow(db, settings, chain)
@@ -95,7 +105,7 @@ def replay_run(
 ) -> ReplayReport:
     """Replay one finished run from its ledger; never calls out, never writes. Under
     the rules it ran under (``recorded``), or today's (``current``)."""
-    chain = _lineage(db, run_id)
+    chain = lineage_chain(db, run_id)
     if not chain:
         raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
     run = chain[0]

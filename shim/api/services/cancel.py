@@ -20,7 +20,7 @@ from contracts import (
     GatehouseError,
     RunStatus,
 )
-from ledger import cancels, evidence, now_iso
+from ledger import cancels, evidence, now_iso, stretches
 from policies.episodes import episode
 from shim.api.services.acting import acting_as, lock_own_run
 from shim.api.services.core import Service
@@ -82,8 +82,9 @@ def cancel_run(service: Service, run_id: str, body: CancelRequest, who: Identity
                 },
             ),
         )
-    # The row is the authority; this only wakes a run waiting for its approval.
-    client.send(run_id, {"cancel": True}, APPROVAL_TOPIC, idempotency_key=f"{run_id}:cancel")
+        split = service.hand_off(conn, run_id)  # a parked run's next stretch ends it
+    if not split:  # a run from before the split waits in place: wake it
+        client.send(run_id, {"cancel": True}, APPROVAL_TOPIC, idempotency_key=f"{run_id}:cancel")
     return _answer(found, run.status, recorded=True)
 
 
@@ -103,8 +104,9 @@ def refuse_if_cancelled(conn: Connection, client: DBOSClient, run_id: str) -> No
             f"run {run_id!r} was cancelled by {found.requested_by}; it takes no decision",
             {"cancelled_by": found.requested_by, "source": found.source},
         )
+    latest = list(stretches.workflow_ids(conn, [run_id]))  # a split run: its latest stretch
     if client.list_workflows(
-        workflow_ids=[run_id], status="CANCELLED", load_input=False, load_output=False
+        workflow_ids=latest, status="CANCELLED", load_input=False, load_output=False
     ):
         raise GatehouseError(
             ErrorCode.RUN_CANCELLED,

@@ -2,9 +2,10 @@
 
 The shim never runs a workflow. It reaches workers only through the
 database: an intent's rows and its queue entry commit in one transaction
-(``DBOSClient.enqueue_in_transaction``); a decision is a row, then a ``send``
-that wakes the waiting workflow. So a feature needs the database, the DBOS
-client, the run watch (waiting without polling) and the settings: this.
+(``DBOSClient.enqueue_in_transaction``); so do a decision and the hand-off
+of its parked run to the run's next stretch (``Service.hand_off``).
+So a feature needs the database, the DBOS client, the run watch (waiting
+without polling) and the settings: this.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dbos import DBOS, DBOSClient, DBOSPortableJSONSerializer
 
 # DBOS's private modules, in this one place: the client's pool size (so its engine
 # carries the same connection bounds as ours) and the JSON serializer workers read.
-from ledger import Database, migrate, open_database, system_engine
+from ledger import Conn, Database, migrate, open_database, stretches, system_engine
 from shim.api.services.watch import RunWatch
 from shim.settings import ShimSettings
 
@@ -47,6 +48,16 @@ class Service:
         )
         # One refusal record written at a time (shim.api.services.refusals).
         self.refusals = threading.Lock()
+
+    def hand_off(self, conn: Conn, run_id: str) -> bool:
+        """Inside the transaction that wrote a decision, a cancel, a resolution or a
+        message: a parked run is handed to its next stretch, enqueued in this same
+        transaction. False for a run begun before runs were split: it waits in
+        place, and the caller wakes it with a ``send`` once this commits."""
+        app_version = self.settings.app_version
+        if stretches.hand_off(conn, self.client, app_version, run_id) is not None:
+            return True
+        return stretches.is_split(conn, run_id)
 
     def close(self) -> None:
         self.watch.close()

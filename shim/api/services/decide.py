@@ -1,12 +1,16 @@
 """Decisions on a run's plan (``POST /approve|reject/{run_id}``).
 
 The ``plan_approvals`` row is the authority, written in one transaction with
-the checks; the ``send`` after it only wakes the waiting workflow sooner.
+the checks and with the hand-off of a parked run to its next stretch. A run
+begun before runs were split waits in place; a ``send`` after the commit
+wakes it.
 """
 
 from __future__ import annotations
 
 import uuid
+
+from sqlalchemy.engine import Connection
 
 from contracts import (
     APPROVAL_TOPIC,
@@ -19,7 +23,7 @@ from contracts import (
     RunStatus,
     digest_of,
 )
-from ledger import approvals, intents, plan_cards, runs
+from ledger import approvals, forks, intents, plan_cards, runs, stretches
 from policies import catalog
 from shim.api.services.acting import acting_as
 from shim.api.services.cancel import refuse_if_cancelled
@@ -82,6 +86,7 @@ def decide(
                 f"{who.name} submitted run {run_id!r} and may not decide on its plan",
                 {"profile_id": profile.profile_id},
             )
+        _fork_four_eyes(conn, run_id, request.submitted_by, who)
         card = plan_cards.get_plan_card(conn, run_id)
         if card is not None:
             expected = card.plan_digest
@@ -108,9 +113,11 @@ def decide(
         # The plan's decision keeps its answer after the run moved on: a repeat
         # is a repeat and an opposite decision is already_decided, however late.
         on_record = approvals.decision_for(conn, run_id, body.plan_digest)
+        split = False
         if on_record is None:
             if status.terminal:
                 raise _not_awaiting(run_id, status)
+            _refuse_if_expired(conn, run_id)
             on_record = approvals.insert_decision(
                 conn,
                 approval_id="apr_" + uuid.uuid4().hex,
@@ -121,11 +128,12 @@ def decide(
                 comment=body.comment,
                 token_id=who.token_id,
             )
+            split = service.hand_off(conn, run_id)
     answer = _answer(run_id, body, decision, on_record)
-    if status.terminal:
-        return answer  # nothing waits for it any more
-    # The row is the authority; this only wakes the waiting workflow now
-    # rather than at its next re-check. Repeats are de-duplicated by key.
+    if status.terminal or split or not on_record.inserted:
+        return answer  # handed to the run's next stretch, or nothing waits for it
+    # A run from before the split waits in place: this wakes it now rather than
+    # at its next re-check (the row is the authority). Repeats are de-duplicated.
     client.send(
         run_id,
         {"plan_digest": body.plan_digest, "decision": decision.value},
@@ -133,3 +141,34 @@ def decide(
         idempotency_key=f"{run_id}:{body.plan_digest}",
     )
     return answer
+
+
+def _fork_four_eyes(conn: Connection, run_id: str, submitter: str, who: Identity) -> None:
+    """A fork re-runs side effects another run was approved for: its plan is decided
+    by someone other than whoever asked for the fork and the original submitter,
+    whatever the profile says."""
+    found = forks.lineage(conn, run_id)
+    if found is None or found.parent_run_id is None:
+        return
+    requested_by = runs.submitter(conn, run_id)
+    if who.name in (requested_by, submitter):
+        raise GatehouseError(
+            ErrorCode.FOUR_EYES,
+            f"run {run_id!r} is a fork of {found.parent_run_id} asked for by {requested_by}"
+            f" (first submitted by {submitter}); someone else decides on its plan",
+            {"parent_run_id": found.parent_run_id, "requested_by": requested_by},
+        )
+
+
+def _refuse_if_expired(conn: Connection, run_id: str) -> None:
+    """A plan whose wait is over takes no decision, even before the expiry sweep
+    has ended its run."""
+    parked = stretches.parked(conn, run_id)
+    at_approval = parked is not None and parked.at.startswith("@approval")
+    if parked is not None and at_approval and stretches.deadline_passed(parked.until):
+        raise GatehouseError(
+            ErrorCode.APPROVAL_TIMEOUT,
+            f"the plan of run {run_id!r} waited past {parked.until} for a decision;"
+            " it can no longer be decided",
+            {"expired_at": parked.until},
+        )

@@ -68,13 +68,14 @@ def send_message(
                 details={"turn": message.turn, "end": body.end, "sent_by": who.name},
             ),
         )
-    # The row is the authority; this only wakes a run waiting between turns.
-    client.send(
-        run_id,
-        {"message": message.turn},
-        APPROVAL_TOPIC,
-        idempotency_key=f"{run_id}:message:{message.turn}",
-    )
+        split = service.hand_off(conn, run_id)
+    if not split:  # a run from before the split waits in place: wake it
+        client.send(
+            run_id,
+            {"message": message.turn},
+            APPROVAL_TOPIC,
+            idempotency_key=f"{run_id}:message:{message.turn}",
+        )
     return MessageAccepted(
         run_id=run_id,
         turn=message.turn,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 import uuid
 
-from dbos import DBOSClient, SetWorkflowID, WorkflowHandle
+from dbos import WorkflowHandle
+from sqlalchemy.engine import Connection
 
 from contracts import (
     INTENT_QUEUE,
+    INTENT_WORKFLOW,
     REPLAY_WORKFLOW,
     RESOLUTION_TOPIC,
     CallResolution,
@@ -18,12 +20,12 @@ from contracts import (
     ForkAccepted,
     ForkRequest,
     GatehouseError,
+    IntentJob,
     JsonValue,
     ReplayReport,
     RunStatus,
-    Step,
 )
-from ledger import calls, evidence, forks, now_iso, runs
+from ledger import calls, evidence, forks, intents, now_iso, opa_runs, runs
 from policies.episodes import episode
 from shim.api.services.acting import acting_as, run_links
 from shim.api.services.core import Service
@@ -73,12 +75,14 @@ def resolve(service: Service, op_key: str, body: CallResolution, who: Identity) 
                     },
                 ),
             )
-    client.send(
-        row.run_id,
-        {"op_key": op_key, "outcome": body.outcome},
-        RESOLUTION_TOPIC,
-        idempotency_key=f"{op_key}:resolution",
-    )
+        split = service.hand_off(conn, row.run_id)
+    if not split:  # a run from before the split waits in place: wake it
+        client.send(
+            row.run_id,
+            {"op_key": op_key, "outcome": body.outcome},
+            RESOLUTION_TOPIC,
+            idempotency_key=f"{op_key}:resolution",
+        )
     return CallResolved(
         op_key=op_key,
         run_id=row.run_id,
@@ -160,9 +164,14 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
             f" {body.from_step}",
         )
     step_id = steps[body.from_step - 1].step_id
-    start = _call_function_id(client, run_id, step_id)
     new_id = "run_" + uuid.uuid4().hex
     with db.engine.begin() as conn:
+        if not any(c.step_id == step_id for c in calls.of_runs(conn, [run_id]).values()):
+            raise GatehouseError(
+                ErrorCode.FORK_STEP_INVALID,
+                f"run {run_id!r} never reached step {step_id!r}; fork from an earlier step",
+            )
+        job = _parent_job(conn, run_id, new_id)
         forks.insert_fork(
             conn,
             parent_run_id=run_id,
@@ -192,15 +201,17 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
                 },
             ),
         )
-    # The fork replays the parent's recorded steps, so it runs under the
-    # application version the parent ran under, never another.
-    version = client.retrieve_workflow(run_id).get_status().app_version
-    with SetWorkflowID(new_id):
-        client.fork_workflow(
-            run_id,
-            start,
-            application_version=version or settings.app_version,
-            queue_name=INTENT_QUEUE,
+        # A run of its own: it gates the parent's plan again and waits on its own
+        # plan card for someone other than its requester and the parent's submitter.
+        client.enqueue_in_transaction(
+            conn,
+            {
+                "workflow_name": INTENT_WORKFLOW,
+                "queue_name": INTENT_QUEUE,
+                "workflow_id": new_id,
+                "app_version": settings.app_version,
+            },
+            job.model_dump(mode="json"),
         )
     return ForkAccepted(
         run_id=new_id,
@@ -211,17 +222,17 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
     )
 
 
-def _call_function_id(client: DBOSClient, run_id: str, step_id: str) -> int:
-    """The DBOS step number of the parent's first tool call for ``step_id``."""
-    for info in client.list_workflow_steps(run_id):
-        output = info.get("output")
-        if (
-            info.get("function_name") == Step.TOOL_CALL
-            and isinstance(output, dict)
-            and output.get("step_id") == step_id
-        ):
-            return int(info["function_id"])
-    raise GatehouseError(
-        ErrorCode.FORK_STEP_INVALID,
-        f"run {run_id!r} never reached step {step_id!r}; fork from an earlier step",
+def _parent_job(conn: Connection, parent_id: str, run_id: str) -> IntentJob:
+    """The parent's job under the fork's run id (the archive is the first one up
+    the lineage: a fork of a fork runs the first run's)."""
+    request = intents.request_for_run(conn, parent_id)
+    lineage = forks.lineage(conn, parent_id)
+    if request is None or lineage is None:
+        raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {parent_id!r} has no intent")
+    opa, up = None, forks.lineage(conn, parent_id)
+    while up is not None and opa is None:
+        opa = opa_runs.job(conn, up.run_id)
+        up = None if up.parent_run_id is None else forks.lineage(conn, up.parent_run_id)
+    return IntentJob(
+        run_id=run_id, intent_id=lineage.intent_id, request=request, opa=opa, stretched=True
     )

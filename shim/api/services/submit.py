@@ -104,7 +104,9 @@ def submit(
     run_id = "run_" + uuid.uuid4().hex
     intent_id = "int_" + uuid.uuid4().hex
     opa_job = None if opa is None else opa.job
-    job = IntentJob(run_id=run_id, intent_id=intent_id, request=request, opa=opa_job)
+    job = IntentJob(
+        run_id=run_id, intent_id=intent_id, request=request, opa=opa_job, stretched=True
+    )
     try:
         with db.engine.begin() as conn:
             intents.insert_intent_and_run(

@@ -1,0 +1,205 @@
+"""Where a run is parked between two stretches, and the hand-off to the next one.
+
+A run is split at every human decision: the stretch that reaches a decision
+nobody has made yet parks the run (``park``) and its workflow ends. Whoever
+writes the decision takes the park (``take``) in the same transaction and
+enqueues the next stretch with what ``take`` answered. Both lock the run's
+row first (a no-op UPDATE, as ``cancels.lock_run``), so a decision either
+lands before the park (the parking stretch reads it and goes on) or finds
+the park (and hands the run to a new stretch): never neither, never both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, StretchJob
+from ledger._db import Conn, now_iso
+
+if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
+    from dbos import DBOSClient
+
+__all__ = [
+    "Handoff",
+    "Parked",
+    "deadline_passed",
+    "expired",
+    "hand_off",
+    "is_split",
+    "park",
+    "parked",
+    "parked_count",
+    "take",
+    "until",
+    "workflow_ids",
+]
+
+
+@dataclass(frozen=True)
+class Parked:
+    """A run parked at one of its flow's waits."""
+
+    run_id: str
+    stretch: int
+    wait: int
+    at: str
+    until: str | None
+    since: str
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """What the next stretch is started with: its number, the wait it resumes at
+    and that wait's expiry."""
+
+    run_id: str
+    stretch: int
+    wait: int
+    until: str | None
+
+    @property
+    def workflow_id(self) -> str:
+        return f"{self.run_id}:{self.stretch}"
+
+
+def until(seconds: float | None) -> str | None:
+    """The expiry of a wait that starts now and lasts ``seconds`` (None: never)."""
+    if seconds is None:
+        return None
+    end = datetime.now(UTC) + timedelta(seconds=seconds)
+    return end.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def deadline_passed(deadline: str | None) -> bool:
+    return deadline is not None and deadline <= now_iso()
+
+
+def _lock(conn: Conn, run_id: str) -> Parked | None:
+    row = conn.execute(
+        sa.text(
+            "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
+            " RETURNING stretch, parked_wait, parked_at, parked_until, parked_since"
+        ),
+        {"r": run_id},
+    ).first()
+    if row is None or row[1] is None:
+        return None
+    return Parked(run_id, int(row[0] or 0), int(row[1]), str(row[2]), row[3], str(row[4]))
+
+
+def park(conn: Conn, run_id: str, *, wait: int, at: str, deadline: str | None) -> None:
+    """Park the run at ``wait`` (the caller holds the run's row lock)."""
+    conn.execute(
+        sa.text(
+            "UPDATE runs SET parked_wait = :w, parked_at = :a, parked_until = :u,"
+            " parked_since = :t, stretch = COALESCE(stretch, 0) WHERE run_id = :r"
+        ),
+        {"w": wait, "a": at, "u": deadline, "t": now_iso(), "r": run_id},
+    )
+
+
+def lock(conn: Conn, run_id: str) -> Parked | None:
+    """Take the run's row lock; where it is parked (None: it is not)."""
+    return _lock(conn, run_id)
+
+
+def take(conn: Conn, run_id: str) -> Handoff | None:
+    """Inside the transaction that writes a decision: take the run's park, if it
+    is parked, and answer the next stretch to enqueue in the same transaction."""
+    found = _lock(conn, run_id)
+    if found is None:
+        return None
+    nxt = found.stretch + 1
+    conn.execute(
+        sa.text(
+            "UPDATE runs SET stretch = :n, parked_wait = NULL, parked_at = NULL,"
+            " parked_until = NULL, parked_since = NULL WHERE run_id = :r"
+        ),
+        {"n": nxt, "r": run_id},
+    )
+    return Handoff(run_id, nxt, found.wait, found.until)
+
+
+def parked(conn: Conn, run_id: str) -> Parked | None:
+    """Where the run is parked, read without a lock (None: it is not)."""
+    row = conn.execute(
+        sa.text(
+            "SELECT stretch, parked_wait, parked_at, parked_until, parked_since"
+            " FROM runs WHERE run_id = :r"
+        ),
+        {"r": run_id},
+    ).first()
+    if row is None or row[1] is None:
+        return None
+    return Parked(run_id, int(row[0] or 0), int(row[1]), str(row[2]), row[3], str(row[4]))
+
+
+def expired(conn: Conn, limit: int = 100) -> list[str]:
+    """Runs parked at a wait whose expiry has passed (for the expiry sweep)."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT run_id FROM runs WHERE parked_wait IS NOT NULL AND parked_until <= :t"
+            " ORDER BY parked_until LIMIT :n"
+        ),
+        {"t": now_iso(), "n": limit},
+    ).all()
+    return [str(r[0]) for r in rows]
+
+
+def parked_count(conn: Conn) -> int:
+    return int(
+        conn.execute(sa.text("SELECT COUNT(*) FROM runs WHERE parked_wait IS NOT NULL")).scalar()
+        or 0
+    )
+
+
+def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> Handoff | None:
+    """Inside the transaction that wrote a decision (or a cancel, a resolution, a
+    message, an expiry): if the run is parked, take the park and enqueue its next
+    stretch in this same transaction. The workflow id ``RUN_ID:N`` is unique, so
+    a stretch exists once whoever hands it off. None: the run was not parked (a
+    stretch that is still running reads the decision when it gets there)."""
+    handoff = take(conn, run_id)
+    if handoff is None:
+        return None
+    job = StretchJob(
+        run_id=run_id, stretch=handoff.stretch, resume_wait=handoff.wait, until=handoff.until
+    )
+    client.enqueue_in_transaction(
+        conn,
+        {
+            "workflow_name": STRETCH_WORKFLOW,
+            "queue_name": INTENT_QUEUE,
+            "workflow_id": handoff.workflow_id,
+            "app_version": app_version,
+        },
+        job.model_dump(mode="json"),
+    )
+    return handoff
+
+
+def is_split(conn: Conn, run_id: str) -> bool:
+    """Whether the run is split at its decisions (False: begun before version 18, it
+    waits in place in its one workflow, woken by a message)."""
+    found = conn.execute(
+        sa.text("SELECT stretch FROM runs WHERE run_id = :r"), {"r": run_id}
+    ).first()
+    return found is not None and found[0] is not None
+
+
+def workflow_ids(conn: Conn, run_ids: list[str]) -> dict[str, str]:
+    """Each run's latest workflow (``RUN_ID`` for its first stretch or a run begun
+    before the split, ``RUN_ID:N`` after), mapped to the run."""
+    if not run_ids:
+        return {}
+    stmt = sa.text("SELECT run_id, stretch FROM runs WHERE run_id IN :r").bindparams(
+        sa.bindparam("r", expanding=True)
+    )
+    out: dict[str, str] = {}
+    for run_id, stretch in conn.execute(stmt, {"r": run_ids}):
+        out[str(run_id) if not stretch else f"{run_id}:{stretch}"] = str(run_id)
+    return out

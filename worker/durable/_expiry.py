@@ -1,0 +1,62 @@
+"""Waits that are over, ended without a sleeper.
+
+No workflow waits out an approval's timeout: a parked run's row says when its
+wait expires (``runs.parked_until``). The reaper's leader sweeps every tick
+for waits past that time and hands each run to its next stretch, in the
+transaction that takes the park; the stretch finds no decision past the
+deadline and ends the run (``approval_timeout``, or an interactive session
+closed). A decision that arrives after the deadline is refused by the shim
+even when this sweep is late.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from dbos import DBOSClient, DBOSPortableJSONSerializer
+
+from ledger import stretches
+from worker.runtime import Runtime
+
+__all__ = ["close_client", "expire_waits"]
+
+_log = logging.getLogger("gatehouse.expiry")
+
+# The client the sweep enqueues stretches with, one per process (made on first use).
+_clients: list[DBOSClient] = []
+
+
+def _client(rt: Runtime) -> DBOSClient:
+    if not _clients:
+        _clients.append(
+            DBOSClient(
+                system_database_url=rt.settings.database_url,
+                system_database_engine=rt.sys_engine,
+                serializer=DBOSPortableJSONSerializer(),
+            )
+        )
+    return _clients[0]
+
+
+def close_client() -> None:
+    """At the worker's stop: the sweep's client, if it made one."""
+    while _clients:
+        _clients.pop().destroy()
+
+
+def expire_waits(rt: Runtime, batch: int = 100) -> list[str]:
+    """Hand every run whose wait is over to its next stretch; the run ids."""
+    with rt.db.engine.connect() as conn:
+        due = stretches.expired(conn, batch)
+    handed: list[str] = []
+    for run_id in due:
+        with rt.db.engine.begin() as conn:
+            # taken under the run's row lock: a decision that got in first wins
+            found = stretches.lock(conn, run_id)
+            if found is None or not stretches.deadline_passed(found.until):
+                continue
+            if stretches.hand_off(conn, _client(rt), rt.settings.app_version, run_id):
+                handed.append(run_id)
+    if handed:
+        _log.info("%d wait(s) expired; their runs handed on", len(handed))
+    return handed

@@ -1,0 +1,186 @@
+"""The ports of a split run's stretch: the ledger up to where it resumes, live after.
+
+A run is split at every human decision. Each stretch runs the whole flow
+(``worker.flow``) again from its start: every port before the wait the run was
+parked at is answered from the ledger (``worker.replay.ReplayPorts``: nothing
+sent, nothing written; the calls, records and decisions of earlier stretches
+are final), and from that wait on every port is live (``LivePorts``). Stretch
+0 is live from the start. A fork's calls before its fork point are its
+parent's and stay answered from the parent's ledger after the switch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from contracts import JsonObject, Mode, PolicyProfile, StretchJob, ToolPool
+from worker.durable._live import LivePorts
+from worker.durable._records import Wait
+from worker.flow import COMPILE_REPAIR_ID, BeginResult, GateResult, Ports, RunEnd, StepRecord
+from worker.replay import ReplayPorts, lineage_chain
+from worker.runtime import runtime
+
+__all__ = ["StretchPorts", "stretch_ports"]
+
+T = TypeVar("T")
+
+
+class _Ledger:
+    """A ``ReplayPorts`` given a pooled connection for each answer only (a stretch
+    may run for hours; it holds no connection between its steps)."""
+
+    def __init__(self, ports: ReplayPorts) -> None:
+        self.ports = ports
+
+    def answer(self, ask: Callable[[ReplayPorts], T]) -> T:
+        with runtime().db.engine.connect() as conn:
+            self.ports.conn = conn
+            return ask(self.ports)
+
+
+class StretchPorts:
+    """``worker.flow.Ports`` for one stretch of a split run (see the module)."""
+
+    def __init__(
+        self,
+        live: LivePorts,
+        ledger: _Ledger | None,
+        *,
+        resume: StretchJob | None,
+        fork_from: int | None,
+    ) -> None:
+        self.live = live
+        self.ledger = ledger
+        # Until the wait this stretch resumes at, the ledger answers (None: live from the start).
+        self.replaying = resume is not None
+        self.resume_wait = 0 if resume is None else resume.resume_wait
+        self.until = None if resume is None else resume.until
+        self.fork_from = fork_from  # a fork: its parent's calls before this step (1-based)
+        self.waits = 0
+
+    @contextmanager
+    def _at_wait(self) -> Iterator[bool]:
+        """Around one of the flow's waits: True while the ledger still answers it."""
+        index = self.waits
+        self.waits += 1
+        if self.replaying and index < self.resume_wait:
+            yield True
+            return
+        self.replaying = False
+        until = self.until if index == self.resume_wait else None
+        self.live.wait = Wait(index, None, until)
+        yield False
+
+    def _parents(self, position: int | None) -> bool:
+        """Whether a call is the parent's: a fork's planner call and its steps before
+        the fork point (``position`` 0-based; None: the planner call)."""
+        if self.fork_from is None:
+            return False
+        return position is None or position < self.fork_from - 1
+
+    def _recorded(self) -> bool:
+        return self.ledger is not None and self.replaying
+
+    def _recorded_call(self, position: int | None) -> bool:
+        return self.ledger is not None and (self.replaying or self._parents(position))
+
+    def _ask(self, ask: Callable[[ReplayPorts], T]) -> T:
+        assert self.ledger is not None
+        return self.ledger.answer(ask)
+
+    # -- the ports
+    def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
+        if self._recorded():
+            return self._ask(lambda p: p.begin(run_id, profile_id, tool_pool_id))
+        return self.live.begin(run_id, profile_id, tool_pool_id)
+
+    def planner_call(self, raw: JsonObject) -> JsonObject:
+        # the compile (and its repair) precede every step: a fork's are its parent's
+        compiling = raw.get("call_id") in (None, COMPILE_REPAIR_ID)
+        if self._recorded() or (compiling and self._recorded_call(None)):
+            return self._ask(lambda p: p.planner_call(raw))
+        return self.live.planner_call(raw)
+
+    def gate_and_card(
+        self,
+        run_id: str,
+        raw_plan: JsonObject,
+        profile: PolicyProfile,
+        pool: ToolPool,
+        mode: Mode,
+        *,
+        revise: JsonObject | None = None,
+        repaired: bool = False,
+        budgets: JsonObject | None = None,
+    ) -> GateResult:
+        ports: Ports = self.live
+        if self._recorded():
+            assert self.ledger is not None
+            ports = self.ledger.ports  # pure: gates the plan again, reads nothing
+        return ports.gate_and_card(
+            run_id, raw_plan, profile, pool, mode, revise=revise, repaired=repaired, budgets=budgets
+        )
+
+    def await_decision(
+        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
+    ) -> tuple[bool, str] | None:
+        with self._at_wait() as recorded:
+            if recorded:
+                return self._ask(lambda p: p.await_decision(run_id, plan_digest, profile, at))
+            return self.live.await_decision(run_id, plan_digest, profile, at)
+
+    def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
+        with self._at_wait() as recorded:
+            if recorded:
+                return self._ask(lambda p: p.await_message(run_id, turn, profile))
+            return self.live.await_message(run_id, turn, profile)
+
+    def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
+        with self._at_wait() as recorded:
+            if recorded:
+                return self._ask(lambda p: p.await_resolution(run_id, op_key, step_id))
+            return self.live.await_resolution(run_id, op_key, step_id)
+
+    def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
+        if self._recorded():
+            return self._ask(lambda p: p.verify_plan(run_id, plan_digest))
+        return self.live.verify_plan(run_id, plan_digest)
+
+    def tool_call(self, raw: JsonObject) -> JsonObject:
+        position = raw.get("position")
+        if self._recorded() or (isinstance(position, int) and self._recorded_call(position)):
+            return self._ask(lambda p: p.tool_call(raw))
+        return self.live.tool_call(raw)
+
+    def cancelled(self, run_id: str, at: str) -> JsonObject | None:
+        if self.replaying and self.ledger is not None:
+            return self._ask(lambda p: p.cancelled(run_id, at))
+        return self.live.cancelled(run_id, at)
+
+    def pause(self, seconds: float) -> None:
+        if not self.replaying:
+            self.live.pause(seconds)
+
+    def record_step_result(self, record: StepRecord) -> JsonObject:
+        if self._recorded_call(record.position):
+            return self._ask(lambda p: p.record_step_result(record))
+        return self.live.record_step_result(record)
+
+    def finish(self, end: RunEnd) -> None:
+        self.live.finish(end)
+
+
+def stretch_ports(run_id: str, resume: StretchJob | None) -> StretchPorts:
+    """The ports of one stretch of ``run_id`` (``resume``: where a later stretch
+    picks up; None for stretch 0)."""
+    rt = runtime()
+    chain = lineage_chain(rt.db, run_id)
+    fork_from = chain[0].fork_from_step if chain else None
+    needs_ledger = resume is not None or fork_from is not None
+    ledger = None
+    if needs_ledger and chain:
+        # given a connection for each answer (``_Ledger.answer``), never held
+        ledger = _Ledger(ReplayPorts(None, rt.settings, chain))
+    return StretchPorts(LivePorts(parks=True), ledger, resume=resume, fork_from=fork_from)
