@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a cli
 __all__ = [
     "Handoff",
     "Parked",
+    "answered",
     "deadline_passed",
     "expired",
     "hand_off",
@@ -35,6 +36,7 @@ __all__ = [
     "parked_count",
     "take",
     "until",
+    "waiting_until",
     "workflow_ids",
 ]
 
@@ -114,14 +116,38 @@ def take(conn: Conn, run_id: str) -> Handoff | None:
     if found is None:
         return None
     nxt = found.stretch + 1
+    # The wait's boundary and expiry stay until the next stretch has taken what was
+    # decided (``answered``): a decision that comes in meanwhile is held to them.
     conn.execute(
         sa.text(
-            "UPDATE runs SET stretch = :n, parked_wait = NULL, parked_at = NULL,"
-            " parked_until = NULL, parked_since = NULL WHERE run_id = :r"
+            "UPDATE runs SET stretch = :n, parked_wait = NULL, parked_since = NULL"
+            " WHERE run_id = :r"
         ),
         {"n": nxt, "r": run_id},
     )
     return Handoff(run_id, nxt, found.wait, found.until)
+
+
+def answered(conn: Conn, run_id: str) -> None:
+    """The run's wait got its answer: it no longer has a boundary or an expiry."""
+    conn.execute(
+        sa.text(
+            "UPDATE runs SET parked_wait = NULL, parked_at = NULL, parked_until = NULL,"
+            " parked_since = NULL WHERE run_id = :r AND parked_at IS NOT NULL"
+        ),
+        {"r": run_id},
+    )
+
+
+def waiting_until(conn: Conn, run_id: str) -> tuple[str, str | None] | None:
+    """The boundary of the wait the run is at, parked or handed on and not yet
+    answered, and its expiry; None when it is at no wait."""
+    row = conn.execute(
+        sa.text("SELECT parked_at, parked_until FROM runs WHERE run_id = :r"), {"r": run_id}
+    ).first()
+    if row is None or row[0] is None:
+        return None
+    return str(row[0]), None if row[1] is None else str(row[1])
 
 
 def parked(conn: Conn, run_id: str) -> Parked | None:

@@ -185,7 +185,11 @@ def replay_everything(stack: Stack) -> None:
     # A run's status may read finished a moment before its workflow has written the
     # last of it (its trace digest): wait until no finished run's workflow is pending.
     table = "workflow_status" if stack.backend == "sqlite" else "dbos.workflow_status"
-    still = f"{terminal} AND run_id IN (SELECT workflow_uuid FROM {table} WHERE status = 'PENDING')"
+    # (a run is split at its decisions: its later stretches are RUN_ID:N)
+    still = (
+        f"{terminal} AND EXISTS (SELECT 1 FROM {table} w WHERE w.status = 'PENDING'"
+        " AND (w.workflow_uuid = runs.run_id OR w.workflow_uuid LIKE runs.run_id || ':%'))"
+    )
     deadline = time.monotonic() + 60
     while stack.sql(still) and time.monotonic() < deadline:
         time.sleep(0.1)

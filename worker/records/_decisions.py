@@ -78,9 +78,11 @@ def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject
     stretches.lock(s, run_id)  # a decision commits wholly before this or after it
     out = take_decision(s, arg, me)
     if out["decision"] is not None or out["cancelled"] is not None:
+        stretches.answered(s, run_id)
         return out
     deadline = wait_deadline(arg)
     if stretches.deadline_passed(deadline):
+        stretches.answered(s, run_id)
         plan_cards.set_plan_card_status(s, run_id, "expired")
         return {**out, "expired": True}
     stretches.park(s, run_id, wait=int(str(arg["wait"])), at=str(arg["at"]), deadline=deadline)
@@ -104,6 +106,7 @@ def resolution_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObje
     stretches.lock(s, run_id)
     row = calls.lookup(s, op_key)
     if row is not None and row.status in calls.RESOLVED:
+        stretches.answered(s, run_id)
         resume_after_resolution(s, arg, me)
         return {"resolution": row.status}
     if runs.run_status(s, run_id) is not RunStatus.NEEDS_OPERATOR:

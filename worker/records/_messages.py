@@ -37,12 +37,15 @@ def message_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     stretches.lock(s, run_id)
     found = messages.get(s, run_id, turn)
     if found is not None:
+        stretches.answered(s, run_id)
         took_message(s, arg, me)
         return {"message": found.as_json()}
     if cancels.get(s, run_id) is not None:
+        stretches.answered(s, run_id)
         return {"message": None, "cancelled": True}
     deadline = wait_deadline(arg)
     if stretches.deadline_passed(deadline):
+        stretches.answered(s, run_id)
         return {"message": None, "expired": True}
     wait_for_input(s, arg, me)
     at = f"@input-{turn}"

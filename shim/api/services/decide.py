@@ -163,12 +163,13 @@ def _fork_four_eyes(conn: Connection, run_id: str, submitter: str, who: Identity
 def _refuse_if_expired(conn: Connection, run_id: str) -> None:
     """A plan whose wait is over takes no decision, even before the expiry sweep
     has ended its run."""
-    parked = stretches.parked(conn, run_id)
-    at_approval = parked is not None and parked.at.startswith("@approval")
-    if parked is not None and at_approval and stretches.deadline_passed(parked.until):
+    wait = stretches.waiting_until(conn, run_id)
+    if wait is None or not wait[0].startswith("@approval"):
+        return
+    if stretches.deadline_passed(wait[1]):
         raise GatehouseError(
             ErrorCode.APPROVAL_TIMEOUT,
-            f"the plan of run {run_id!r} waited past {parked.until} for a decision;"
+            f"the plan of run {run_id!r} waited past {wait[1]} for a decision;"
             " it can no longer be decided",
-            {"expired_at": parked.until},
+            {"expired_at": wait[1]},
         )
