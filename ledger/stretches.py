@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -34,6 +34,7 @@ __all__ = [
     "park",
     "parked",
     "parked_count",
+    "run_of",
     "take",
     "until",
     "waiting_until",
@@ -51,6 +52,7 @@ class Parked:
     at: str
     until: str | None
     since: str
+    version: str | None  # the application version of the stretch that parked it
 
 
 @dataclass(frozen=True)
@@ -62,10 +64,16 @@ class Handoff:
     stretch: int
     wait: int
     until: str | None
+    version: str | None
 
     @property
     def workflow_id(self) -> str:
         return f"{self.run_id}:{self.stretch}"
+
+
+def run_of(workflow_id: str) -> str:
+    """The run a workflow is a stretch of (``RUN_ID`` or ``RUN_ID:N``)."""
+    return workflow_id.split(":", 1)[0]
 
 
 def until(seconds: float | None) -> str | None:
@@ -80,27 +88,45 @@ def deadline_passed(deadline: str | None) -> bool:
     return deadline is not None and deadline <= now_iso()
 
 
-def _lock(conn: Conn, run_id: str) -> Parked | None:
-    row = conn.execute(
-        sa.text(
-            "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
-            " RETURNING stretch, parked_wait, parked_at, parked_until, parked_since"
-        ),
-        {"r": run_id},
-    ).first()
+_COLUMNS = "stretch, parked_wait, parked_at, parked_until, parked_since, parked_version"
+
+
+def _parked(run_id: str, found: sa.Row[Any] | None) -> Parked | None:
+    row = None if found is None else tuple(found)
     if row is None or row[1] is None:
         return None
-    return Parked(run_id, int(row[0] or 0), int(row[1]), str(row[2]), row[3], str(row[4]))
+    until, version = row[3], row[5]
+    return Parked(
+        run_id,
+        int(str(row[0] or 0)),
+        int(str(row[1])),
+        str(row[2]),
+        None if until is None else str(until),
+        str(row[4]),
+        None if version is None else str(version),
+    )
 
 
-def park(conn: Conn, run_id: str, *, wait: int, at: str, deadline: str | None) -> None:
-    """Park the run at ``wait`` (the caller holds the run's row lock)."""
+def _lock(conn: Conn, run_id: str) -> Parked | None:
+    row = conn.execute(
+        sa.text(f"UPDATE runs SET updated_at = updated_at WHERE run_id = :r RETURNING {_COLUMNS}"),  # noqa: S608  (fixed columns)
+        {"r": run_id},
+    ).first()
+    return _parked(run_id, row)
+
+
+def park(
+    conn: Conn, run_id: str, *, wait: int, at: str, deadline: str | None, version: str
+) -> None:
+    """Park the run at ``wait`` (the caller holds the run's row lock); ``version``:
+    the application version the next stretch is to run under."""
     conn.execute(
         sa.text(
             "UPDATE runs SET parked_wait = :w, parked_at = :a, parked_until = :u,"
-            " parked_since = :t, stretch = COALESCE(stretch, 0) WHERE run_id = :r"
+            " parked_since = :t, parked_version = :v, stretch = COALESCE(stretch, 0)"
+            " WHERE run_id = :r"
         ),
-        {"w": wait, "a": at, "u": deadline, "t": now_iso(), "r": run_id},
+        {"w": wait, "a": at, "u": deadline, "t": now_iso(), "v": version, "r": run_id},
     )
 
 
@@ -125,7 +151,7 @@ def take(conn: Conn, run_id: str) -> Handoff | None:
         ),
         {"n": nxt, "r": run_id},
     )
-    return Handoff(run_id, nxt, found.wait, found.until)
+    return Handoff(run_id, nxt, found.wait, found.until, found.version)
 
 
 def answered(conn: Conn, run_id: str) -> None:
@@ -153,15 +179,10 @@ def waiting_until(conn: Conn, run_id: str) -> tuple[str, str | None] | None:
 def parked(conn: Conn, run_id: str) -> Parked | None:
     """Where the run is parked, read without a lock (None: it is not)."""
     row = conn.execute(
-        sa.text(
-            "SELECT stretch, parked_wait, parked_at, parked_until, parked_since"
-            " FROM runs WHERE run_id = :r"
-        ),
+        sa.text(f"SELECT {_COLUMNS} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed columns)
         {"r": run_id},
     ).first()
-    if row is None or row[1] is None:
-        return None
-    return Parked(run_id, int(row[0] or 0), int(row[1]), str(row[2]), row[3], str(row[4]))
+    return _parked(run_id, row)
 
 
 def expired(conn: Conn, limit: int = 100) -> list[str]:
@@ -186,8 +207,10 @@ def parked_count(conn: Conn) -> int:
 def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> Handoff | None:
     """Inside the transaction that wrote a decision (or a cancel, a resolution, a
     message, an expiry): if the run is parked, take the park and enqueue its next
-    stretch in this same transaction. The workflow id ``RUN_ID:N`` is unique, so
-    a stretch exists once whoever hands it off. None: the run was not parked (a
+    stretch in this same transaction, under the application version the run
+    parked under (``app_version`` only when none was recorded): a run stays on
+    the version it started with. The workflow id ``RUN_ID:N`` is unique, so a
+    stretch exists once whoever hands it off. None: the run was not parked (a
     stretch that is still running reads the decision when it gets there)."""
     handoff = take(conn, run_id)
     if handoff is None:
@@ -201,7 +224,7 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
             "workflow_name": STRETCH_WORKFLOW,
             "queue_name": INTENT_QUEUE,
             "workflow_id": handoff.workflow_id,
-            "app_version": app_version,
+            "app_version": handoff.version or app_version,
         },
         job.model_dump(mode="json"),
     )

@@ -32,14 +32,14 @@ from bench.hitl.report import write_section
 from ledger import open_database
 from tests.support.stack import drop_database, fresh_database_url, postgres_available
 
-__all__ = ["main", "memory", "recovery"]
+__all__ = ["main", "memory", "recovery", "tool_calls_once"]
 
 BEGIN = "<!-- bench:soak begin -->"
 END = "<!-- bench:soak end -->"
 BACKENDS = ("postgres", "sqlite")
 
 
-def _tool_calls_once(url: str, run_ids: list[str]) -> bool:
+def tool_calls_once(url: str, run_ids: list[str]) -> bool:
     """Each run has exactly 3 tool calls in its ledger, each completed (a call sent
     twice would be a second row: op_key is per run, step and attempt)."""
     db = open_database(url)
@@ -75,7 +75,7 @@ def recovery(backend: str, url: str, tmp: Path, held: int) -> dict[str, Any]:
         took = time.monotonic() - killed
     finally:
         g.close()
-    return {"held": held, "seconds": took, "calls_once": _tool_calls_once(url, ids)}
+    return {"held": held, "seconds": took, "calls_once": tool_calls_once(url, ids)}
 
 
 def memory(backend: str, url: str, tmp: Path, runs: int, in_flight: int) -> dict[str, Any]:

@@ -13,9 +13,12 @@
 --   parked_at     that wait's boundary: @approval, @input-2, an op_key...
 --   parked_until  when the wait expires (ISO 8601); NULL: it never does
 --   parked_since  when the run parked there
+--   parked_version the application version of the stretch that parked it: the
+--                 next stretch is enqueued under it (a run stays on its version)
 ALTER TABLE runs ADD COLUMN stretch INTEGER;
 ALTER TABLE runs ADD COLUMN parked_wait INTEGER;
 ALTER TABLE runs ADD COLUMN parked_at TEXT;
 ALTER TABLE runs ADD COLUMN parked_until TEXT;
 ALTER TABLE runs ADD COLUMN parked_since TEXT;
+ALTER TABLE runs ADD COLUMN parked_version TEXT;
 CREATE INDEX runs_parked_until ON runs (parked_until) WHERE parked_wait IS NOT NULL;

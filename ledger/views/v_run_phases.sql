@@ -1,7 +1,9 @@
 -- v1 (columns never change meaning; new ones may be added): one line per run, where it
 -- is, since when, who approved its plan, and its workflow as DBOS holds it.
 -- seconds_since_change: since the run's row last changed (status, phase, plan, budgets).
--- Counts by dbos_status agree with `dbos workflow list`.
+-- dbos_status: of the run's latest stretch (RUN_ID, or RUN_ID:N after its Nth decision);
+-- SUCCESS for a run parked at a decision (waiting is rows only).
+-- parked_at / parked_since: the wait it is parked at, if any.
 CREATE VIEW v_run_phases AS
 SELECT
     r.run_id,
@@ -17,8 +19,12 @@ SELECT
     a.decided_at AS approved_at,
     w.status AS dbos_status,
     w.executor_id,
-    w.application_version
+    w.application_version,
+    r.parked_at,
+    r.parked_since
 FROM runs r
 LEFT JOIN plan_approvals a
     ON a.run_id = r.run_id AND a.plan_digest = r.plan_digest AND a.decision = 'approved'
-LEFT JOIN {{DBOS}}workflow_status w ON w.workflow_uuid = r.run_id;
+LEFT JOIN {{DBOS}}workflow_status w ON w.workflow_uuid = CASE
+    WHEN COALESCE(r.stretch, 0) = 0 THEN r.run_id
+    ELSE r.run_id || ':' || CAST(r.stretch AS TEXT) END;

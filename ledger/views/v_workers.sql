@@ -1,5 +1,6 @@
 -- v1: one line per worker that sent a heartbeat: how long ago, and how many workflows
--- DBOS holds running on it now (PENDING under its executor id: runs working or waiting).
+-- DBOS holds running on it now (PENDING under its executor id: runs working; a run
+-- waiting for a decision holds none, unless it began before runs were split).
 CREATE VIEW v_workers AS
 SELECT
     x.executor_id,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import time
 
-from contracts import INTENT_WORKFLOW
+from contracts import INTENT_WORKFLOW, STRETCH_WORKFLOW
 from tests.chaos.client import Figures, say
 from tests.chaos.harness import DB_NAME, Stack
 
@@ -60,12 +60,14 @@ class Faults:
         return ended
 
     def pending_runs(self, executor_id: str) -> list[str]:
-        """Intent workflows DBOS has PENDING under an executor id (read from its table)."""
+        """Runs whose stretch DBOS has PENDING under an executor id (read from its table;
+        a stretch after a decision is the workflow RUN_ID:N)."""
         rows = self.stack.pg.query(
             DB_NAME,
             "SELECT workflow_uuid FROM dbos.workflow_status"
-            " WHERE executor_id = :e AND status = 'PENDING' AND name = :n",
+            " WHERE executor_id = :e AND status = 'PENDING' AND name IN (:n, :s)",
             e=executor_id,
             n=INTENT_WORKFLOW,
+            s=STRETCH_WORKFLOW,
         )
-        return sorted(str(r[0]) for r in rows)
+        return sorted({str(r[0]).split(":")[0] for r in rows})

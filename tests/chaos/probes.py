@@ -15,8 +15,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from contracts import STRETCH_WORKFLOW
 from tests.chaos.client import say
 from tests.chaos.crashpoints import wait_until
+from tests.chaos.harness import DB_NAME
 from tests.chaos.model import Channel
 
 if TYPE_CHECKING:
@@ -131,3 +133,56 @@ def approval_storm(sc: Scenario, n: int = 100) -> None:
     entry.decision = winner
     sc.storm["winner"] = winner
     say(f"approval storm: {n} decisions, one took effect ({winner}), {len(refused)} refused")
+
+
+def decisions_before_pickup(sc: Scenario, n: int = 6) -> None:
+    """Decisions that land between a run's park and its pick-up (issue 28): ``n``
+    runs park at their plan cards; every worker is killed (kill -9); the decisions
+    are made (approve two in three, reject the rest) while none runs, so each is a
+    queued hand-off only; the database crash-restarts before any worker is back.
+    Then the workers return: each run ends once, as decided (the final check
+    counts every call)."""
+    planned = [sc.plan([Channel.KEYED, Channel.NOTE]) for _ in range(n)]
+    ids = [sc.submit(p) for p in planned]
+
+    def parked() -> int:
+        return sum(
+            int(
+                str(
+                    sc.stack.pg.query(
+                        DB_NAME,
+                        "SELECT COUNT(*) FROM gatehouse.runs"
+                        " WHERE run_id = :r AND parked_wait IS NOT NULL",
+                        r=run_id,
+                    )[0][0]
+                )
+            )
+            for run_id in ids
+        )
+
+    wait_until(lambda: parked() == n, 90, "the runs to park at their plan cards")
+    workers = sc.stack.workers
+    down = [s.executor_id for s in workers.live()]
+    for executor_id in down:
+        workers.slots[executor_id].hold = True
+        workers.kill(executor_id, "random")
+    for i, run_id in enumerate(ids):
+        sc.decide(run_id, approve=i % 3 != 2)
+    handed = sc.stack.pg.query(
+        DB_NAME,
+        "SELECT COUNT(*) FROM dbos.workflow_status WHERE status = 'ENQUEUED' AND name = :s",
+        s=STRETCH_WORKFLOW,
+    )
+    sc.faults.restart_database(down_s=1.0)
+    for executor_id in down:
+        workers.slots[executor_id].hold = False  # the monitor starts each again
+    left = sc.wait_terminal(ids, 120)
+    sc.handoff = {
+        "runs": n,
+        "workers_killed": len(down),
+        "handed_off_while_down": int(str(handed[0][0])),
+        "not_ended": len(left),
+    }
+    if left or sc.handoff["handed_off_while_down"] < n:
+        sc.figures.fail(f"decisions before pick-up: {sc.handoff}")
+    say(f"decisions before pick-up: {sc.handoff}")

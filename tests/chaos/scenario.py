@@ -29,7 +29,7 @@ from tests.chaos.faults import Faults
 from tests.chaos.harness import SLOTS, Stack
 from tests.chaos.load import load_with_faults
 from tests.chaos.model import Channel, PlannedRun, make_plan
-from tests.chaos.probes import approval_storm, probe_routes
+from tests.chaos.probes import approval_storm, decisions_before_pickup, probe_routes
 from tests.chaos.resolver import Resolver
 from tests.chaos.sink import UNKEYED_PATH
 
@@ -84,6 +84,7 @@ class Scenario:
         self.cases: list[dict[str, Any]] = []
         self.probe: dict[str, int] = {}
         self.storm: dict[str, Any] = {}
+        self.handoff: dict[str, Any] = {}
         self.orphaned: list[str] = []
         self._tags = 0
         self._tag_lock = threading.Lock()
@@ -305,6 +306,7 @@ class Scenario:
             timed("crash_points", lambda: crash_matrix(self))
             timed("route_probe", lambda: probe_routes(self))
             timed("approval_storm", lambda: approval_storm(self))
+            timed("decisions_before_pickup", lambda: decisions_before_pickup(self))
             timed("load", lambda: load_with_faults(self))
             timed("settle", self.settle)
         finally:
@@ -341,6 +343,7 @@ class Scenario:
                 },
                 "route_probe": self.probe,
                 "approval_storm": self.storm,
+                "decisions_before_pickup": self.handoff,
                 "http": {
                     "answered_503": f.get("http_503"),
                     "answered_5xx_not_503": f.get("http_5xx_not_503"),

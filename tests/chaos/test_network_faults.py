@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from contracts import INTENT_WORKFLOW
+from contracts import INTENT_WORKFLOW, STRETCH_WORKFLOW
 from tests.chaos.client import say
 from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, Stack, running_stack
 from tests.chaos.invariants import assert_held, record, settle_and_check
@@ -63,12 +63,13 @@ def _steps_done(stack: Stack) -> int:
 
 
 def _open_runs(stack: Stack) -> int:
-    """Intent workflows not ended yet (read directly)."""
+    """Runs' stretches not ended yet (read directly)."""
     rows = stack.pg.query(
         DB_NAME,
         "SELECT count(*) FROM dbos.workflow_status"
-        " WHERE status IN ('PENDING', 'ENQUEUED') AND name = :n",
+        " WHERE status IN ('PENDING', 'ENQUEUED') AND name IN (:n, :s)",
         n=INTENT_WORKFLOW,
+        s=STRETCH_WORKFLOW,
     )
     return int(str(rows[0][0]))
 

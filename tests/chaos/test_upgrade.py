@@ -54,11 +54,14 @@ def _versions(stack: Stack) -> dict[str, dict[str, Any]]:
 
 
 def _run_versions(stack: Stack, run_ids: list[str]) -> dict[str, tuple[str, str]]:
-    """Per run: (application version, executor id) as DBOS last recorded them."""
+    """Per run: (application version, executor id) as DBOS last recorded them, for the
+    run's latest stretch (RUN_ID, or RUN_ID:N after its Nth decision)."""
     rows = stack.pg.query(
-        DB_NAME, "SELECT workflow_uuid, application_version, executor_id FROM dbos.workflow_status"
+        DB_NAME,
+        "SELECT workflow_uuid, application_version, executor_id FROM dbos.workflow_status"
+        " ORDER BY created_at",
     )
-    found = {str(r[0]): (str(r[1]), str(r[2])) for r in rows}
+    found = {str(r[0]).split(":")[0]: (str(r[1]), str(r[2])) for r in rows}
     return {run_id: found[run_id] for run_id in run_ids}
 
 
@@ -66,6 +69,23 @@ def _start(stack: Stack, ids: list[str], env: dict[str, str]) -> None:
     for executor_id in ids:
         stack.workers.start(executor_id, extra_env=env)
     stack.workers.wait_ready(ids)
+
+
+def _shim_from(stack: Stack, tree: Path | None, log: str) -> None:
+    """Replace the shim with one served from ``tree`` (another release; None: this one),
+    on the same port, with the same tokens."""
+    stop([stack.shim])
+    port = int(stack.api.base_url.rsplit(":", 1)[1])
+    shim = start_shim(
+        stack.database_url,
+        port,
+        stack.root / log,
+        stack.root / "tokens.json",
+        extra_env=dict(GENEROUS_LIMITS),
+        cwd=tree,
+    )
+    wait_healthy(stack.api.base_url, shim)
+    stack.shim = shim
 
 
 def _deploy(stack: Stack, release: NextRelease, app_version: str) -> subprocess.Popen[bytes]:
@@ -254,6 +274,8 @@ def test_runs_started_before_the_layout_move_finish_after_it(tmp_path: Path) -> 
     old = old_release(tmp_path, BEFORE_LAYOUT_MOVE)
     faults = {"graceful_worker_stops": 0, "kill_9_mid_call": 0}
     with running_stack(tmp_path, WORKER_ENV, sink_delay_s=SINK_DELAY_S) as stack:
+        # The old release whole: its shim writes runs of its shape (one workflow each).
+        _shim_from(stack, old.tree, "shim-old.log")
         stack.workers.env = {**WORKER_ENV, **old.worker_env()}
         stack.start_workers(list(SLOTS))
         scenario = Scenario(stack, SCALES["ci"], seed=27)
@@ -262,6 +284,7 @@ def test_runs_started_before_the_layout_move_finish_after_it(tmp_path: Path) -> 
             stopped = _in_flight_then_stopped(stack, scenario, faults, "layout move")
             waiting, moving = stopped.waiting, stopped.moving
             # The new layout (this tree), same version, same executor ids.
+            _shim_from(stack, None, "shim-new.log")
             stack.workers.env = dict(WORKER_ENV)
             _start(stack, list(SLOTS), {})
             for run_id in waiting:

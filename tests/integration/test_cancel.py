@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from dbos import DBOS, DBOSClient
+from dbos import DBOSClient
 from dbos._serialization import DBOSPortableJSON
 
 from tests.integration.test_approval import HeldService, decide, echo_intent, waiting_run

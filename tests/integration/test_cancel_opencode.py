@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from dbos import DBOS
 
 from tests.support.opencode import approved_plan_run, edit_then_note, opencode_stack_for, write_call
 from tests.support.stack import BACKENDS, Stack, run_workflow_status

@@ -137,9 +137,7 @@ def test_waiting_plans_hold_no_slot_and_decisions_wait_for_no_worker(
                 calls = client.get(f"/runs/{run_id}/ledger").json()["calls"]
                 assert sorted(c["step_id"] for c in calls) == ["s1", "s2"]  # each once
                 # two stretches (the plan card, then the steps) replay as one run
-                replayed = client.post(
-                    f"/runs/{run_id}/replay", headers=client.people.auth("olga")
-                )
+                replayed = client.post(f"/runs/{run_id}/replay", headers=client.people.auth("olga"))
                 assert replayed.status_code == 200, replayed.text
                 assert replayed.json()["match"] is True, replayed.json()
             assert _parked(db_url) == 1

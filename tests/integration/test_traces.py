@@ -53,11 +53,17 @@ def test_a_run_is_a_span_and_its_steps_are_its_children(traced: Stack) -> None:
     assert ok.status_code == 200, ok.text
     traced.wait(run_id, {"succeeded"})
     traced.settle()
-    spans = [s for s in _exporter.get_finished_spans() if _attrs(s).get("operationUUID") == run_id]
-    runs = [s for s in spans if _attrs(s).get("operationType") == "workflow"]
-    assert len(runs) == 1, [s.name for s in spans]
-    run = runs[0]
-    assert _attrs(run)["gatehouse.run_id"] == run_id
+    spans = _exporter.get_finished_spans()
+    # a run is split at its decision: a span per stretch, each naming the run
+    stretches = {
+        str(_attrs(s).get("operationUUID")): s
+        for s in spans
+        if _attrs(s).get("operationType") == "workflow"
+        and _attrs(s).get("gatehouse.run_id") == run_id
+    }
+    assert set(stretches) == {run_id, f"{run_id}:1"}, [s.name for s in spans]
+    run = stretches[f"{run_id}:1"]  # the stretch after the approval runs the steps
+    spans = [s for s in spans if _attrs(s).get("operationUUID") == f"{run_id}:1"]
     assert str(_attrs(run)["gatehouse.executor_id"]).startswith("test-")
     assert _attrs(run)["service.namespace"] == "gatehouse"  # the config file's attributes
     calls = [s for s in spans if s.name == "gatehouse.tool_call"]

@@ -85,7 +85,14 @@ def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject
         stretches.answered(s, run_id)
         plan_cards.set_plan_card_status(s, run_id, "expired")
         return {**out, "expired": True}
-    stretches.park(s, run_id, wait=int(str(arg["wait"])), at=str(arg["at"]), deadline=deadline)
+    stretches.park(
+        s,
+        run_id,
+        wait=int(str(arg["wait"])),
+        at=str(arg["at"]),
+        deadline=deadline,
+        version=me.app_version,
+    )
     return {**out, "parked": True}
 
 
@@ -111,7 +118,9 @@ def resolution_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObje
         return {"resolution": row.status}
     if runs.run_status(s, run_id) is not RunStatus.NEEDS_OPERATOR:
         needs_operator(s, arg, me)
-    stretches.park(s, run_id, wait=int(str(arg["wait"])), at=op_key, deadline=None)
+    stretches.park(
+        s, run_id, wait=int(str(arg["wait"])), at=op_key, deadline=None, version=me.app_version
+    )
     return {"resolution": None, "parked": True}
 
 

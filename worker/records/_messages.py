@@ -49,5 +49,7 @@ def message_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
         return {"message": None, "expired": True}
     wait_for_input(s, arg, me)
     at = f"@input-{turn}"
-    stretches.park(s, run_id, wait=int(str(arg["wait"])), at=at, deadline=deadline)
+    stretches.park(
+        s, run_id, wait=int(str(arg["wait"])), at=at, deadline=deadline, version=me.app_version
+    )
     return {"message": None, "parked": True}

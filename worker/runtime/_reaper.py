@@ -43,7 +43,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ledger import Conn, Database, database_unreachable, evidence, executors, now_iso
+from ledger import (
+    Conn,
+    Database,
+    database_unreachable,
+    evidence,
+    executors,
+    now_iso,
+    stretches,
+)
 from policies.episodes import episode
 from worker.runtime._liveness import Silence
 from worker.runtime._settings import WorkerSettings
@@ -219,7 +227,8 @@ class Reaper(threading.Thread):
             return []  # it came back (or another reaper marked it)
         ids = self.upkeep.hand_over([executor_id])
         with self.rt.db.engine.begin() as conn:
-            for run_id in ids:
+            # a workflow handed over is a run's stretch: RUN_ID, or RUN_ID:N
+            for run_id in dict.fromkeys(stretches.run_of(w) for w in ids):
                 evidence.put_episode(
                     conn,
                     run_id,

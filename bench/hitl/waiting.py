@@ -1,0 +1,322 @@
+"""``python -m bench.hitl.waiting``: what plans waiting for people cost a worker.
+
+Issue 28. One shim and one worker (separate processes, shipped defaults, 16
+slots), both backends, a fresh database each:
+
+* **idle** — a template run (3 noop steps, submitted, approved, succeeded) timed
+  20 times on an idle stack; the worker's resident memory and threads; on
+  PostgreSQL, the database transactions per second the idle stack commits.
+* **waiting** — ``--waiting`` plans submitted and left at their plan cards (the
+  run parks: rows only). Counted: DBOS workflows pending or queued, the worker's
+  threads and memory with them; the template run timed again, 20 times, beside them.
+* **approve → first step** and **submit → plan card**, p50, from the rows the
+  runs wrote.
+* **kill -9** — ``--approve`` of the waiting plans approved, the worker killed at
+  once (some of them mid-plan) and a new one started: every approved run ends
+  ``succeeded`` with each of its tool calls once, and every other plan still waits.
+
+Results go between this module's markers in ``--out`` (``docs/benchmarks.md``);
+targets are reported, never an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from bench.hitl._proc_stats import rss_mib
+from bench.hitl.gatehouse import GatehouseSystem
+from bench.hitl.report import write_section
+from bench.hitl.soak import tool_calls_once
+from ledger import open_database
+from tests.support.stack import drop_database, fresh_database_url, postgres_available
+
+__all__ = ["main", "waiting"]
+
+BEGIN = "<!-- bench:waiting begin -->"
+END = "<!-- bench:waiting end -->"
+BACKENDS = ("postgres", "sqlite")
+TIMED = 20  # template runs timed idle, and again beside the waiting plans
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _one(url: str, query: str, **params: Any) -> Any:
+    db = open_database(url)
+    try:
+        with db.engine.connect() as conn:
+            return conn.execute(sa.text(query), params).scalar()
+    finally:
+        db.dispose()
+
+
+def _unfinished_workflows(backend: str, url: str) -> int:
+    wf = "dbos.workflow_status" if backend == "postgres" else "workflow_status"
+    found = _one(url, f"SELECT COUNT(*) FROM {wf} WHERE status IN ('PENDING', 'ENQUEUED')")
+    return int(found or 0)
+
+
+def _parked(url: str) -> int:
+    return int(_one(url, "SELECT COUNT(*) FROM runs WHERE parked_wait IS NOT NULL") or 0)
+
+
+def _tx_per_s(url: str, seconds: float = 10.0) -> float | None:
+    """Transactions the database committed or rolled back per second (PostgreSQL)."""
+    if url.startswith("sqlite"):
+        return None
+    name = url.rsplit("/", 1)[1]
+    query = "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = :d"
+    before = float(_one(url, query, d=name) or 0)
+    time.sleep(seconds)
+    after = float(_one(url, query, d=name) or 0)
+    # the two reads are transactions too, and the statistics lag by up to 0.5 s
+    return max(0.0, after - before - 1) / seconds
+
+
+def _timed(g: GatehouseSystem, n: int) -> tuple[float, list[dict[str, Any]]]:
+    runs = [g.one_run() for _ in range(n)]
+    return statistics.median(r["ms"] for r in runs), runs
+
+
+def _p50(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _until(check: Any, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting until {what}")
+        time.sleep(0.5)
+
+
+def waiting(backend: str, url: str, tmp: Path, plans: int, approve: int) -> dict[str, Any]:
+    g = GatehouseSystem(backend, url, tmp / "waiting")
+    try:
+        pid = g.pids()[1]
+        for _ in range(5):
+            g.one_run()  # warm
+        time.sleep(2)
+        idle_rss, idle_threads = rss_mib(pid), _threads(pid)
+        idle_tx = _tx_per_s(url)
+        idle_ms, _ = _timed(g, TIMED)
+
+        began = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            ids = list(pool.map(lambda _: str(g.submit(g.client).json()["run_id"]), range(plans)))
+        _until(lambda: _parked(url) >= plans, f"{plans} plans wait", 60 + plans / 5)
+        filled_s = time.monotonic() - began
+        time.sleep(2)
+        held = _unfinished_workflows(backend, url)
+        full_rss, full_threads = rss_mib(pid), _threads(pid)
+        beside_tx = _tx_per_s(url)
+        beside_ms, timed = _timed(g, TIMED)
+        phases = g.phases(timed)
+        db = open_database(url)
+        try:
+            with db.engine.connect() as conn:
+                cards = conn.execute(
+                    sa.text(
+                        "SELECT r.created_at, c.created_at FROM runs r JOIN plan_cards c"
+                        " USING (run_id) WHERE r.parked_wait IS NOT NULL"
+                    )
+                ).all()
+        finally:
+            db.dispose()
+        to_card = [
+            (_ms(str(c)) - _ms(str(r))) for r, c in cards
+        ]  # includes the queue wait of a burst
+
+        # kill -9 with the plans waiting and some approved in flight
+        chosen = ids[:approve]
+        digests = [str(g.until(r, "waiting_approval")["plan_card"]["plan_digest"]) for r in chosen]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda a: g.approve(*a), zip(chosen, digests, strict=True)))
+        killed = time.monotonic()
+        g.kill_worker()
+        g.restart_worker()
+        for run_id in chosen:
+            g.until(run_id, "succeeded")
+        recovered_s = time.monotonic() - killed
+        still = _parked(url)
+    finally:
+        g.close()
+    return {
+        "plans": plans,
+        "filled_s": filled_s,
+        "idle_ms": idle_ms,
+        "beside_ms": beside_ms,
+        "idle_rss": idle_rss,
+        "full_rss": full_rss,
+        "idle_threads": idle_threads,
+        "full_threads": full_threads,
+        "held_workflows": held,
+        "idle_tx": idle_tx,
+        "beside_tx": beside_tx,
+        "approve_to_step": _p50(phases.get("approval → first tool call starts", [])),
+        "submit_to_card": _p50(to_card),
+        "approved": approve,
+        "recovered_s": recovered_s,
+        "calls_once": tool_calls_once(url, chosen),
+        "still_waiting": still,
+    }
+
+
+def _ms(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+
+
+def _tx(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1f}"
+
+
+def section(found: dict[str, dict[str, Any]], quick: bool) -> str:
+    lines = [
+        BEGIN,
+        "## Plans waiting for people (issue 28)",
+        "",
+        "Written by `npx -y @jdxcode/mise run bench:waiting` (`bench/hitl/waiting.py`); do not"
+        " edit by hand." + (" **Quick run: too few plans to judge; no targets.**" if quick else ""),
+        "",
+        f"* when: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; one shim and one worker"
+        " (16 slots) as separate processes, driven over HTTP; a template run is 3 noop steps,"
+        " submitted, approved when its card appears, until `succeeded`",
+        "",
+        "| backend | plans waiting | workflows pending or queued for them | worker threads idle"
+        " → with them | worker RSS idle → with them, MiB | template run idle, ms p50"
+        " | beside the waiting plans | approve → first step, ms p50 | submit → plan card, ms p50"
+        " (a burst) | db transactions/s idle → with them |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for b, r in found.items():
+        lines.append(
+            f"| {b} | {r['plans']:,} | {r['held_workflows']} | {r['idle_threads']} →"
+            f" {r['full_threads']} | {r['idle_rss']:.0f} → {r['full_rss']:.0f}"
+            f" ({100 * (r['full_rss'] / r['idle_rss'] - 1):+.1f} %) | {r['idle_ms']:.0f}"
+            f" | {r['beside_ms']:.0f} ({r['beside_ms'] / r['idle_ms']:.2f}x)"
+            f" | {r['approve_to_step']:.1f} | {r['submit_to_card']:.0f}"
+            f" | {_tx(r['idle_tx'])} → {_tx(r['beside_tx'])} |"
+        )
+    lines += [
+        "",
+        "| backend | approved, then kill -9 of the worker | kill → all succeeded, s"
+        " | each tool call once | plans still waiting after |",
+        "|---|---|---|---|---|",
+    ]
+    for b, r in found.items():
+        lines.append(
+            f"| {b} | {r['approved']} | {r['recovered_s']:.1f}"
+            f" | {'yes' if r['calls_once'] else '**no**'} | {r['still_waiting']:,}"
+            f" of {r['plans'] - r['approved']:,} |"
+        )
+    if not quick:
+        lines += ["", "| target (issue 28) | measured | met |", "|---|---|---|"]
+        for b, r in found.items():
+            rows = [
+                (
+                    f"{r['plans']:,} waiting plans hold 0 workflows ({b})",
+                    str(r["held_workflows"]),
+                    r["held_workflows"] == 0,
+                ),
+                (
+                    f"a template run beside them ≤ 1.5x idle ({b})",
+                    f"{r['beside_ms'] / r['idle_ms']:.2f}x",
+                    r["beside_ms"] <= 1.5 * r["idle_ms"],
+                ),
+                (
+                    f"worker RSS with them ≤ +10 % of idle ({b})",
+                    f"{100 * (r['full_rss'] / r['idle_rss'] - 1):+.1f} %",
+                    r["full_rss"] <= 1.1 * r["idle_rss"],
+                ),
+                (
+                    f"approve → first step p50 ≤ {5 if b == 'postgres' else 20} ms ({b})",
+                    f"{r['approve_to_step']:.1f} ms",
+                    r["approve_to_step"] <= (5 if b == "postgres" else 20),
+                ),
+                (
+                    f"kill -9, {r['approved']} approved: all once, none waiting lost ({b})",
+                    "yes"
+                    if r["calls_once"] and r["still_waiting"] == r["plans"] - r["approved"]
+                    else "no",
+                    r["calls_once"] and r["still_waiting"] == r["plans"] - r["approved"],
+                ),
+            ]
+            if b == "postgres":
+                rows.append(
+                    (
+                        "submit → plan card p50 ≤ 20 ms (postgres, measured in a burst)",
+                        f"{r['submit_to_card']:.0f} ms",
+                        r["submit_to_card"] <= 20,
+                    )
+                )
+                rows.append(
+                    (
+                        "idle stack ≤ 2 database transactions/s per process (2 processes)",
+                        f"{_tx(r['idle_tx'])} for both",
+                        r["idle_tx"] is not None and r["idle_tx"] <= 4,
+                    )
+                )
+            for name, measured, met in rows:
+                lines.append(f"| {name} | {measured} | {'yes' if met else '**missed**'} |")
+    lines += [
+        "",
+        "A plan waiting for a decision is rows only: the stretch that put it on its card"
+        " parked the run and ended, so it holds no queue slot, thread or connection. What"
+        " a waiting plan still costs is its rows, and the reaper's expiry sweep reading the"
+        " index of parked runs once a heartbeat. Approve → first step is the decision's"
+        " hand-off: the next stretch is a DBOS queue entry written with the decision, picked"
+        " up at the worker's next queue poll (`GATEHOUSE_QUEUE_POLL_S`, 0.05 s) and run from"
+        " the ledger up to the decision; the poll interval is most of it. Submit → plan card"
+        " is measured over the whole burst of submissions, queue wait included. The idle"
+        " stack's transactions are DBOS's queue polls and the heartbeats.",
+        END,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.hitl.waiting")
+    ap.add_argument("--quick", action="store_true", help="a few plans; proves the harness")
+    ap.add_argument("--waiting", type=int, default=10_000, help="plans left waiting")
+    ap.add_argument("--approve", type=int, default=100, help="of them approved, then kill -9")
+    ap.add_argument("--out", default=None, help="write the section into this file")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.waiting, args.approve = 40, 8
+    if not postgres_available():
+        print("bench.hitl.waiting: PostgreSQL is not reachable", file=sys.stderr)
+        return 2
+    found: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="gh-waiting-") as tmp_name:
+        tmp = Path(tmp_name)
+        for backend in BACKENDS:
+            url = fresh_database_url(backend, tmp / backend)
+            try:
+                print(f"{backend}: {args.waiting:,} plans left waiting", flush=True)
+                found[backend] = waiting(backend, url, tmp / backend, args.waiting, args.approve)
+                print(f"  {found[backend]}", flush=True)
+            finally:
+                drop_database(url)
+    text = section(found, args.quick)
+    print(text)
+    if args.out and not args.quick:
+        write_section(Path(args.out), text, BEGIN, END)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
