@@ -63,10 +63,10 @@ def test_a_run_is_a_span_and_its_steps_are_its_children(traced: Stack) -> None:
     }
     assert set(stretches) == {run_id, f"{run_id}:1"}, [s.name for s in spans]
     run = stretches[f"{run_id}:1"]  # the stretch after the approval runs the steps
-    spans = [s for s in spans if _attrs(s).get("operationUUID") == f"{run_id}:1"]
+    steps = [s for s in spans if _attrs(s).get("operationUUID") == f"{run_id}:1"]
     assert str(_attrs(run)["gatehouse.executor_id"]).startswith("test-")
     assert _attrs(run)["service.namespace"] == "gatehouse"  # the config file's attributes
-    calls = [s for s in spans if s.name == "gatehouse.tool_call"]
+    calls = [s for s in steps if s.name == "gatehouse.tool_call"]
     assert sorted(str(_attrs(s)["gatehouse.step_id"]) for s in calls) == ["s1", "s2"]
     for call in calls:
         a = _attrs(call)
