@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, StretchJob
-from ledger._db import Conn, now_iso
+from ledger._db import Conn, is_postgres, now_iso
 
 if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
     from dbos import DBOSClient
 
 __all__ = [
+    "WORK_CHANNEL",
     "Handoff",
     "Parked",
     "answered",
@@ -31,6 +32,7 @@ __all__ = [
     "expired",
     "hand_off",
     "is_split",
+    "notify_work",
     "park",
     "parked",
     "parked_count",
@@ -40,6 +42,16 @@ __all__ = [
     "waiting_until",
     "workflow_ids",
 ]
+
+# Where workers hear of new queued work (PostgreSQL NOTIFY, delivered at commit).
+WORK_CHANNEL = "gatehouse_work"
+
+
+def notify_work(conn: Conn, what: str) -> None:
+    """Inside the transaction that queues work for workers: tell them when it
+    commits (PostgreSQL; on SQLite the workers' queue poll finds it)."""
+    if is_postgres(conn):
+        conn.execute(sa.text("SELECT pg_notify(:c, :w)"), {"c": WORK_CHANNEL, "w": what})
 
 
 @dataclass(frozen=True)
@@ -228,6 +240,7 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
         },
         job.model_dump(mode="json"),
     )
+    notify_work(conn, handoff.workflow_id)
     return handoff
 
 

@@ -18,8 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from contracts import Role
 from shim.cli.client import ApiError, Client
 from shim.local import InventoryService, free_port
+from shim.tokens import add_token
 
 
 def _pids(log: Path) -> dict[str, int]:
@@ -130,7 +132,32 @@ def test_up_survives_worker_kills(pg_url: str, tmp_path: Path) -> None:
                 check=False,
             )
             assert fork.returncode == 0, fork.stdout + fork.stderr
-            child = api.wait(json.loads(fork.stdout)["run_id"], {"succeeded", "failed"}, 90)
+            # a fork is a new execution: its own plan card, decided by a third person
+            # (neither the fork's requester nor the parent's submitter)
+            child_id = json.loads(fork.stdout)["run_id"]
+            card = api.wait(child_id, {"waiting_approval", "failed"}, 90)
+            assert card.plan_card is not None, card
+            with pytest.raises(ApiError) as same:
+                approver.decide(child_id, True, card.plan_card.plan_digest)
+            assert same.value.code == "four_eyes"
+            reviewer = add_token(tmp_path / "var" / "tokens.json", "reviewer", [Role.APPROVER])
+            third = Client(base, reviewer)
+
+            def decided() -> bool:  # once the shim has re-read its tokens file (≤ 1 s)
+                try:
+                    assert card.plan_card is not None
+                    third.decide(child_id, True, card.plan_card.plan_digest)
+                except ApiError as exc:
+                    if exc.code != "unauthorized":
+                        raise
+                    return False
+                return True
+
+            try:
+                _wait_for(decided, 10, "the shim to know the new token")
+            finally:
+                third.close()
+            child = api.wait(child_id, {"succeeded", "failed"}, 90)
             assert child.status.value == "succeeded", child
             assert child.parent_run_id == run_id and child.fork_from_step == 2
 

@@ -17,13 +17,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from ledger import open_database
 from shim.local import start_worker, stop
 from tests.support.plans import digest_of_plan, noop_plan
-from tests.support.stack import shim_client, wait_for_status
+from tests.support.stack import Stack, shim_client, wait_for_status
+from worker.durable import wakes_heard
 
 # Fewer slots than waiting plans: were a waiting plan to hold one, nothing else would run.
 SLOTS = 2
@@ -166,3 +168,13 @@ def test_an_expired_wait_ends_its_run_with_nothing_waiting_it_out(
         assert done["plan_card"]["status"] == "expired"
         assert done["approvals"] == []
         assert client.get(f"/runs/{run_id}/ledger").json()["calls"] == []
+
+
+def test_workers_hear_of_new_work_at_once(stack: Stack) -> None:
+    """On PostgreSQL a worker is told of an intent and of a decision's hand-off by a
+    notification sent with it, and claims the work then, not at its next poll."""
+    if stack.backend != "postgres":
+        pytest.skip("SQLite has no notifications: there the queue poll is the pick-up")
+    before = wakes_heard()
+    stack.finished_run(steps=1)
+    assert wakes_heard() > before

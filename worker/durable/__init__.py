@@ -15,12 +15,20 @@ DBOS — every port a durable step, a message wait or a durable sleep.
   through DBOS;
 * ``_recovery`` — what the reaper has DBOS do (``UPKEEP``);
 * ``_launch`` — DBOS's settings, start and stop;
+* ``_wake`` — a worker told of new work at once (PostgreSQL ``LISTEN``);
+* ``_expiry`` — waits past their expiry handed to the stretch that ends them;
 * ``_dbos`` — the one module that uses DBOS's private API.
 
 Every durable name comes from ``contracts.durable``.
 """
 
-from worker.durable._launch import SYS_DB_POOL_SIZE, dbos_config, start_dbos, stop_dbos
+from worker.durable._launch import (
+    SYS_DB_POOL_SIZE,
+    dbos_config,
+    start_dbos,
+    stop_dbos,
+    wakes_heard,
+)
 from worker.durable._live import LivePorts
 from worker.durable._recovery import UPKEEP
 from worker.durable._workflows import (
@@ -45,4 +53,5 @@ __all__ = [
     "start_dbos",
     "stop_dbos",
     "stretch_workflow",
+    "wakes_heard",
 ]

@@ -8,13 +8,20 @@ from __future__ import annotations
 
 from dbos import DBOS, SQLAlchemyDatasource
 
+# One pass of the queue's claim and dispatch (``dequeue_now``): the calls DBOS's
+# queue thread makes, which DBOS does not expose.
+from dbos._core import execute_dequeued_workflow
+
 # A datasource transaction's options (name, isolation level): a TypedDict DBOS
 # takes in ``run_tx_step`` but does not export.
 from dbos._datasource import DatasourceOptions
+from dbos._dbos import _get_dbos_instance
+from dbos._utils import GlobalParams, generate_uuid
+from sqlalchemy.exc import DBAPIError
 
 from ledger import storage_full
 
-__all__ = ["DatasourceOptions", "recover_pending_workflows", "wait_out_full_disk"]
+__all__ = ["DatasourceOptions", "dequeue_now", "recover_pending_workflows", "wait_out_full_disk"]
 
 
 def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
@@ -39,3 +46,37 @@ def wait_out_full_disk(ds: SQLAlchemyDatasource) -> None:
         return deemed_transient(error) or storage_full(error)
 
     setattr(ds, "_is_serialization_error", transient)  # noqa: B010  (an instance's hook)
+
+
+def dequeue_now(queue_name: str) -> int:
+    """One pass of DBOS's own queue poll for ``queue_name``, now, in this thread: the
+    queued workflows this worker has room for (its ``worker_concurrency``) claimed
+    and started; how many. DBOS's queue thread polls at a fixed interval and has no
+    way to be woken (its wait is on the process's stop event), so a worker told of
+    new work (``worker.durable._wake``) claims it here with the calls that thread
+    makes: the same claim (rows locked, counted against the same limits), the same
+    dispatch. A pass that meets the poll thread's lock leaves the work to it."""
+    dbos = _get_dbos_instance()
+    sys_db = dbos._sys_db
+    queue = sys_db.get_queue(queue_name)
+    if queue is None:
+        return 0
+    running = dbos._active_workflows_set.count_for_queue(queue_name)
+    if queue._worker_concurrency is not None and running >= queue._worker_concurrency:
+        return 0
+    owner = generate_uuid()
+    try:
+        ids, _ = sys_db.start_queued_workflows(
+            queue, GlobalParams.executor_id, GlobalParams.app_version, None, running,
+            owner_xid=owner,
+        )  # fmt: skip
+    except DBAPIError as exc:
+        if sys_db.is_lock_conflict(exc) or sys_db.is_serialization_conflict(exc):
+            return 0  # the poll thread is claiming right now
+        raise
+    found = {st["workflow_uuid"]: st for st in sys_db.get_workflow_statuses(ids)} if ids else {}
+    for workflow_id in ids:
+        status = found.get(workflow_id) or sys_db.get_workflow_status(workflow_id)
+        if status is not None:
+            execute_dequeued_workflow(dbos, status, owner)
+    return len(ids)

@@ -15,13 +15,17 @@ from ledger import Database, add_missing_views
 from worker.durable._dbos import wait_out_full_disk
 from worker.durable._expiry import close_client
 from worker.durable._state import set_datasource
+from worker.durable._wake import WorkWake
 from worker.durable._workflows import register
 from worker.runtime import WorkerSettings
 
-__all__ = ["SYS_DB_POOL_SIZE", "dbos_config", "start_dbos", "stop_dbos"]
+__all__ = ["SYS_DB_POOL_SIZE", "dbos_config", "start_dbos", "stop_dbos", "wakes_heard"]
 
 # DBOS's system-database pool (its connections to the dbos schema).
 SYS_DB_POOL_SIZE = 10
+
+# This process's listener for new work (PostgreSQL), stopped before DBOS is.
+_wakes: list[WorkWake] = []
 
 # Workflow and step data as JSON, never pickle (DBOS's portable JSON format).
 _SERIALIZER = DBOSPortableJSONSerializer()
@@ -70,6 +74,10 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
             worker_concurrency=settings.worker_concurrency,
             polling_interval_sec=settings.queue_poll_s,
         )
+        if not db.is_sqlite:  # told of new work at once; the poll is the fallback
+            wake = WorkWake(settings.database_url, settings.pg_timeouts)
+            wake.start()
+            _wakes.append(wake)
     except BaseException:
         # A half-launched DBOS holds threads and connections.
         DBOS.destroy(workflow_completion_timeout_sec=0)
@@ -77,5 +85,12 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
 
 
 def stop_dbos() -> None:
+    while _wakes:
+        _wakes.pop().stop()
     close_client()
     DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
+def wakes_heard() -> int:
+    """How many times this process's worker was told of new work (PostgreSQL)."""
+    return sum(w.woken for w in _wakes)

@@ -46,7 +46,7 @@ class WorkerSettings:
     model_name: str
     model_api_key: str | None
     worker_concurrency: int
-    queue_poll_s: float  # how often this worker looks for queued intents
+    queue_poll_s: float  # how often this worker looks for queued work (PostgreSQL: a fallback)
     # SQLite only (PostgreSQL wakes waits by LISTEN/NOTIFY): how often a waiting
     # run looks for the message that wakes it (an approval, a cancel, a reply).
     wake_poll_s: float
@@ -99,7 +99,10 @@ class WorkerSettings:
             raise GatehouseError(
                 ErrorCode.INVALID_REQUEST, "GATEHOUSE_WORKER_CONCURRENCY must be an integer"
             ) from exc
-        queue_poll = _seconds(e, "GATEHOUSE_QUEUE_POLL_S", "0.05")
+        # PostgreSQL tells workers of new work (worker.durable's wake): there the poll
+        # is only the fallback. SQLite has no notifications: the poll is the pick-up.
+        sqlite = url.startswith("sqlite")
+        queue_poll = _seconds(e, "GATEHOUSE_QUEUE_POLL_S", "0.05" if sqlite else "1")
         wake_poll = _seconds(e, "GATEHOUSE_WAKE_POLL_S", "0.05")
         heartbeat = _seconds(e, "GATEHOUSE_HEARTBEAT_S", "1")
         dead_after = _seconds(e, "GATEHOUSE_DEAD_AFTER_S", "6")

@@ -59,6 +59,12 @@ class Service:
             return True
         return stretches.is_split(conn, run_id)
 
+    def work_queued(self, what: str) -> None:
+        """After work was queued outside a transaction of ours (a replay, an explain):
+        tell the workers now rather than at their next queue poll."""
+        with self.db.engine.begin() as conn:
+            stretches.notify_work(conn, what)
+
     def close(self) -> None:
         self.watch.close()
         self.client.destroy()

@@ -49,6 +49,7 @@ def explain(service: Service, run_id: str, who: Identity) -> ExplainView:
         },
         run_id,
     )
+    service.work_queued(handle.get_workflow_id())
     deadline = time.monotonic() + EXPLAIN_WAIT_S
     while handle.get_status().status not in ("SUCCESS", "ERROR"):
         if time.monotonic() >= deadline:

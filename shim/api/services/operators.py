@@ -25,7 +25,7 @@ from contracts import (
     ReplayReport,
     RunStatus,
 )
-from ledger import calls, evidence, forks, intents, now_iso, opa_runs, runs
+from ledger import calls, evidence, forks, intents, now_iso, opa_runs, runs, stretches
 from policies.episodes import episode
 from shim.api.services.acting import acting_as, run_links
 from shim.api.services.core import Service
@@ -116,6 +116,7 @@ def replay(service: Service, run_id: str, rules: str = "recorded") -> ReplayRepo
         run_id,
         rules,
     )
+    service.work_queued(handle.get_workflow_id())
     deadline = time.monotonic() + _REPLAY_WAIT_S
     while time.monotonic() < deadline:
         if handle.get_status().status in ("SUCCESS", "ERROR"):
@@ -213,6 +214,7 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
             },
             job.model_dump(mode="json"),
         )
+        stretches.notify_work(conn, new_id)
     return ForkAccepted(
         run_id=new_id,
         parent_run_id=run_id,

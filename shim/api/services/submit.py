@@ -23,7 +23,7 @@ from contracts import (
     RunStatus,
     validate_instance,
 )
-from ledger import Database, evidence, intents, now_iso, opa_runs, runs
+from ledger import Database, evidence, intents, now_iso, opa_runs, runs, stretches
 from policies import catalog
 from policies.episodes import episode
 from policies.gate import gate_plan
@@ -129,6 +129,7 @@ def submit(
                 },
                 job.model_dump(mode="json"),
             )
+            stretches.notify_work(conn, run_id)
     except IntegrityError:
         # Two requests with one Idempotency-Key raced; the other one won.
         if key is None:

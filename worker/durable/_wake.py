@@ -1,0 +1,68 @@
+"""A worker told of new work at once: PostgreSQL ``LISTEN`` on the work channel.
+
+Whoever queues work for workers — the shim's intent, a decision's hand-off to a
+run's next stretch, a fork, a replay or explain request — also sends
+``pg_notify(ledger.stretches.WORK_CHANNEL, …)`` in the transaction that queues
+it, delivered when it commits. Each worker listens on one connection; a
+notification (however many arrived together) runs one pass of DBOS's queue
+claim now (``_dbos.dequeue_now``) instead of at the next poll. The poll stays,
+at ``GATEHOUSE_QUEUE_POLL_S``, as the fallback: work queued while this
+connection was being reopened, or queued by DBOS itself (a dead worker's
+runs re-enqueued), is found there. SQLite has no notifications: there the
+poll is the pick-up (its default interval is short for that reason).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import psycopg
+
+from contracts import INTENT_QUEUE
+from ledger import PgTimeouts, pg_connect, stretches
+from worker.durable._dbos import dequeue_now
+
+__all__ = ["WorkWake"]
+
+_log = logging.getLogger("gatehouse.wake")
+_RETRY_S = 1.0
+
+
+class WorkWake:
+    """The listening thread of one worker (PostgreSQL only)."""
+
+    def __init__(self, database_url: str, timeouts: PgTimeouts) -> None:
+        self._url = database_url
+        self._timeouts = timeouts
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gatehouse-wake", daemon=True)
+        self.woken = 0  # passes run on a notification (read by tests)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with pg_connect(self._url, self._timeouts, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {stretches.WORK_CHANNEL}")
+                    while not self._stop.is_set():
+                        # one pass for every batch of notifications that arrived together
+                        if any(True for _ in conn.notifies(timeout=1.0, stop_after=1)):
+                            self.woken += 1
+                            self._claim()
+            except psycopg.Error as exc:
+                _log.warning("wake: the listening connection failed (%s); reopening", exc)
+                self._stop.wait(_RETRY_S)
+
+    def _claim(self) -> None:
+        try:
+            dequeue_now(INTENT_QUEUE)
+        except Exception as exc:  # noqa: BLE001  (the poll picks the work up instead)
+            if not self._stop.is_set():
+                _log.warning("wake: claiming queued work failed (%s); the poll will", exc)
