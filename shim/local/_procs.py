@@ -76,15 +76,18 @@ def start_worker(
         )
 
 
-def shim_command(host: str, port: int, tls: Tls | None, *, log_level: str | None) -> list[str]:
-    """The argv that serves the shim on ``host``:``port`` (HTTPS with ``tls``)."""
+def shim_command(
+    host: str, port: int, tls: Tls | None, *, log_level: str | None, app: str = ASGI_APP
+) -> list[str]:
+    """The argv that serves the shim on ``host``:``port`` (HTTPS with ``tls``); ``app``:
+    the ASGI application (another release's, for an upgrade test)."""
     quiet = ["--log-level", log_level] if log_level else []
     served_tls = ["--ssl-certfile", str(tls.cert), "--ssl-keyfile", str(tls.key)] if tls else []
     return [
         sys.executable,
         "-m",
         "uvicorn",
-        ASGI_APP,
+        app,
         "--host",
         host,
         "--port",
@@ -107,11 +110,13 @@ def start_shim(
     *,
     extra_env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    app: str = ASGI_APP,
 ) -> subprocess.Popen[bytes]:
     """The shim on 127.0.0.1:``port`` in the background, logging to ``log``.
 
     ``cwd``: the folder uvicorn imports the shim from (and reads dbos-config.yaml in);
-    by default this process's own, an upgrade test names another release's tree."""
+    by default this process's own, an upgrade test names another release's tree (and,
+    ``app``, where that release kept its ASGI application)."""
     env = _env(
         {
             "GATEHOUSE_DATABASE_URL": database_url,
@@ -121,7 +126,7 @@ def start_shim(
     )
     with log.open("ab") as out:
         return subprocess.Popen(
-            shim_command("127.0.0.1", port, tls, log_level="warning"),
+            shim_command("127.0.0.1", port, tls, log_level="warning", app=app),
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -132,10 +132,11 @@ def _crash_case(sc: Scenario, case: Case, crashed: list[str]) -> None:
     sc.stack.workers.replace(worker, case.setting, {})
     sc.stack.workers.wait_ready([worker])
     run_id = sc.submit(sc.plan(list(sc.channels)))
-    # The run waits for its decision on the worker; the approval_wait worker dies
-    # in that wait. Any other point needs the approval to get there.
+    # The worker takes the run and parks it at its plan card; the approval_wait
+    # worker dies on its way to the park. Any other point needs the approval (and
+    # the hand-off to the run's next stretch) to get there.
     wait_until(
-        lambda: run_id in crashed or run_id in sc.faults.pending_runs(worker),
+        lambda: run_id in crashed or sc.faults.parked(run_id),
         60,
         f"worker {worker} to take the run of case {case.name}",
     )

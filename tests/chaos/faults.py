@@ -59,6 +59,15 @@ class Faults:
         say(f"pg_terminate_backend: {ended} session(s) ended")
         return ended
 
+    def parked(self, run_id: str) -> bool:
+        """Whether the run is parked at a decision (rows only: no workflow holds it)."""
+        rows = self.stack.pg.query(
+            DB_NAME,
+            "SELECT COUNT(*) FROM gatehouse.runs WHERE run_id = :r AND parked_wait IS NOT NULL",
+            r=run_id,
+        )
+        return int(str(rows[0][0])) == 1
+
     def pending_runs(self, executor_id: str) -> list[str]:
         """Runs whose stretch DBOS has PENDING under an executor id (read from its table;
         a stretch after a decision is the workflow RUN_ID:N)."""

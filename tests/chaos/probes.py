@@ -145,22 +145,9 @@ def decisions_before_pickup(sc: Scenario, n: int = 6) -> None:
     planned = [sc.plan([Channel.KEYED, Channel.NOTE]) for _ in range(n)]
     ids = [sc.submit(p) for p in planned]
 
-    def parked() -> int:
-        return sum(
-            int(
-                str(
-                    sc.stack.pg.query(
-                        DB_NAME,
-                        "SELECT COUNT(*) FROM gatehouse.runs"
-                        " WHERE run_id = :r AND parked_wait IS NOT NULL",
-                        r=run_id,
-                    )[0][0]
-                )
-            )
-            for run_id in ids
-        )
-
-    wait_until(lambda: parked() == n, 90, "the runs to park at their plan cards")
+    wait_until(
+        lambda: all(sc.faults.parked(r) for r in ids), 90, "the runs to park at their plan cards"
+    )
     workers = sc.stack.workers
     down = [s.executor_id for s in workers.live()]
     for executor_id in down:
