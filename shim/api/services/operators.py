@@ -224,14 +224,14 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
     )
 
 
-def _parent_job(conn: Connection, parent_id: str, run_id: str) -> IntentJob:
+def _parent_job(conn: Connection, forked_from: str, run_id: str) -> IntentJob:
     """The parent's job under the fork's run id (the archive is the first one up
     the lineage: a fork of a fork runs the first run's)."""
-    request = intents.request_for_run(conn, parent_id)
-    lineage = forks.lineage(conn, parent_id)
+    request = intents.request_for_run(conn, forked_from)
+    lineage = forks.lineage(conn, forked_from)
     if request is None or lineage is None:
-        raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {parent_id!r} has no intent")
-    opa, up = None, forks.lineage(conn, parent_id)
+        raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {forked_from!r} has no intent")
+    opa, up = None, forks.lineage(conn, forked_from)
     while up is not None and opa is None:
         opa = opa_runs.job(conn, up.run_id)
         up = None if up.parent_run_id is None else forks.lineage(conn, up.parent_run_id)
