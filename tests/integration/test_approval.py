@@ -228,6 +228,16 @@ class HeldService:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/held"
 
+    def step(self, step_id: str = "hold") -> dict[str, Any]:
+        """A plan step that fetches this endpoint (so is held until released)."""
+        return {
+            "step_id": step_id,
+            "verb": "fetch",
+            "connector_id": "local-http",
+            "driver_kind": "http",
+            "input": {"method": "GET", "url": self.url},
+        }
+
     def __enter__(self) -> HeldService:
         self.thread.start()
         return self
@@ -242,15 +252,7 @@ def test_already_decided(stack: Stack) -> None:
     with HeldService() as held:
         plan = {
             "objective": "Hold the run in execute",
-            "steps": [
-                {
-                    "step_id": "hold",
-                    "verb": "fetch",
-                    "connector_id": "local-http",
-                    "driver_kind": "http",
-                    "input": {"method": "GET", "url": held.url},
-                }
-            ],
+            "steps": [held.step()],
         }
         r = stack.submit(echo_intent(mode="run-plan") | {"plan": plan})
         assert r.status_code == 202, r.text

@@ -162,13 +162,7 @@ def test_cancel_between_steps(stack: Stack) -> None:
                     "driver_kind": "noop",
                     "input": {"message": "one"},
                 },
-                {
-                    "step_id": "hold",
-                    "verb": "fetch",
-                    "connector_id": "local-http",
-                    "driver_kind": "http",
-                    "input": {"method": "GET", "url": held.url},
-                },
+                held.step(),
                 {
                     "step_id": "third",
                     "verb": "note",
@@ -233,13 +227,7 @@ def test_a_cancel_through_dbos_ends_the_run_the_same_way(stack: Stack) -> None:
         plan = {
             "objective": "Held in its only step, then cancelled through DBOS",
             "steps": [
-                {
-                    "step_id": "hold",
-                    "verb": "fetch",
-                    "connector_id": "local-http",
-                    "driver_kind": "http",
-                    "input": {"method": "GET", "url": held.url},
-                },
+                held.step(),
             ],
         }
         r = stack.submit(echo_intent(mode="run-plan") | {"plan": plan})

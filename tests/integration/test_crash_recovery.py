@@ -11,13 +11,16 @@ run then replays from its ledger to the same trace digest.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from contracts import Plan, digest_of
+from ledger import open_database
 from shim.local import InventoryService, start_worker, stop
 from tests.support.stack import (
     shim_client,
@@ -129,7 +132,9 @@ def test_crash_point(db_url: str, tmp_path: Path, point: str, handler: str) -> N
                     lambda rid: _read(client, rid), run_id, {"needs_operator"}, timeout=90
                 )
                 assert waiting["phase"] == "operator"
-                [doubt] = [c for c in _ledger(client, run_id) if c["status"] == "in_doubt"]
+                # a run in doubt waits as rows only: parked at the call, no workflow
+                assert _parked_at(db_url, run_id) == _doubt(client, run_id)["op_key"]
+                doubt = _doubt(client, run_id)
                 resolved = client.post(
                     f"/calls/{doubt['op_key']}/resolve",
                     json={"outcome": resolution, "note": "checked the callee's log"},
@@ -180,3 +185,28 @@ def _read(client: TestClient, run_id: str) -> dict[str, Any]:
     assert r.status_code == 200, r.text
     out: dict[str, Any] = r.json()
     return out
+
+
+def _doubt(client: TestClient, run_id: str) -> dict[str, Any]:
+    [doubt] = [c for c in _ledger(client, run_id) if c["status"] == "in_doubt"]
+    return doubt
+
+
+def _parked_at(url: str, run_id: str) -> str | None:
+    """Where the run is parked (None: not within 30 s); its status comes a moment first."""
+    db = open_database(url)
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            with db.engine.connect() as conn:
+                row = conn.execute(
+                    sa.text("SELECT parked_wait, parked_at FROM runs WHERE run_id = :r"),
+                    {"r": run_id},
+                ).one()
+            if row[0] is not None:
+                return str(row[1])
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
+    finally:
+        db.dispose()

@@ -11,6 +11,7 @@ teardown.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,21 @@ def _approve(stack: Stack, run_id: str, revision: int) -> dict[str, Any]:
     return card_out
 
 
+def _parked_at(stack: Stack, run_id: str) -> str | None:
+    """Where the run is parked (None: not within 30 s). Its status reads
+    waiting_input a moment before its stretch has parked it and ended."""
+    deadline = time.monotonic() + 30
+    while True:
+        [(wait, at)] = stack.sql(
+            "SELECT parked_wait, parked_at FROM runs WHERE run_id = :r", r=run_id
+        )
+        if wait is not None:
+            return str(at)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.1)
+
+
 def _say(stack: Stack, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
     r = stack.client.post(f"/runs/{run_id}/messages", json=body)
     assert r.status_code == 202, r.text
@@ -68,6 +84,8 @@ def test_an_interactive_run_takes_two_follow_ups_each_approved(
     view = stack.wait(run_id, {"waiting_input", "failed"})
     assert view["status"] == "waiting_input", view
     assert [s["step_id"] for s in view["steps"]] == ["echo"]
+    # a session between turns is rows only: parked at its input, no workflow holds it
+    assert _parked_at(stack, run_id) == "@input-1"
 
     said = _say(stack, run_id, {"text": "now count them"})
     assert (said["turn"], said["end"], said["sent_by"]) == (1, False, "alice")

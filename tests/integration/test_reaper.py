@@ -44,15 +44,7 @@ def test_a_dead_workers_run_is_adopted(db_url: str, tmp_path: Path) -> None:
         try:
             plan = {
                 "objective": "reaper",
-                "steps": [
-                    {
-                        "step_id": "hold",
-                        "verb": "fetch",
-                        "connector_id": "local-http",
-                        "driver_kind": "http",
-                        "input": {"method": "GET", "url": held.url},
-                    }
-                ],
+                "steps": [held.step()],
             }
             body = {"recipe": "echo", "objective": "reaper", "mode": "run-plan", "plan": plan}
             run_id = client.post("/intent", json=body).json()["run_id"]

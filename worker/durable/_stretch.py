@@ -11,20 +11,42 @@ parent's and stay answered from the parent's ledger after the switch.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
 from contracts import JsonObject, Mode, PolicyProfile, StretchJob, ToolPool
+from ledger import database_unreachable
 from worker.durable._live import LivePorts
 from worker.durable._records import Wait
 from worker.flow import COMPILE_REPAIR_ID, BeginResult, GateResult, Ports, RunEnd, StepRecord
 from worker.replay import ReplayPorts, lineage_chain
 from worker.runtime import runtime
 
-__all__ = ["StretchPorts", "stretch_ports"]
+__all__ = ["StretchPorts", "steady", "stretch_ports"]
 
 T = TypeVar("T")
+
+# How often, and how far apart, a read of settled rows is tried while the database
+# cannot be reached (about as long as DBOS tries a step: 0.5 s doubling, ~60 s in all).
+_READ_ATTEMPTS = 8
+
+
+def steady(read: Callable[[], T]) -> T:
+    """A read of rows that no longer change (what earlier stretches recorded), in a
+    workflow's body rather than a step: tried again while the database is away, so
+    a restart of the database never ends a stretch in DBOS ERROR."""
+    delay = 0.5
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            return read()
+        except Exception as exc:
+            if attempt == _READ_ATTEMPTS - 1 or not database_unreachable(exc):
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 16.0)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class _Ledger:
@@ -35,9 +57,12 @@ class _Ledger:
         self.ports = ports
 
     def answer(self, ask: Callable[[ReplayPorts], T]) -> T:
-        with runtime().db.engine.connect() as conn:
-            self.ports.conn = conn
-            return ask(self.ports)
+        def read() -> T:
+            with runtime().db.engine.connect() as conn:
+                self.ports.conn = conn
+                return ask(self.ports)
+
+        return steady(read)
 
 
 class StretchPorts:
@@ -176,7 +201,7 @@ def stretch_ports(run_id: str, resume: StretchJob | None) -> StretchPorts:
     """The ports of one stretch of ``run_id`` (``resume``: where a later stretch
     picks up; None for stretch 0)."""
     rt = runtime()
-    chain = lineage_chain(rt.db, run_id)
+    chain = steady(lambda: lineage_chain(rt.db, run_id))
     fork_from = chain[0].fork_from_step if chain else None
     needs_ledger = resume is not None or fork_from is not None
     ledger = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dbos import DBOS
+from dbos import DBOS, StepOptions
 
 from contracts import (
     EXPLAIN_WORKFLOW,
@@ -33,7 +33,7 @@ from contracts import (
     Step,
     StretchJob,
 )
-from ledger import runs, storage_full
+from ledger import database_unreachable, runs, storage_full
 from worker.durable._calls import explain_call, replay_call
 from worker.durable._live import LivePorts
 from worker.durable._stretch import stretch_ports
@@ -76,9 +76,15 @@ def stretch_workflow(raw: JsonObject) -> JsonObject:
             " a fork made through DBOS is refused; fork with"
             " `gatehouse runs fork RUN_ID --from-step N`",
         )
-    job = IntentJob.model_validate(
-        DBOS.run_step({"name": Step.STRETCH_JOB}, _job_of, resume.run_id)
-    )
+    options: StepOptions = {
+        "name": Step.STRETCH_JOB,
+        "retries_allowed": True,
+        "max_attempts": 6,
+        "interval_seconds": 0.5,
+        "backoff_rate": 2.0,
+        "should_retry": database_unreachable,
+    }
+    job = IntentJob.model_validate(DBOS.run_step(options, _job_of, resume.run_id))
     return _stretch(job, resume.run_id, stretch_ports(resume.run_id, resume))
 
 
