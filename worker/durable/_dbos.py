@@ -48,22 +48,24 @@ def wait_out_full_disk(ds: SQLAlchemyDatasource) -> None:
     setattr(ds, "_is_serialization_error", transient)  # noqa: B010  (an instance's hook)
 
 
-def dequeue_now(queue_name: str) -> int:
+def dequeue_now(queue_name: str) -> bool:
     """One pass of DBOS's own queue poll for ``queue_name``, now, in this thread: the
     queued workflows this worker has room for (its ``worker_concurrency``) claimed
     and started; how many. DBOS's queue thread polls at a fixed interval and has no
     way to be woken (its wait is on the process's stop event), so a worker told of
     new work (``worker.durable._wake``) claims it here with the calls that thread
     makes: the same claim (rows locked, counted against the same limits), the same
-    dispatch. A pass that meets the poll thread's lock leaves the work to it."""
+    dispatch. A pass that meets the poll thread's lock leaves the work to it.
+    True when more may be waiting: the worker was full, or took all it had room for."""
     dbos = _get_dbos_instance()
     sys_db = dbos._sys_db
     queue = sys_db.get_queue(queue_name)
     if queue is None:
-        return 0
+        return False
     running = dbos._active_workflows_set.count_for_queue(queue_name)
-    if queue._worker_concurrency is not None and running >= queue._worker_concurrency:
-        return 0
+    limit = queue._worker_concurrency
+    if limit is not None and running >= limit:
+        return True
     owner = generate_uuid()
     try:
         ids, _ = sys_db.start_queued_workflows(
@@ -72,11 +74,11 @@ def dequeue_now(queue_name: str) -> int:
         )  # fmt: skip
     except DBAPIError as exc:
         if sys_db.is_lock_conflict(exc) or sys_db.is_serialization_conflict(exc):
-            return 0  # the poll thread is claiming right now
+            return True  # the poll thread is claiming right now: look again soon
         raise
     found = {st["workflow_uuid"]: st for st in sys_db.get_workflow_statuses(ids)} if ids else {}
     for workflow_id in ids:
         status = found.get(workflow_id) or sys_db.get_workflow_status(workflow_id)
         if status is not None:
             execute_dequeued_workflow(dbos, status, owner)
-    return len(ids)
+    return limit is not None and bool(ids) and running + len(ids) >= limit

@@ -5,7 +5,10 @@ run's next stretch, a fork, a replay or explain request — also sends
 ``pg_notify(ledger.stretches.WORK_CHANNEL, …)`` in the transaction that queues
 it, delivered when it commits. Each worker listens on one connection; a
 notification (however many arrived together) runs one pass of DBOS's queue
-claim now (``_dbos.dequeue_now``) instead of at the next poll. The poll stays,
+claim now (``_dbos.dequeue_now``) instead of at the next poll. While the worker
+is full (or took all it had room for), it looks again every ``_BACKLOG_S`` until
+a pass finds room and nothing more: a slot that frees up is filled at once,
+not at the next poll. The poll stays,
 at ``GATEHOUSE_QUEUE_POLL_S``, as the fallback: work queued while this
 connection was being reopened, or queued by DBOS itself (a dead worker's
 runs re-enqueued), is found there. SQLite has no notifications: there the
@@ -27,6 +30,7 @@ __all__ = ["WorkWake"]
 
 _log = logging.getLogger("gatehouse.wake")
 _RETRY_S = 1.0
+_BACKLOG_S = 0.05  # how soon to look again while queued work may be waiting
 
 
 class WorkWake:
@@ -51,18 +55,24 @@ class WorkWake:
             try:
                 with pg_connect(self._url, self._timeouts, autocommit=True) as conn:
                     conn.execute(f"LISTEN {stretches.WORK_CHANNEL}")
+                    backlog = False
                     while not self._stop.is_set():
                         # one pass for every batch of notifications that arrived together
-                        if any(True for _ in conn.notifies(timeout=1.0, stop_after=1)):
+                        wait = _BACKLOG_S if backlog else 1.0
+                        told = any(True for _ in conn.notifies(timeout=wait, stop_after=1))
+                        if told:
                             self.woken += 1
-                            self._claim()
+                        if told or backlog:
+                            backlog = self._claim()
             except psycopg.Error as exc:
                 _log.warning("wake: the listening connection failed (%s); reopening", exc)
                 self._stop.wait(_RETRY_S)
 
-    def _claim(self) -> None:
+    def _claim(self) -> bool:
+        """One claim pass; True when more queued work may be waiting."""
         try:
-            dequeue_now(INTENT_QUEUE)
+            return dequeue_now(INTENT_QUEUE)
         except Exception as exc:  # noqa: BLE001  (the poll picks the work up instead)
             if not self._stop.is_set():
                 _log.warning("wake: claiming queued work failed (%s); the poll will", exc)
+            return False
