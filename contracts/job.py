@@ -29,6 +29,9 @@ class IntentJob(Closed):
     # The run is split at every human decision (a stretch per decision). A job
     # enqueued before stretches existed lacks it: that run waits in place.
     stretched: bool = False
+    # A fork (``gatehouse runs fork``): its parent's calls before this plan step
+    # (1-based) are answered from the parent's ledger.
+    fork_from_step: int | None = None
 
 
 class StretchJob(Closed):

@@ -35,6 +35,7 @@ __all__ = [
     "epoch_sql",
     "instant",
     "is_postgres",
+    "iso_of",
     "no_space",
     "now_iso",
     "now_sql",
@@ -56,8 +57,13 @@ def rows_changed(result: object) -> int:
     return result.rowcount if isinstance(result, sa.CursorResult) else 0
 
 
+def iso_of(moment: datetime) -> str:
+    """A UTC moment as every timestamp column holds it: milliseconds, a ``Z``."""
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_of(datetime.now(UTC))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,6 @@ __all__ = [
     "set_seed",
     "set_status",
     "set_trace_digest",
-    "submitter",
 ]
 
 _RUN_COLUMNS = (
@@ -218,14 +217,6 @@ def queued(conn: Conn) -> tuple[int, str | None]:
         sa.text("SELECT COUNT(*), MIN(created_at) FROM runs WHERE status = 'queued'")
     ).one()
     return int(row[0]), None if row[1] is None else str(row[1])
-
-
-def submitter(conn: Conn, run_id: str) -> str | None:
-    """Who the run row names as its submitter (for a fork: who asked for it)."""
-    found = conn.execute(
-        sa.text("SELECT submitted_by FROM runs WHERE run_id = :r"), {"r": run_id}
-    ).scalar()
-    return None if found is None else str(found)
 
 
 def set_status(

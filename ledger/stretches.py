@@ -13,29 +13,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, StretchJob
-from ledger._db import Conn, is_postgres, now_iso
+from ledger._db import Conn, is_postgres, iso_of, now_iso
 
 if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
     from dbos import DBOSClient
 
 __all__ = [
     "WORK_CHANNEL",
+    "HandedOff",
     "Handoff",
+    "Locked",
     "Parked",
     "answered",
     "deadline_passed",
     "expired",
     "hand_off",
     "is_split",
+    "lock",
     "notify_work",
     "park",
-    "parked",
-    "parked_count",
     "run_of",
     "take",
     "until",
@@ -63,8 +64,16 @@ class Parked:
     wait: int
     at: str
     until: str | None
-    since: str
     version: str | None  # the application version of the stretch that parked it
+
+
+@dataclass(frozen=True)
+class Locked:
+    """A run's row, locked: whether it is split at its decisions (False: begun before
+    version 18, it waits in place in one workflow) and where it is parked, if it is."""
+
+    split: bool
+    parked: Parked | None
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,15 @@ class Handoff:
         return f"{self.run_id}:{self.stretch}"
 
 
+@dataclass(frozen=True)
+class HandedOff:
+    """What a decision's transaction found: whether the run is split, and the
+    stretch it handed the run to (None: the run was not parked)."""
+
+    split: bool
+    handoff: Handoff | None
+
+
 def run_of(workflow_id: str) -> str:
     """The run a workflow is a stretch of (``RUN_ID`` or ``RUN_ID:N``)."""
     return workflow_id.split(":", 1)[0]
@@ -90,41 +108,38 @@ def run_of(workflow_id: str) -> str:
 
 def until(seconds: float | None) -> str | None:
     """The expiry of a wait that starts now and lasts ``seconds`` (None: never)."""
-    if seconds is None:
-        return None
-    end = datetime.now(UTC) + timedelta(seconds=seconds)
-    return end.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return None if seconds is None else iso_of(datetime.now(UTC) + timedelta(seconds=seconds))
 
 
 def deadline_passed(deadline: str | None) -> bool:
     return deadline is not None and deadline <= now_iso()
 
 
-_COLUMNS = "stretch, parked_wait, parked_at, parked_until, parked_since, parked_version"
-
-
-def _parked(run_id: str, found: sa.Row[Any] | None) -> Parked | None:
-    row = None if found is None else tuple(found)
-    if row is None or row[1] is None:
-        return None
-    until, version = row[3], row[5]
-    return Parked(
-        run_id,
-        int(str(row[0] or 0)),
-        int(str(row[1])),
-        str(row[2]),
-        None if until is None else str(until),
-        str(row[4]),
-        None if version is None else str(version),
-    )
-
-
-def _lock(conn: Conn, run_id: str) -> Parked | None:
-    row = conn.execute(
-        sa.text(f"UPDATE runs SET updated_at = updated_at WHERE run_id = :r RETURNING {_COLUMNS}"),  # noqa: S608  (fixed columns)
+def lock(conn: Conn, run_id: str) -> Locked | None:
+    """Take the run's row lock (a no-op UPDATE); None when there is no such run."""
+    found = conn.execute(
+        sa.text(
+            "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
+            " RETURNING stretch, parked_wait, parked_at, parked_until, parked_version"
+        ),
         {"r": run_id},
     ).first()
-    return _parked(run_id, row)
+    if found is None:
+        return None
+    stretch, wait, at, deadline, version = tuple(found)
+    if wait is None:
+        return Locked(stretch is not None, None)
+    return Locked(
+        True,
+        Parked(
+            run_id,
+            int(str(stretch or 0)),
+            int(str(wait)),
+            str(at),
+            None if deadline is None else str(deadline),
+            None if version is None else str(version),
+        ),
+    )
 
 
 def park(
@@ -142,17 +157,13 @@ def park(
     )
 
 
-def lock(conn: Conn, run_id: str) -> Parked | None:
-    """Take the run's row lock; where it is parked (None: it is not)."""
-    return _lock(conn, run_id)
-
-
-def take(conn: Conn, run_id: str) -> Handoff | None:
+def take(conn: Conn, run_id: str) -> HandedOff:
     """Inside the transaction that writes a decision: take the run's park, if it
     is parked, and answer the next stretch to enqueue in the same transaction."""
-    found = _lock(conn, run_id)
+    locked = lock(conn, run_id)
+    found = None if locked is None else locked.parked
     if found is None:
-        return None
+        return HandedOff(locked is not None and locked.split, None)
     nxt = found.stretch + 1
     # The wait's boundary and expiry stay until the next stretch has taken what was
     # decided (``answered``): a decision that comes in meanwhile is held to them.
@@ -163,7 +174,7 @@ def take(conn: Conn, run_id: str) -> Handoff | None:
         ),
         {"n": nxt, "r": run_id},
     )
-    return Handoff(run_id, nxt, found.wait, found.until, found.version)
+    return HandedOff(True, Handoff(run_id, nxt, found.wait, found.until, found.version))
 
 
 def answered(conn: Conn, run_id: str) -> None:
@@ -188,15 +199,6 @@ def waiting_until(conn: Conn, run_id: str) -> tuple[str, str | None] | None:
     return str(row[0]), None if row[1] is None else str(row[1])
 
 
-def parked(conn: Conn, run_id: str) -> Parked | None:
-    """Where the run is parked, read without a lock (None: it is not)."""
-    row = conn.execute(
-        sa.text(f"SELECT {_COLUMNS} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed columns)
-        {"r": run_id},
-    ).first()
-    return _parked(run_id, row)
-
-
 def expired(conn: Conn, limit: int = 100) -> list[str]:
     """Runs parked at a wait whose expiry has passed (for the expiry sweep)."""
     rows = conn.execute(
@@ -209,24 +211,18 @@ def expired(conn: Conn, limit: int = 100) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def parked_count(conn: Conn) -> int:
-    return int(
-        conn.execute(sa.text("SELECT COUNT(*) FROM runs WHERE parked_wait IS NOT NULL")).scalar()
-        or 0
-    )
-
-
-def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> Handoff | None:
+def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> HandedOff:
     """Inside the transaction that wrote a decision (or a cancel, a resolution, a
     message, an expiry): if the run is parked, take the park and enqueue its next
     stretch in this same transaction, under the application version the run
     parked under (``app_version`` only when none was recorded): a run stays on
     the version it started with. The workflow id ``RUN_ID:N`` is unique, so a
-    stretch exists once whoever hands it off. None: the run was not parked (a
-    stretch that is still running reads the decision when it gets there)."""
-    handoff = take(conn, run_id)
+    stretch exists once whoever hands it off. No stretch when the run was not
+    parked (a stretch that is still running reads the decision when it gets there)."""
+    taken = take(conn, run_id)
+    handoff = taken.handoff
     if handoff is None:
-        return None
+        return taken
     job = StretchJob(
         run_id=run_id, stretch=handoff.stretch, resume_wait=handoff.wait, until=handoff.until
     )
@@ -241,7 +237,7 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
         job.model_dump(mode="json"),
     )
     notify_work(conn, handoff.workflow_id)
-    return handoff
+    return taken
 
 
 def is_split(conn: Conn, run_id: str) -> bool:

@@ -52,10 +52,12 @@ def expire_waits(rt: Runtime, batch: int = 100) -> list[str]:
     for run_id in due:
         with rt.db.engine.begin() as conn:
             # taken under the run's row lock: a decision that got in first wins
-            found = stretches.lock(conn, run_id)
+            locked = stretches.lock(conn, run_id)
+            found = None if locked is None else locked.parked
             if found is None or not stretches.deadline_passed(found.until):
                 continue
-            if stretches.hand_off(conn, _client(rt), rt.settings.app_version, run_id):
+            taken = stretches.hand_off(conn, _client(rt), rt.settings.app_version, run_id)
+            if taken.handoff is not None:
                 handed.append(run_id)
     if handed:
         _log.info("%d wait(s) expired; their runs handed on", len(handed))

@@ -12,12 +12,20 @@ parent's and stay answered from the parent's ledger after the switch.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TypeVar
 
-from contracts import JsonObject, Mode, PolicyProfile, StretchJob, ToolPool
+from contracts import (
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    Mode,
+    PolicyProfile,
+    StretchJob,
+    ToolPool,
+)
 from ledger import database_unreachable
+from ledger.forks import Lineage
 from worker.durable._live import LivePorts
 from worker.durable._records import Wait
 from worker.flow import COMPILE_REPAIR_ID, BeginResult, GateResult, Ports, RunEnd, StepRecord
@@ -85,18 +93,18 @@ class StretchPorts:
         self.fork_from = fork_from  # a fork: its parent's calls before this step (1-based)
         self.waits = 0
 
-    @contextmanager
-    def _at_wait(self) -> Iterator[bool]:
-        """Around one of the flow's waits: True while the ledger still answers it."""
+    def _wait_recorded(self) -> bool:
+        """At the next of the flow's waits: True while the ledger still answers it;
+        from the wait the stretch resumes at on, the live ports are told which wait
+        it is (and, for that one, the expiry set when the run first parked there)."""
         index = self.waits
         self.waits += 1
         if self.replaying and index < self.resume_wait:
-            yield True
-            return
+            return True
         self.replaying = False
         until = self.until if index == self.resume_wait else None
         self.live.wait = Wait(index, None, until)
-        yield False
+        return False
 
     def _parents(self, position: int | None) -> bool:
         """Whether a call is the parent's: a fork's planner call and its steps before
@@ -105,11 +113,10 @@ class StretchPorts:
             return False
         return position is None or position < self.fork_from - 1
 
-    def _recorded(self) -> bool:
-        return self.ledger is not None and self.replaying
-
-    def _recorded_call(self, position: int | None) -> bool:
-        return self.ledger is not None and (self.replaying or self._parents(position))
+    def _from_ledger(self, parents: bool = False) -> bool:
+        """Whether the ledger answers: everything before the resumed wait, and a
+        fork's calls that are its parent's (``parents``)."""
+        return self.ledger is not None and (self.replaying or parents)
 
     def _ask(self, ask: Callable[[ReplayPorts], T]) -> T:
         assert self.ledger is not None
@@ -117,14 +124,14 @@ class StretchPorts:
 
     # -- the ports
     def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult:
-        if self._recorded():
+        if self._from_ledger():
             return self._ask(lambda p: p.begin(run_id, profile_id, tool_pool_id))
         return self.live.begin(run_id, profile_id, tool_pool_id)
 
     def planner_call(self, raw: JsonObject) -> JsonObject:
         # the compile (and its repair) precede every step: a fork's are its parent's
         compiling = raw.get("call_id") in (None, COMPILE_REPAIR_ID)
-        if self._recorded() or (compiling and self._recorded_call(None)):
+        if self._from_ledger(compiling and self._parents(None)):
             return self._ask(lambda p: p.planner_call(raw))
         return self.live.planner_call(raw)
 
@@ -141,7 +148,7 @@ class StretchPorts:
         budgets: JsonObject | None = None,
     ) -> GateResult:
         ports: Ports = self.live
-        if self._recorded():
+        if self._from_ledger():
             assert self.ledger is not None
             ports = self.ledger.ports  # pure: gates the plan again, reads nothing
         return ports.gate_and_card(
@@ -151,36 +158,33 @@ class StretchPorts:
     def await_decision(
         self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
     ) -> tuple[bool, str] | None:
-        with self._at_wait() as recorded:
-            if recorded:
-                return self._ask(lambda p: p.await_decision(run_id, plan_digest, profile, at))
-            return self.live.await_decision(run_id, plan_digest, profile, at)
+        if self._wait_recorded():
+            return self._ask(lambda p: p.await_decision(run_id, plan_digest, profile, at))
+        return self.live.await_decision(run_id, plan_digest, profile, at)
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
-        with self._at_wait() as recorded:
-            if recorded:
-                return self._ask(lambda p: p.await_message(run_id, turn, profile))
-            return self.live.await_message(run_id, turn, profile)
+        if self._wait_recorded():
+            return self._ask(lambda p: p.await_message(run_id, turn, profile))
+        return self.live.await_message(run_id, turn, profile)
 
     def await_resolution(self, run_id: str, op_key: str, step_id: str) -> str:
-        with self._at_wait() as recorded:
-            if recorded:
-                return self._ask(lambda p: p.await_resolution(run_id, op_key, step_id))
-            return self.live.await_resolution(run_id, op_key, step_id)
+        if self._wait_recorded():
+            return self._ask(lambda p: p.await_resolution(run_id, op_key, step_id))
+        return self.live.await_resolution(run_id, op_key, step_id)
 
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult:
-        if self._recorded():
+        if self._from_ledger():
             return self._ask(lambda p: p.verify_plan(run_id, plan_digest))
         return self.live.verify_plan(run_id, plan_digest)
 
     def tool_call(self, raw: JsonObject) -> JsonObject:
         position = raw.get("position")
-        if self._recorded() or (isinstance(position, int) and self._recorded_call(position)):
+        if self._from_ledger(isinstance(position, int) and self._parents(position)):
             return self._ask(lambda p: p.tool_call(raw))
         return self.live.tool_call(raw)
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
-        if self.replaying and self.ledger is not None:
+        if self._from_ledger():
             return self._ask(lambda p: p.cancelled(run_id, at))
         return self.live.cancelled(run_id, at)
 
@@ -189,7 +193,7 @@ class StretchPorts:
             self.live.pause(seconds)
 
     def record_step_result(self, record: StepRecord) -> JsonObject:
-        if self._recorded_call(record.position):
+        if self._from_ledger(self._parents(record.position)):
             return self._ask(lambda p: p.record_step_result(record))
         return self.live.record_step_result(record)
 
@@ -197,15 +201,25 @@ class StretchPorts:
         self.live.finish(end)
 
 
-def stretch_ports(run_id: str, resume: StretchJob | None) -> StretchPorts:
-    """The ports of one stretch of ``run_id`` (``resume``: where a later stretch
-    picks up; None for stretch 0)."""
+def stretch_ports(
+    run_id: str,
+    resume: StretchJob | None,
+    *,
+    chain: list[Lineage] | None = None,
+    fork_from: int | None = None,
+) -> StretchPorts:
+    """The ports of one stretch of ``run_id``. ``resume``: where a later stretch picks
+    up (None for stretch 0); ``chain``: the run's lineage, if already read; ``fork_from``:
+    a fork's fork point, from its job. Stretch 0 of a run that is no fork needs no
+    ledger, so nothing is read for it."""
+    live = LivePorts(parks=True)
+    if resume is None and fork_from is None:
+        return StretchPorts(live, None, resume=None, fork_from=None)
     rt = runtime()
-    chain = steady(lambda: lineage_chain(rt.db, run_id))
-    fork_from = chain[0].fork_from_step if chain else None
-    needs_ledger = resume is not None or fork_from is not None
-    ledger = None
-    if needs_ledger and chain:
-        # given a connection for each answer (``_Ledger.answer``), never held
-        ledger = _Ledger(ReplayPorts(None, rt.settings, chain))
-    return StretchPorts(LivePorts(parks=True), ledger, resume=resume, fork_from=fork_from)
+    if chain is None:
+        chain = steady(lambda: lineage_chain(rt.db, run_id))
+    if not chain:
+        raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"a stretch of {run_id!r}, which has no run")
+    # given a connection for each answer (``_Ledger.answer``), never held
+    ledger = _Ledger(ReplayPorts(None, rt.settings, chain))
+    return StretchPorts(live, ledger, resume=resume, fork_from=chain[0].fork_from_step)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dbos import DBOS
+from dbos import DBOS, StepOptions
 
 from contracts import JsonObject
 from ledger import Conn, database_unreachable
@@ -24,7 +24,7 @@ from worker.durable._dbos import DatasourceOptions
 from worker.durable._state import datasource
 from worker.runtime import WorkerSettings, runtime, wait_for_space
 
-__all__ = ["Body", "atomic_tx", "tx"]
+__all__ = ["Body", "atomic_tx", "retried", "tx"]
 
 Body = Callable[[Conn, JsonObject, WorkerSettings], JsonObject]
 
@@ -42,18 +42,20 @@ def tx(name: str, body: Body, arg: JsonObject) -> JsonObject:
         # here: the step stays not-complete until its rows (and anchor line) are stored.
         return wait_for_space(name, lambda: once(a))
 
-    return DBOS.run_step(
-        {
-            "name": name,
-            "retries_allowed": True,
-            "max_attempts": 6,
-            "interval_seconds": 0.5,
-            "backoff_rate": 2.0,
-            "should_retry": database_unreachable,
-        },
-        step,
-        arg,
-    )
+    return DBOS.run_step(retried(name), step, arg)
+
+
+def retried(name: str) -> StepOptions:
+    """A step's options: tried again (0.5 s, doubling, 6 times) while the database
+    cannot be reached."""
+    return {
+        "name": name,
+        "retries_allowed": True,
+        "max_attempts": 6,
+        "interval_seconds": 0.5,
+        "backoff_rate": 2.0,
+        "should_retry": database_unreachable,
+    }
 
 
 def atomic_tx(name: str, body: Body, arg: JsonObject) -> JsonObject:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dbos import DBOS, StepOptions
+from dbos import DBOS
 
 from contracts import (
     EXPLAIN_WORKFLOW,
@@ -33,10 +33,11 @@ from contracts import (
     Step,
     StretchJob,
 )
-from ledger import database_unreachable, runs, storage_full
+from ledger import runs, storage_full
 from worker.durable._calls import explain_call, replay_call
 from worker.durable._live import LivePorts
-from worker.durable._stretch import stretch_ports
+from worker.durable._stretch import steady, stretch_ports
+from worker.durable._tx import retried
 from worker.flow import Parked, Ports, run_intent
 from worker.replay import lineage_chain, recorded_job
 from worker.runtime import annotate, runtime, stranded
@@ -58,7 +59,9 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
     if run_id != job.run_id:
         _registered_fork(run_id)
     # A job enqueued before runs were split waits in place to its end, as it always did.
-    ports: Ports = stretch_ports(run_id, None) if job.stretched else LivePorts()
+    ports: Ports = (
+        stretch_ports(run_id, None, fork_from=job.fork_from_step) if job.stretched else LivePorts()
+    )
     return _stretch(job, run_id, ports)
 
 
@@ -76,21 +79,14 @@ def stretch_workflow(raw: JsonObject) -> JsonObject:
             " a fork made through DBOS is refused; fork with"
             " `gatehouse runs fork RUN_ID --from-step N`",
         )
-    options: StepOptions = {
-        "name": Step.STRETCH_JOB,
-        "retries_allowed": True,
-        "max_attempts": 6,
-        "interval_seconds": 0.5,
-        "backoff_rate": 2.0,
-        "should_retry": database_unreachable,
-    }
-    job = IntentJob.model_validate(DBOS.run_step(options, _job_of, resume.run_id))
-    return _stretch(job, resume.run_id, stretch_ports(resume.run_id, resume))
-
-
-def _job_of(run_id: str) -> JsonObject:
     db = runtime().db
-    return recorded_job(db, lineage_chain(db, run_id), stretched=True).model_dump(mode="json")
+    chain = steady(lambda: lineage_chain(db, resume.run_id))
+
+    def job_of(_run_id: str) -> JsonObject:
+        return recorded_job(db, chain, stretched=True).model_dump(mode="json")
+
+    job = IntentJob.model_validate(DBOS.run_step(retried(Step.STRETCH_JOB), job_of, resume.run_id))
+    return _stretch(job, resume.run_id, stretch_ports(resume.run_id, resume, chain=chain))
 
 
 def _stretch(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:

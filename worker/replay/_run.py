@@ -67,7 +67,12 @@ def recorded_job(db: Database, chain: list[Lineage], *, stretched: bool = False)
     if request is None:
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {run.run_id!r} has no intent")
     return IntentJob(
-        run_id=run.run_id, intent_id=run.intent_id, request=request, opa=opa, stretched=stretched
+        run_id=run.run_id,
+        intent_id=run.intent_id,
+        request=request,
+        opa=opa,
+        stretched=stretched,
+        fork_from_step=run.fork_from_step,
     )
 
 

@@ -54,10 +54,7 @@ class Service:
         message: a parked run is handed to its next stretch, enqueued in this same
         transaction. False for a run begun before runs were split: it waits in
         place, and the caller wakes it with a ``send`` once this commits."""
-        app_version = self.settings.app_version
-        if stretches.hand_off(conn, self.client, app_version, run_id) is not None:
-            return True
-        return stretches.is_split(conn, run_id)
+        return stretches.hand_off(conn, self.client, self.settings.app_version, run_id).split
 
     def work_queued(self, what: str) -> None:
         """After work was queued outside a transaction of ours (a replay, an explain):

@@ -147,16 +147,16 @@ def _fork_four_eyes(conn: Connection, run_id: str, submitter: str, who: Identity
     """A fork re-runs side effects another run was approved for: its plan is decided
     by someone other than whoever asked for the fork and the original submitter,
     whatever the profile says."""
-    found = forks.lineage(conn, run_id)
-    if found is None or found.parent_run_id is None:
+    fork = forks.requested(conn, run_id)
+    if fork is None:
         return
-    requested_by = runs.submitter(conn, run_id)
+    parent_run_id, requested_by = fork
     if who.name in (requested_by, submitter):
         raise GatehouseError(
             ErrorCode.FOUR_EYES,
-            f"run {run_id!r} is a fork of {found.parent_run_id} asked for by {requested_by}"
+            f"run {run_id!r} is a fork of {parent_run_id} asked for by {requested_by}"
             f" (first submitted by {submitter}); someone else decides on its plan",
-            {"parent_run_id": found.parent_run_id, "requested_by": requested_by},
+            {"parent_run_id": parent_run_id, "requested_by": requested_by},
         )
 
 

@@ -172,7 +172,7 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
                 ErrorCode.FORK_STEP_INVALID,
                 f"run {run_id!r} never reached step {step_id!r}; fork from an earlier step",
             )
-        job = _parent_job(conn, run_id, new_id)
+        job = _parent_job(conn, run_id, new_id, body.from_step)
         forks.insert_fork(
             conn,
             parent_run_id=run_id,
@@ -224,7 +224,7 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
     )
 
 
-def _parent_job(conn: Connection, forked_from: str, run_id: str) -> IntentJob:
+def _parent_job(conn: Connection, forked_from: str, run_id: str, from_step: int) -> IntentJob:
     """The parent's job under the fork's run id (the archive is the first one up
     the lineage: a fork of a fork runs the first run's)."""
     request = intents.request_for_run(conn, forked_from)
@@ -236,5 +236,10 @@ def _parent_job(conn: Connection, forked_from: str, run_id: str) -> IntentJob:
         opa = opa_runs.job(conn, up.run_id)
         up = None if up.parent_run_id is None else forks.lineage(conn, up.parent_run_id)
     return IntentJob(
-        run_id=run_id, intent_id=lineage.intent_id, request=request, opa=opa, stretched=True
+        run_id=run_id,
+        intent_id=lineage.intent_id,
+        request=request,
+        opa=opa,
+        stretched=True,
+        fork_from_step=from_step,
     )
