@@ -1,9 +1,10 @@
 """A worker told of new work at once: PostgreSQL ``LISTEN`` on the work channel.
 
-Whoever queues work for workers — the shim's intent, a decision's hand-off to a
-run's next stretch, a fork, a replay or explain request — also sends
-``pg_notify(ledger.stretches.WORK_CHANNEL, …)`` in the transaction that queues
-it, delivered when it commits. Each worker listens on one connection; a
+Whoever queues work for workers also sends ``pg_notify(ledger.stretches.WORK_CHANNEL,
+…)``, delivered when it commits: in the transaction that queues it (the shim's
+intent, a decision's hand-off to a run's next stretch, a fork, the expiry sweep's
+hand-off) or right after it (a replay or explain request, which DBOS's client
+queues in a transaction of its own). Each worker listens on one connection; a
 notification (however many arrived together) runs one pass of DBOS's queue
 claim now (``_dbos.dequeue_now``) instead of at the next poll. While the worker
 is full (or took all it had room for), it looks again every ``_BACKLOG_S`` until
