@@ -10,7 +10,6 @@ teardown replays them all).
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from dbos._serialization import DBOSPortableJSON
 
 from tests.integration.test_approval import HeldService, decide, echo_intent, waiting_run
 from tests.support.mova import Upstream, load_upstream, vendor_errors
-from tests.support.stack import Stack, run_workflow_status
+from tests.support.stack import Stack, run_workflow_status, wait_workflow_status
 
 
 def cancel(stack: Stack, run_id: str, reason: str | None = None, by: str = "alice") -> Any:
@@ -30,15 +29,6 @@ def cancel(stack: Stack, run_id: str, reason: str | None = None, by: str = "alic
 
 def dbos_status(run_id: str) -> str | None:
     return run_workflow_status(run_id)
-
-
-def wait_dbos(run_id: str, want: str, timeout: float = 30) -> str | None:
-    deadline = time.monotonic() + timeout
-    seen = dbos_status(run_id)
-    while seen != want and time.monotonic() < deadline:
-        time.sleep(0.1)
-        seen = dbos_status(run_id)
-    return seen
 
 
 def episodes(stack: Stack, run_id: str) -> list[dict[str, Any]]:
@@ -74,7 +64,7 @@ def test_cancel_a_waiting_run(stack: Stack) -> None:
     assert "alice" in done["error_message"] and "wrong objective" in done["error_message"]
     assert done["steps"] == []
     assert done["trace_digest"] is not None
-    assert wait_dbos(run_id, "CANCELLED") == "CANCELLED"
+    assert wait_workflow_status(run_id, "CANCELLED") == "CANCELLED"
     # only the planner's own ledger row: nothing ran
     assert stack.sql("SELECT kind, step_id FROM calls WHERE run_id = :r", r=run_id) == [
         ("provider", "@compile")
@@ -108,7 +98,7 @@ def test_cancel_a_finished_run_is_refused(stack: Stack) -> None:
     run_id, digest = waiting_run(stack)
     assert decide(stack, "approve", run_id, digest).status_code == 200
     assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
-    assert wait_dbos(run_id, "SUCCESS") == "SUCCESS"
+    assert wait_workflow_status(run_id, "SUCCESS") == "SUCCESS"
 
     r = cancel(stack, run_id)
     assert r.status_code == 409, r.text
@@ -196,7 +186,7 @@ def test_cancel_between_steps(stack: Stack) -> None:
     ) == [("first",), ("hold",)]
     stop = next(e for e in episodes(stack, run_id) if e["episode_type"] == "execution/cancel")
     assert stop["body"]["result_details"]["at"] == "third"
-    assert wait_dbos(run_id, "CANCELLED") == "CANCELLED"
+    assert wait_workflow_status(run_id, "CANCELLED") == "CANCELLED"
 
 
 def _dbos_cancel(stack: Stack, workflow_id: str) -> None:
@@ -212,12 +202,12 @@ def test_a_waiting_run_has_no_workflow_for_dbos_to_cancel(stack: Stack) -> None:
     when it parked, so ``dbos workflow cancel`` finds nothing to stop, and the run
     still takes its decision (Gatehouse's own cancel is the way to stop it)."""
     run_id, digest = waiting_run(stack)
-    assert wait_dbos(run_id, "SUCCESS") == "SUCCESS"
+    assert wait_workflow_status(run_id, "SUCCESS") == "SUCCESS"
     _dbos_cancel(stack, run_id)
     assert dbos_status(run_id) == "SUCCESS"
     assert decide(stack, "approve", run_id, digest).status_code == 200
     assert stack.wait(run_id, {"succeeded", "failed", "cancelled"})["status"] == "succeeded"
-    assert dbos_status(run_id) == "SUCCESS"
+    assert wait_workflow_status(run_id, "SUCCESS") == "SUCCESS"
 
 
 def test_a_cancel_through_dbos_ends_the_run_the_same_way(stack: Stack) -> None:
@@ -305,5 +295,5 @@ def test_fifty_cancel_approve_races_each_end_one_way(stack: Stack) -> None:
                     assert done["status"] == "succeeded", done
                 outcomes["approve_first"] += 1
             want = "CANCELLED" if done["status"] == "cancelled" else "SUCCESS"
-            assert wait_dbos(run_id, want) == want
+            assert wait_workflow_status(run_id, want) == want
     assert sum(outcomes.values()) == 50, outcomes

@@ -64,6 +64,7 @@ def _succeeded(stack: Stack) -> str:
     ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest})
     assert ok.status_code == 200, ok.text
     stack.wait(run_id, {"succeeded"})
+    assert _dbos_status(stack.database_url, f"{run_id}:1") == "SUCCESS"
     return run_id
 
 
@@ -90,6 +91,7 @@ def test_list_and_steps_with_no_flags(stack: Stack) -> None:
     r = stack.client.post(f"/reject/{rejected}", json={"plan_digest": digest2})
     assert r.status_code == 200, r.text
     stack.wait(rejected, {"rejected"})
+    assert _dbos_status(stack.database_url, f"{rejected}:1") == "SUCCESS"
     found = dbos(stack.database_url, "workflow", "list", "-l", "500")
     listed = {w["workflow_id"]: w for w in found}
     # the status mapping is docs/operators.md's: a run waiting for a decision holds

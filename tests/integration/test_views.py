@@ -10,7 +10,7 @@ from typing import Any
 from dbos import DBOS
 
 from tests.support.plans import ECHO, NOTE, digest_of_plan
-from tests.support.stack import Stack
+from tests.support.stack import Stack, wait_workflow_status
 
 
 def _run(stack: Stack, steps: list[dict[str, Any]], decide: str | None) -> str:
@@ -37,6 +37,10 @@ def test_views_over_known_runs(stack: Stack) -> None:
     broken = _run(stack, [{**ECHO, "output_schema_ref": "ds.http_json_ok_v1"}], "approve")
     refused = _run(stack, [NOTE], "reject")
     waiting = _run(stack, [NOTE], None)
+    # a run's status is written a moment before DBOS records its stretch's end;
+    # waiting is rows only: its first stretch parked the run and ended
+    for run_id in (done, broken, refused, waiting):
+        assert wait_workflow_status(run_id, "SUCCESS") == "SUCCESS", run_id
     assert stack.client.get("/runs", headers={"Authorization": "Bearer nope"}).status_code == 401
 
     phases = {
@@ -52,7 +56,6 @@ def test_views_over_known_runs(stack: Stack) -> None:
     assert phases[done]["executor_id"] == f"test-{stack.backend}"
     assert phases[refused]["approved_by"] is None and phases[refused]["dbos_status"] == "SUCCESS"
     assert phases[waiting]["status"] == "waiting_approval"
-    # waiting is rows only: its first stretch parked the run and ended
     assert phases[waiting]["dbos_status"] == "SUCCESS"
     assert phases[waiting]["parked_at"] == "@approval"
     assert phases[done]["parked_at"] is None

@@ -228,6 +228,18 @@ def run_workflow_status(run_id: str) -> str | None:
     return found[0].status if found else None
 
 
+def wait_workflow_status(run_id: str, want: str, timeout: float = 30) -> str | None:
+    """Wait until the run's latest workflow has DBOS status ``want``; the status
+    last seen. A parking stretch commits the park a moment before DBOS records
+    its workflow's end, so a run seen waiting may still show PENDING briefly."""
+    deadline = time.monotonic() + timeout
+    seen = run_workflow_status(run_id)
+    while seen != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+        seen = run_workflow_status(run_id)
+    return seen
+
+
 def wait_for_status(read: Any, run_id: str, statuses: set[str], timeout: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     last: dict[str, Any] = {}
