@@ -10,8 +10,10 @@ when a worker first launches, which then calls ``add_missing_views``.
 
 View files are written once for both databases; ``_apply`` expands these:
 ``{{BLOB}}``, ``{{DBOS}}`` (DBOS's schema prefix), ``{{EPOCH(expr)}}`` (seconds
-since 1970 of an ISO 8601 text), ``{{NOW_EPOCH}}`` and ``{{JSON(expr, a, b)}}``
-(the text at ``a.b`` in a JSON text, NULL when absent).
+since 1970 of an ISO 8601 text), ``{{NOW_EPOCH}}``, ``{{JSON(expr, a, b)}}``
+(the text at ``a.b`` in a JSON text, NULL when absent) and
+``{{JSON_OBJECT('k1', v1, 'k2', v2)}}`` (a JSON object's text, from name and value
+pairs; NULL values kept as ``null``).
 """
 
 from __future__ import annotations
@@ -69,6 +71,15 @@ def _expanded(sql: str, sqlite: bool) -> str:
     sql = sql.replace("{{DBOS}}", "" if sqlite else "dbos.")
     sql = sql.replace("{{NOW_EPOCH}}", epoch_sql("'now'", sqlite))
     sql = re.sub(r"\{\{EPOCH\(([^(){}]+)\)\}\}", lambda m: epoch_sql(m.group(1), sqlite), sql)
+    sql = re.sub(
+        r"\{\{JSON_OBJECT\(([^(){}]+)\)\}\}",
+        lambda m: (
+            f"json_object({m.group(1)})"
+            if sqlite
+            else f"CAST(json_build_object({m.group(1)}) AS TEXT)"
+        ),
+        sql,
+    )
     return re.sub(r"\{\{JSON\(([^(){}]+)\)\}\}", _json(sqlite), sql)
 
 

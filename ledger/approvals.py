@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import ApprovalView, Decision, ErrorCode, GatehouseError, JsonValue
-from ledger import events
+from ledger import chain, events
 from ledger._db import Conn, corrupt, now_iso
 
 __all__ = ["Decided", "approvals_of", "decision_for", "insert_decision"]
@@ -59,21 +59,24 @@ def insert_decision(
 
     ``token_id``, the public id of the token the decision came with, goes into the
     run's ``approval`` event (the row keeps the identity only)."""
+    row: dict[str, JsonValue] = {
+        "approval_id": approval_id,
+        "run_id": run_id,
+        "plan_digest": plan_digest,
+        "decision": decision.value,
+        "decided_by": decided_by,
+        "comment": comment,
+        "decided_at": now_iso(),
+    }
+    sealed_json, sealed_hash = chain.seal_decision(row)
     inserted = conn.execute(
         sa.text(
             "INSERT INTO plan_approvals (approval_id, run_id, plan_digest, decision, decided_by,"
-            " comment, decided_at) VALUES (:a, :r, :d, :dec, :by, :c, :t)"
+            " comment, decided_at, sealed_json, sealed_hash) VALUES (:approval_id, :run_id,"
+            " :plan_digest, :decision, :decided_by, :comment, :decided_at, :sj, :sh)"
             " ON CONFLICT (run_id, plan_digest) DO NOTHING RETURNING approval_id"
         ),
-        {
-            "a": approval_id,
-            "r": run_id,
-            "d": plan_digest,
-            "dec": decision.value,
-            "by": decided_by,
-            "c": comment,
-            "t": now_iso(),
-        },
+        {**row, "sj": sealed_json, "sh": sealed_hash},
     ).first()
     if inserted is not None:
         body: dict[str, JsonValue] = {

@@ -30,13 +30,12 @@ from in_toto_attestation.v1.statement import Statement
 from contracts import JsonObject, JsonValue
 from ledger import anchors, approvals, evidence
 from ledger._db import Conn, now_iso
-from ledger.chain import GENESIS
+from ledger.chain import ENTRY_FIELDS, GENESIS
 from ledger.signing import RFC8785, SigningKey, jcs_digest, sign_envelope
 
 __all__ = [
     "BUNDLE_FORMAT",
     "CHAIN_CANONICALIZATION",
-    "ENTRY_FIELDS",
     "LEGACY_FORMAT",
     "PREDICATE_TYPE",
     "STATEMENT_PAYLOAD_TYPE",
@@ -53,11 +52,8 @@ LEGACY_FORMAT = "https://gatehouse.dev/evidence-bundle/v1"
 PREDICATE_TYPE = "https://gatehouse.dev/attestation/run/v1"
 STATEMENT_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 CHAIN_CANONICALIZATION = "gatehouse-json-v1"
-# An entry's hash: sha256 of the canonical JSON of [prev_hash, *ENTRY_FIELDS].
-ENTRY_FIELDS = (
-    "op_key", "run_id", "step_id", "attempt", "kind", "target", "status", "request_digest",
-    "response_digest", "error_code",
-)  # fmt: skip
+# An entry's hash is ``ledger.chain.entry_hash``: over [prev_hash, 2, sealed copy] for
+# an entry with chain_version 2, over [prev_hash, *ENTRY_FIELDS] for one before it.
 _RUN = (
     "run_id", "intent_id", "recipe", "objective", "mode", "status", "submitted_by",
     "policy_profile", "tool_pool", "plan_digest", "error_code", "created_at", "finished_at",
@@ -93,7 +89,8 @@ def _entries(conn: Conn, run_id: str) -> tuple[list[JsonValue], list[JsonValue]]
     rows = conn.execute(
         sa.text(
             f"SELECT {', '.join(ENTRY_FIELDS)}, chain_seq, prev_hash, entry_hash,"  # noqa: S608
-            " request_json, response_json FROM calls WHERE run_id = :r"
+            " request_json, response_json, sealed_json, chain_version FROM calls"
+            " WHERE run_id = :r"
             " ORDER BY chain_seq IS NULL, chain_seq, op_key"
         ),
         {"r": run_id},
@@ -104,7 +101,7 @@ def _entries(conn: Conn, run_id: str) -> tuple[list[JsonValue], list[JsonValue]]
         entry: JsonObject = dict(zip(ENTRY_FIELDS, r[:10], strict=True))
         entry.update(
             chain_seq=r[10], prev_hash=r[11], entry_hash=r[12], request_json=r[13],
-            response_json=r[14],
+            response_json=r[14], sealed_json=r[15], chain_version=r[16],
         )  # fmt: skip
         (unfinished if r[10] is None else chained).append(entry)
     return chained, unfinished
@@ -138,7 +135,10 @@ def content_of(conn: Conn, run_id: str) -> JsonObject | None:
         "ledger": {
             "canonicalization": CHAIN_CANONICALIZATION,
             "genesis": GENESIS,
-            "entry_hash": "sha256(canonical [prev_hash, " + ", ".join(ENTRY_FIELDS) + "])",
+            "entry_hash": "sha256(canonical [prev_hash, 2, the parsed sealed_json]) where"
+            " chain_version is 2, else sha256(canonical [prev_hash, "
+            + ", ".join(ENTRY_FIELDS)
+            + "])",
             "entries": chained,
             "count": len(chained),
             "head": head,

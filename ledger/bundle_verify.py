@@ -37,13 +37,12 @@ from contracts import JsonObject, JsonValue, digest_of
 from ledger.anchors import CHECKPOINT_PAYLOAD_TYPE
 from ledger.bundle import (
     BUNDLE_FORMAT,
-    ENTRY_FIELDS,
     LEGACY_FORMAT,
     PREDICATE_TYPE,
     STATEMENT_PAYLOAD_TYPE,
     bundle_bytes,
 )
-from ledger.chain import GENESIS
+from ledger.chain import ENTRY_FIELDS, GENESIS, entry_hash, unsealed_field
 from ledger.signing import RFC8785, SigningError, VerifyKey, jcs, jcs_digest, verify_envelope
 
 __all__ = ["BundleReport", "verify_bundle"]
@@ -135,7 +134,10 @@ def _ledger(content: JsonObject) -> list[str]:
             raise _BrokenError(f"{where}: the request body does not match its digest")
         if _body_digest(e.get("response_json")) != e.get("response_digest"):
             raise _BrokenError(f"{where}: the response body does not match its digest")
-        if digest_of([prev, *(e.get(f) for f in ENTRY_FIELDS)]) != e.get("entry_hash"):
+        changed = unsealed_field(e, ENTRY_FIELDS)
+        if changed is not None:
+            raise _BrokenError(f"{where}: {changed}")
+        if entry_hash(prev, e) != e.get("entry_hash"):
             raise _BrokenError(f"{where}: entry hash does not match its body")
         prev = str(e["entry_hash"])
         hashes.append(prev)

@@ -1,44 +1,108 @@
-"""The per-run hash chain over finished ledger entries, and its verification.
+"""The per-run hash chain over finished ledger entries, sealed decisions, and
+their verification.
 
 When a call is completed, its entry is appended to its run's chain in the same
-transaction: ``entry_hash = sha256(canonical [prev_hash, op_key, run_id,
-step_id, attempt, kind, target, status, request_digest, response_digest,
-error_code])``, ``prev_hash`` being the run's previous entry_hash (64 zeros for
-the first). Appends are serialized per run (PostgreSQL: the run's row is locked;
-SQLite: one writer at a time) and ``(run_id, chain_seq)`` is UNIQUE, so the head
-never forks. ``verify`` recomputes everything from the stored request and
-response bodies and names the first entry that does not hold; given the run's
+transaction: a copy of its sealed fields (``SEALED_FIELDS``: identity, status,
+body digests, error, times, who resolved it) is kept in ``sealed_json`` and
+``entry_hash = sha256(canonical [prev_hash, 2, that copy])``, ``prev_hash``
+being the run's previous entry_hash (64 zeros for the first). Entries chained
+before version 2 of the chain (``chain_version`` NULL) keep their hash over
+``[prev_hash, *ENTRY_FIELDS]``. Appends are serialized per run (PostgreSQL: the
+run's row is locked; SQLite: one writer at a time) and ``(run_id, chain_seq)``
+is UNIQUE, so the head never forks. ``verify`` recomputes everything from the
+stored request and response bodies, names a column that no longer matches its
+sealed copy, and names the first entry that does not hold; given the run's
 checkpoints (``ledger.anchors``), it also holds the chain to each of them, which
 catches what recomputing cannot: the newest entries deleted, or the whole chain
-rewritten with consistent hashes.
+rewritten with consistent hashes. A decision on a plan is sealed the same way
+when it is recorded (``seal_decision``): its own copy and hash, no chain.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
-from contracts import JsonObject, JsonValue, digest_of
+from contracts import JsonObject, JsonValue, canonical_json, digest_of
 from ledger._db import Conn, is_postgres
 from ledger.anchors import Anchor, problem
 
-__all__ = ["GENESIS", "ChainReport", "append", "verify"]
+__all__ = [
+    "ENTRY_FIELDS",
+    "GENESIS",
+    "SEALED_FIELDS",
+    "ChainReport",
+    "append",
+    "entry_hash",
+    "seal_decision",
+    "unsealed_field",
+    "verify",
+]
 
 GENESIS = "0" * 64
+# What a version-1 entry's hash covers, in order.
+ENTRY_FIELDS = (
+    "op_key", "run_id", "step_id", "attempt", "kind", "target", "status", "request_digest",
+    "response_digest", "error_code",
+)  # fmt: skip
+# What a version-2 entry's sealed copy holds.
+SEALED_FIELDS = (
+    *ENTRY_FIELDS, "started_at", "finished_at", "duration_ms", "resolved_by", "resolved_at",
+)  # fmt: skip
+SEALED_VERSION = 2
+DECISION_FIELDS = (
+    "approval_id", "run_id", "plan_digest", "decision", "decided_by", "comment", "decided_at",
+)  # fmt: skip
 
 
-def _entry_hash(prev_hash: str, fields: list[JsonValue]) -> str:
-    return digest_of([prev_hash, *fields])
+def _sealed_copy(entry: Mapping[str, JsonValue]) -> JsonObject | None:
+    raw = entry.get("sealed_json")
+    if not isinstance(raw, str):
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
-_FIELDS = (
-    "op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
-    " response_digest, error_code"
-)
+def entry_hash(prev_hash: str, entry: Mapping[str, JsonValue]) -> str:
+    """The hash an entry (a row of ``calls`` or a bundle's ledger entry, as a
+    mapping of column names) should carry after ``prev_hash``."""
+    if entry.get("chain_version") == SEALED_VERSION:
+        return digest_of([prev_hash, SEALED_VERSION, _sealed_copy(entry)])
+    return digest_of([prev_hash, *(entry.get(f) for f in ENTRY_FIELDS)])
+
+
+def unsealed_field(entry: Mapping[str, JsonValue], fields: Sequence[str]) -> str | None:
+    """The first of ``fields`` whose value no longer matches the entry's sealed copy
+    (a sentence naming it, both values shown), or None; None too for an entry with
+    no copy."""
+    sealed = _sealed_copy(entry)
+    if sealed is None:
+        return None
+    for name in fields:
+        if name in sealed and sealed[name] != entry.get(name):
+            was, now = json.dumps(sealed[name]), json.dumps(entry.get(name))
+            return f"{name} was changed after it was sealed (sealed {was[:80]}, now {now[:80]})"
+    return None
+
+
+def seal_decision(row: Mapping[str, JsonValue]) -> tuple[str, str]:
+    """(sealed_json, sealed_hash) for a decision about to be recorded."""
+    sealed: JsonObject = {f: row.get(f) for f in DECISION_FIELDS}
+    return canonical_json(sealed), digest_of(["decision", sealed])
+
+
+_COLUMNS = ", ".join(SEALED_FIELDS)
+
+
+def _mapping(keys: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+    return dict(zip(keys, row, strict=True))
 
 
 def append(conn: Conn, op_key: str, run_id: str) -> None:
@@ -46,7 +110,7 @@ def append(conn: Conn, op_key: str, run_id: str) -> None:
     if is_postgres(conn):
         conn.execute(sa.text("SELECT 1 FROM runs WHERE run_id = :r FOR UPDATE"), {"r": run_id})
     row = conn.execute(
-        sa.text(f"SELECT {_FIELDS}, chain_seq FROM calls WHERE op_key = :k"),  # noqa: S608
+        sa.text(f"SELECT {_COLUMNS}, chain_seq FROM calls WHERE op_key = :k"),  # noqa: S608
         {"k": op_key},
     ).first()
     if row is None or row[-1] is not None or row[6] in ("started", "in_doubt"):
@@ -59,12 +123,18 @@ def append(conn: Conn, op_key: str, run_id: str) -> None:
         {"r": run_id},
     ).first()
     seq, prev = (1, GENESIS) if head is None else (int(head[0]) + 1, str(head[1]))
+    sealed = canonical_json(_mapping(SEALED_FIELDS, row[:-1]))
+    entry: JsonObject = {"chain_version": SEALED_VERSION, "sealed_json": sealed}
     conn.execute(
         sa.text(
-            "UPDATE calls SET chain_seq = :s, prev_hash = :p, entry_hash = :h WHERE op_key = :k"
+            "UPDATE calls SET chain_seq = :s, prev_hash = :p, entry_hash = :h,"
+            " sealed_json = :j, chain_version = :v WHERE op_key = :k"
         ),
-        {"s": seq, "p": prev, "h": _entry_hash(prev, list(row[:-1])), "k": op_key},
-    )
+        {
+            "s": seq, "p": prev, "h": entry_hash(prev, entry), "j": sealed,
+            "v": SEALED_VERSION, "k": op_key,
+        },
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -112,44 +182,88 @@ def _body_digest(raw: str | None) -> str | None:
     return digest_of(parsed)
 
 
-def _problem(row: Sequence[Any], prev: str, expected_seq: int) -> str | None:
-    fields, seq, prev_hash, entry_hash = list(row[:10]), row[10], row[11], row[12]
+_VERIFIED = (
+    *SEALED_FIELDS, "chain_seq", "prev_hash", "entry_hash", "request_json", "response_json",
+    "sealed_json", "chain_version",
+)  # fmt: skip
+
+
+def _problem(e: Mapping[str, Any], prev: str, expected_seq: int, sealed_before: bool) -> str | None:
+    seq = e["chain_seq"]
     if seq is None:
         return "a finished entry is not on the chain"
     if seq != expected_seq:
         return f"chain_seq {seq} where {expected_seq} was expected"
-    if prev_hash != prev:
+    if e["prev_hash"] != prev:
         return "prev_hash is not the previous entry's hash"
-    if _body_digest(row[13]) != row[7]:
+    if _body_digest(e["request_json"]) != e["request_digest"]:
         return "the stored request does not match its digest"
-    if _body_digest(row[14]) != row[8]:
+    if _body_digest(e["response_json"]) != e["response_digest"]:
         return "the stored response does not match its digest"
-    if _entry_hash(prev, fields) != entry_hash:
+    changed = unsealed_field(e, SEALED_FIELDS)
+    if changed is not None:
+        return changed
+    if sealed_before and e["chain_version"] != SEALED_VERSION:
+        return "an entry in the form before sealing follows a sealed one"
+    if entry_hash(prev, e) != e["entry_hash"]:
+        if e["chain_version"] == SEALED_VERSION:
+            return "entry_hash does not match the entry's sealed copy"
         return "entry_hash does not match the entry"
+    return None
+
+
+def _decision_problem(conn: Conn, run_id: str) -> str | None:
+    """The first of the run's decisions whose row no longer matches its seal."""
+    rows = conn.execute(
+        sa.text(
+            f"SELECT {', '.join(DECISION_FIELDS)}, sealed_json, sealed_hash"  # noqa: S608
+            " FROM plan_approvals WHERE run_id = :r ORDER BY decided_at, approval_id"
+        ),
+        {"r": run_id},
+    ).all()
+    for row in rows:
+        d = _mapping((*DECISION_FIELDS, "sealed_json", "sealed_hash"), row)
+        where = f"decision {d['approval_id']}"
+        sealed = _sealed_copy(d)
+        if sealed is None:
+            return f"{where}: its sealed copy is missing or unreadable"
+        changed = unsealed_field(d, DECISION_FIELDS)
+        if changed is not None:
+            return f"{where}: {changed}"
+        # a decision recorded before sealing has its copy from the migration and no hash
+        if d["sealed_hash"] is not None and d["sealed_hash"] != digest_of(["decision", sealed]):
+            return f"{where}: sealed_hash does not match its sealed copy"
     return None
 
 
 def verify(conn: Conn, run_id: str, anchors: Sequence[Anchor] = ()) -> ChainReport:
     """Recompute the run's chain; report the first entry that breaks it, then the
-    first of ``anchors`` (the run's checkpoints) it does not match."""
+    first decision that no longer matches its seal, then the first of ``anchors``
+    (the run's checkpoints) it does not match."""
     rows = conn.execute(
         sa.text(
-            f"SELECT {_FIELDS}, chain_seq, prev_hash, entry_hash, request_json, response_json"  # noqa: S608
-            " FROM calls WHERE run_id = :r ORDER BY chain_seq IS NULL, chain_seq, op_key"
+            f"SELECT {', '.join(_VERIFIED)} FROM calls WHERE run_id = :r"  # noqa: S608
+            " ORDER BY chain_seq IS NULL, chain_seq, op_key"
         ),
         {"r": run_id},
     ).all()
-    prev, expected_seq, hashes = GENESIS, 1, list[str]()
+    prev, expected_seq, hashes, sealed_before = GENESIS, 1, list[str](), False
     held = tuple(anchors)
     for row in rows:
-        seq, status = row[10], str(row[6])
+        e = _mapping(_VERIFIED, row)
+        seq, status = e["chain_seq"], str(e["status"])
         if seq is None and status in ("started", "in_doubt"):
             continue  # not finished: not part of the chain yet
-        reason = _problem(row, prev, expected_seq)
+        reason = _problem(e, prev, expected_seq, sealed_before)
         if reason is not None:
-            return ChainReport(run_id, len(hashes), False, str(row[0]), seq, reason, prev, held)
-        prev, expected_seq = str(row[12]), expected_seq + 1
+            key = str(e["op_key"])
+            return ChainReport(run_id, len(hashes), False, key, seq, reason, prev, held)
+        prev, expected_seq = str(e["entry_hash"]), expected_seq + 1
+        sealed_before = sealed_before or e["chain_version"] == SEALED_VERSION
         hashes.append(prev)
+    decision = _decision_problem(conn, run_id)
+    if decision is not None:
+        return ChainReport(run_id, len(hashes), False, None, None, decision, prev, held)
     broken = problem(list(held), hashes)
     if broken is not None:
         return ChainReport(run_id, len(hashes), False, None, broken[0], broken[1], prev, held)

@@ -137,7 +137,8 @@ def _flip(raw: bytes, start: bytes, nth: int = 1, skip: int = 12) -> bytes:
         (
             "an entry's status",
             lambda raw: raw.replace(b'"status": "completed"', b'"status": "failed"', 1),
-            "ledger entry 1 (step s1): entry hash does not match its body",
+            'ledger entry 1 (step s1): status was changed after it was sealed (sealed "completed",'
+            ' now "failed")',
         ),
         (
             "the statement",
@@ -213,29 +214,29 @@ def test_removed_entries_and_another_key_are_named(
 
 
 def _rewrite_consistently(stack: Stack, run_id: str, seq: int) -> None:
-    """Edit entry ``seq``'s request and recompute its digest and every hash after it."""
+    """Edit entry ``seq``'s request, its digest and sealed copy, and recompute every
+    hash after it (an entry's hash: sha256 of [prev_hash, 2, its sealed copy])."""
     rows = stack.sql(
-        "SELECT op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
-        " response_digest, error_code, chain_seq, prev_hash, entry_hash, request_json"
+        "SELECT op_key, chain_seq, entry_hash, request_json, sealed_json"
         " FROM calls WHERE run_id = :r AND chain_seq IS NOT NULL ORDER BY chain_seq",
         r=run_id,
     )
-    prev = rows[seq - 2][12] if seq > 1 else "0" * 64
-    for row in rows[seq - 1 :]:
-        fields = list(row[:10])
-        request = json.loads(row[13])
-        if row[10] == seq:
+    prev = rows[seq - 2][2] if seq > 1 else "0" * 64
+    for op_key, chain_seq, _, request_json, sealed_json in rows[seq - 1 :]:
+        request, sealed = json.loads(request_json), json.loads(sealed_json)
+        if chain_seq == seq:
             request["forged"] = True
-            fields[7] = digest_of(request)
-        entry_hash = digest_of([prev, *fields])
+            sealed["request_digest"] = digest_of(request)
+        entry_hash = digest_of([prev, 2, sealed])
         stack.execute(
             "UPDATE calls SET request_json = :rq, request_digest = :rd, prev_hash = :p,"
-            " entry_hash = :h WHERE op_key = :k",
+            " entry_hash = :h, sealed_json = :s WHERE op_key = :k",
             rq=json.dumps(request, sort_keys=True, separators=(",", ":")),
-            rd=fields[7],
+            rd=sealed["request_digest"],
             p=prev,
             h=entry_hash,
-            k=row[0],
+            s=json.dumps(sealed),
+            k=op_key,
         )
         prev = entry_hash
 

@@ -61,7 +61,23 @@ def test_an_intact_run_verifies(stack: Stack) -> None:
             json.dumps({"ok": True, "forged": 1}),
             "the stored response does not match its digest",
         ),
-        ("status", "failed", "entry_hash does not match the entry"),
+        (
+            "status",
+            "failed",
+            'status was changed after it was sealed (sealed "completed", now "failed")',
+        ),
+        (
+            "finished_at",
+            "2020-01-01T00:00:00.000000+00:00",
+            "finished_at was changed after it was sealed",
+        ),
+        (
+            "resolved_by",
+            "mallory",
+            'resolved_by was changed after it was sealed (sealed null, now "mallory")',
+        ),
+        ("duration_ms", "1", "duration_ms was changed after it was sealed"),
+        ("sealed_json", "{}", "entry_hash does not match the entry's sealed copy"),
         ("prev_hash", "1" * 64, "prev_hash is not the previous entry's hash"),
         ("chain_seq", "7", "chain_seq 7 where 2 was expected"),
     ],
@@ -74,8 +90,67 @@ def test_a_tampered_row_is_named(stack: Stack, column: str, value: str, reason: 
     stack.execute(f"UPDATE calls SET {column} = :v WHERE op_key = :k", v=value, k=victim)
     report = _verify(stack, run_id)
     assert report["ok"] is False
+    broken = report["first_broken"]
+    assert isinstance(broken, dict)
+    assert str(broken.pop("reason")).startswith(reason), report
+    assert broken == {"op_key": victim, "chain_seq": 7 if column == "chain_seq" else 2}
+
+
+def test_a_column_and_its_sealed_copy_edited_together_break_the_hash(stack: Stack) -> None:
+    """Editing what the verifier compares against as well: the hash over the copy breaks."""
+    run_id = _succeeded_run(stack)
+    victim, sealed = stack.sql(
+        "SELECT op_key, sealed_json FROM calls WHERE run_id = :r AND step_id = 'echo'", r=run_id
+    )[0]
+    forged = {**json.loads(sealed), "finished_at": "2020-01-01T00:00:00.000000+00:00"}
+    stack.execute(
+        "UPDATE calls SET finished_at = :t, sealed_json = :j WHERE op_key = :k",
+        t=forged["finished_at"],
+        j=json.dumps(forged),
+        k=victim,
+    )
+    report = _verify(stack, run_id)
     assert report["first_broken"] == {
         "op_key": victim,
-        "chain_seq": 7 if column == "chain_seq" else 2,
-        "reason": reason,
+        "chain_seq": 2,
+        "reason": "entry_hash does not match the entry's sealed copy",
+    }
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("decided_by", "mallory"), ("decided_at", "2020-01-01T00:00:00.000000+00:00"),
+     ("plan_digest", "0" * 64), ("comment", "looks fine")],
+)  # fmt: skip
+def test_an_edited_decision_is_named(stack: Stack, column: str, value: str) -> None:
+    run_id = _succeeded_run(stack)
+    (approval_id,) = stack.sql(
+        "SELECT approval_id FROM plan_approvals WHERE run_id = :r", r=run_id
+    )[0]
+    stack.execute(f"UPDATE plan_approvals SET {column} = :v WHERE run_id = :r", v=value, r=run_id)
+    report = _verify(stack, run_id)
+    broken = report["first_broken"]
+    assert isinstance(broken, dict) and report["ok"] is False
+    assert broken["op_key"] is None and broken["chain_seq"] is None
+    assert str(broken["reason"]).startswith(
+        f"decision {approval_id}: {column} was changed after it was sealed"
+    ), broken
+
+
+def test_a_decision_and_its_sealed_copy_edited_together_break_its_hash(stack: Stack) -> None:
+    run_id = _succeeded_run(stack)
+    approval_id, sealed = stack.sql(
+        "SELECT approval_id, sealed_json FROM plan_approvals WHERE run_id = :r", r=run_id
+    )[0]
+    forged = json.dumps({**json.loads(sealed), "decided_by": "mallory"})
+    stack.execute(
+        "UPDATE plan_approvals SET decided_by = 'mallory', sealed_json = :j WHERE run_id = :r",
+        j=forged,
+        r=run_id,
+    )
+    broken = _verify(stack, run_id)["first_broken"]
+    assert broken == {
+        "op_key": None,
+        "chain_seq": None,
+        "reason": f"decision {approval_id}: sealed_hash does not match its sealed copy",
     }

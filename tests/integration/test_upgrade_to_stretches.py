@@ -106,6 +106,13 @@ def test_runs_of_the_one_workflow_shape_finish_after_the_upgrade(
             procs.append(worker)
             read = api.read
             assert wait_for_status(read, doubt, {"needs_operator"}, 90)["phase"] == "operator"
+            # finished under the old release: its entries are chained in the old form
+            early, e_digest = api.submit([_get(unkeyed, "early", "local-http")])
+            wait_for_status(read, early, {"waiting_approval"}, 90)
+            api.approve(early, e_digest)
+            assert (
+                wait_for_status(read, early, {"succeeded", "failed"}, 90)["status"] == "succeeded"
+            )
             waiting, w_digest = api.submit([_get(unkeyed, "only", "local-http")])
             wait_for_status(read, waiting, {"waiting_approval"}, 90)
             moving, m_digest = api.submit([_get(held.url, "hold"), _get(unkeyed, "after")])
@@ -146,8 +153,10 @@ def test_runs_of_the_one_workflow_shape_finish_after_the_upgrade(
                     assert replayed.json()["match"] is True, replayed.json()
             finally:
                 stop([worker])
+            _sealed_by_the_migration(client, people, db_url, early)
         # each call once: the in-doubt one applied, the others completed
-        assert inventory.count("/inventory.json") == 3  # doubt, waiting's, moving's "after"
+        # doubt, early's, waiting's, moving's "after"
+        assert inventory.count("/inventory.json") == 4
     # one workflow each, as they began: never split, never run twice
     table = "workflow_status" if db_url.startswith("sqlite") else "dbos.workflow_status"
     for run_id in (doubt, waiting, moving):
@@ -159,6 +168,40 @@ def test_runs_of_the_one_workflow_shape_finish_after_the_upgrade(
             p=f"{run_id}%",
         )
         assert found == [(run_id, "SUCCESS", APP_VERSION)], found
+
+
+def _sealed_by_the_migration(client: Any, people: People, db_url: str, run_id: str) -> None:
+    """The entries the old release chained keep their hash (version 1: checkpoints
+    hold them) and got a sealed copy from the migration: the run verifies, and an
+    edit to an old entry's time is named."""
+
+    def verify() -> dict[str, Any]:
+        r = client.get(f"/runs/{run_id}/ledger/verify", headers=people.auth("olga"))
+        assert r.status_code == 200, r.text
+        out: dict[str, Any] = r.json()
+        return out
+
+    assert verify()["ok"] is True
+    forms = _sql(
+        db_url,
+        "SELECT op_key, chain_version, sealed_json IS NOT NULL FROM calls"
+        " WHERE run_id = :r AND chain_seq IS NOT NULL ORDER BY chain_seq",
+        r=run_id,
+    )
+    old_entries = [key for key, version, copied in forms if version is None and copied]
+    assert old_entries and all(copied for _, _, copied in forms), forms
+    db = open_database(db_url)
+    try:
+        with db.engine.begin() as conn:
+            conn.execute(
+                sa.text("UPDATE calls SET finished_at = '2020-01-01' WHERE op_key = :k"),
+                {"k": old_entries[0]},
+            )
+    finally:
+        db.dispose()
+    broken = verify()["first_broken"]
+    assert broken["op_key"] == old_entries[0], broken
+    assert broken["reason"].startswith("finished_at was changed after it was sealed"), broken
 
 
 def _sql(url: str, query: str, **params: Any) -> list[tuple[Any, ...]]:
