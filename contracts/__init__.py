@@ -6,12 +6,14 @@ Imports nothing else of Gatehouse; every other package imports this one.
 from contracts._base import Closed
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._json import (
+    PLACEHOLDER_KEY,
     JsonObject,
     JsonValue,
     canonical_json,
     digest_of,
     sha256_hex,
     strict_loads,
+    with_placeholders,
 )
 from contracts._schemas import (
     SCHEMA_MODELS,
@@ -104,6 +106,7 @@ __all__ = [
     "EXPLAIN_WORKFLOW",
     "INTENT_QUEUE",
     "INTENT_WORKFLOW",
+    "PLACEHOLDER_KEY",
     "POLICY_CHANNELS",
     "REPLAY_WORKFLOW",
     "RESOLUTION_TOPIC",
@@ -199,4 +202,5 @@ __all__ = [
     "strict_loads",
     "validate_instance",
     "visible",
+    "with_placeholders",
 ]

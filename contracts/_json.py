@@ -9,7 +9,16 @@ from typing import NoReturn, TypeAlias
 
 from pydantic import JsonValue
 
-__all__ = ["JsonObject", "JsonValue", "canonical_json", "digest_of", "sha256_hex", "strict_loads"]
+__all__ = [
+    "PLACEHOLDER_KEY",
+    "JsonObject",
+    "JsonValue",
+    "canonical_json",
+    "digest_of",
+    "sha256_hex",
+    "strict_loads",
+    "with_placeholders",
+]
 
 # pydantic's JsonValue is a proper recursive alias that both pydantic and mypy understand.
 JsonObject: TypeAlias = dict[str, JsonValue]
@@ -47,3 +56,34 @@ def strict_loads(text: str | bytes) -> JsonValue:
     any bad input (``RecursionError`` for nesting Python cannot follow)."""
     parsed: JsonValue = json.loads(text, parse_constant=_not_a_value, parse_float=_finite)
     return parsed
+
+
+# The key of the object that stands in, in an answer, for a stored value no JSON
+# can carry (``{"gatehouse:placeholder": "non-finite number", "stored": "Infinity"}``).
+PLACEHOLDER_KEY = "gatehouse:placeholder"
+
+
+def _placeholder(number: float) -> JsonObject:
+    stored = "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
+    return {PLACEHOLDER_KEY: "non-finite number", "stored": stored}
+
+
+def with_placeholders(value: object) -> tuple[object, int]:
+    """``value`` with every number JSON cannot carry (infinity, NaN: stored before
+    Gatehouse refused them at the door) replaced by a marked placeholder object, and
+    how many were replaced. A value with none comes back as it is."""
+    count = 0
+
+    def walk(item: object) -> object:
+        nonlocal count
+        if isinstance(item, float) and not math.isfinite(item):
+            count += 1
+            return _placeholder(item)
+        if isinstance(item, dict):
+            return {k: walk(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [walk(v) for v in item]
+        return item
+
+    replaced = walk(value)
+    return (replaced, count) if count else (value, 0)

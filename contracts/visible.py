@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from contracts._json import JsonValue
+from contracts._json import JsonValue, with_placeholders
 from contracts.plan import PlanStep
 
 __all__ = ["canonical", "shown_input", "visible"]
@@ -38,8 +38,10 @@ def visible(text: str, *, one_line: bool = True) -> str:
 
 
 def canonical(value: JsonValue, *, indent: int | None = 2) -> str:
-    """A JSON value in full, keys sorted, its strings' hidden characters escaped."""
-    dumped = json.dumps(value, ensure_ascii=False, sort_keys=True, indent=indent)
+    """A JSON value in full, keys sorted, its strings' hidden characters escaped, a
+    number JSON cannot carry shown as its placeholder."""
+    shown, _ = with_placeholders(value)
+    dumped = json.dumps(shown, ensure_ascii=False, sort_keys=True, indent=indent)
     return visible(dumped, one_line=False)
 
 

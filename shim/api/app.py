@@ -19,7 +19,7 @@ from shim.api import dashboard, routes
 from shim.api.deps import names_of
 from shim.api.door import Door, DoorMiddleware
 from shim.api.errors import install_error_handlers, refusal_recorder
-from shim.api.http import known_query, served_routes
+from shim.api.http import Answer, known_query, served_routes
 from shim.api.openapi import install_openapi
 from shim.api.services import Service
 from shim.settings import ShimSettings
@@ -57,6 +57,7 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         dependencies=[Depends(known_query)],
+        default_response_class=Answer,
     )
     door = Door(
         settings.rate_per_address, settings.rate_per_identity, names_of(app), refusal_recorder(app)

@@ -17,7 +17,6 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -25,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from contracts import ErrorCode, GatehouseError, JsonValue
 from ledger import database_unreachable, no_space, storage_full
 from shim.api.door import Door, Record, Refused
-from shim.api.http import error_response
+from shim.api.http import Answer, error_response
 from shim.api.services import Service
 from shim.api.services.refusals import record_refusal
 
@@ -34,13 +33,13 @@ __all__ = ["install_error_handlers", "record_refused", "refusal_recorder"]
 _log = logging.getLogger("gatehouse.shim")
 
 
-def _database_lost() -> JSONResponse:
+def _database_lost() -> Answer:
     return error_response(
         GatehouseError(ErrorCode.DATABASE_UNAVAILABLE, "the database cannot be reached")
     )
 
 
-def _disk_full(exc: Exception) -> JSONResponse:
+def _disk_full(exc: Exception) -> Answer:
     # Before the database-lost check: SQLite's "disk is full" is an OperationalError too,
     # but waiting for the database will not help; freeing space will.
     _log.warning("storage full: %s", str(exc).strip().splitlines()[0][:200] if str(exc) else "")
@@ -100,12 +99,12 @@ def install_error_handlers(app: FastAPI) -> None:
     recorded first; a full disk is 507, a lost database 503, anything else 500."""
 
     @app.exception_handler(GatehouseError)
-    async def _gatehouse_error(request: Request, exc: GatehouseError) -> JSONResponse:
+    async def _gatehouse_error(request: Request, exc: GatehouseError) -> Answer:
         await record_refused(request, exc)
         return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_r: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation_error(_r: Request, exc: RequestValidationError) -> Answer:
         problems: list[JsonValue] = [
             {"path": "/" + "/".join(str(p) for p in e.get("loc", ())), "problem": str(e.get("msg"))}
             for e in exc.errors()[:20]
@@ -117,7 +116,7 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_r: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(_r: Request, exc: StarletteHTTPException) -> Answer:
         code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(
             exc.status_code, ErrorCode.INVALID_REQUEST
         )
@@ -127,14 +126,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return answer
 
     @app.exception_handler(OperationalError)
-    async def _db_down(_r: Request, exc: OperationalError) -> JSONResponse:
+    async def _db_down(_r: Request, exc: OperationalError) -> Answer:
         if storage_full(exc):
             return _disk_full(exc)
         _log.warning("database unavailable: %s", exc.__class__.__name__)
         return _database_lost()
 
     @app.exception_handler(Exception)
-    async def _unexpected(_r: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(_r: Request, exc: Exception) -> Answer:
         if storage_full(exc):
             return _disk_full(exc)
         # The database lost, however wrapped (DBAPIError, psycopg's own, DBOS's client)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import fastapi.routing
 from fastapi import FastAPI, Request
@@ -29,11 +29,14 @@ from contracts import (
     JsonValue,
     strict_loads,
     validate_instance,
+    with_placeholders,
 )
 
 __all__ = [
     "BODY_READ_TIMEOUT_S",
     "MAX_JSON_DEPTH",
+    "PLACEHOLDERS_HEADER",
+    "Answer",
     "error_response",
     "media_type",
     "model_response",
@@ -54,18 +57,43 @@ MAX_JSON_DEPTH = 64
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def error_response(exc: GatehouseError) -> JSONResponse:
-    answer = JSONResponse({"error": exc.to_json()}, status_code=exc.code.http_status)
+# Set on an answer that carries placeholders: how many values it could not encode.
+PLACEHOLDERS_HEADER = "Gatehouse-Placeholders"
+
+
+class Answer(JSONResponse):
+    """Every JSON answer of the API. A stored value no JSON can carry (a number
+    stored as infinity before Gatehouse refused such numbers at the door) never
+    turns a read into a 500: it is answered as a marked placeholder
+    (``contracts.with_placeholders``), with the rest of the record, and the
+    ``Gatehouse-Placeholders`` header says how many there are."""
+
+    def __init__(self, content: object, status_code: int = 200, **kwargs: Any) -> None:
+        self.placeholders = 0
+        super().__init__(content, status_code, **kwargs)
+        if self.placeholders:
+            self.headers[PLACEHOLDERS_HEADER] = str(self.placeholders)
+
+    def render(self, content: object) -> bytes:
+        try:
+            return super().render(content)
+        except ValueError:  # "Out of range float values are not JSON compliant"
+            shown, self.placeholders = with_placeholders(content)
+            return super().render(shown)
+
+
+def error_response(exc: GatehouseError) -> Answer:
+    answer = Answer({"error": exc.to_json()}, status_code=exc.code.http_status)
     after = exc.details.get("retry_after_s")
     if isinstance(after, int) and exc.code.retryable:
         answer.headers["Retry-After"] = str(after)
     return answer
 
 
-def model_response(model: BaseModel | list[BaseModel], status: int = 200) -> JSONResponse:
+def model_response(model: BaseModel | list[BaseModel], status: int = 200) -> Answer:
     if isinstance(model, list):
-        return JSONResponse([m.model_dump(mode="json") for m in model], status_code=status)
-    return JSONResponse(model.model_dump(mode="json"), status_code=status)
+        return Answer([m.model_dump(mode="json") for m in model], status_code=status)
+    return Answer(model.model_dump(mode="json"), status_code=status)
 
 
 def _depth(value: JsonValue) -> int:

@@ -392,3 +392,63 @@ def test_a_body_that_stops_coming_is_answered(
     assert answer.startswith("HTTP/1.1 408"), answer[:200]
     assert '"body_timeout"' in answer
     assert row_counts(stack) == before
+
+
+# Every column a run's free-form JSON is stored in, as text.
+_PLAN_TEXTS = (
+    ("intents", "request_json"),
+    ("plan_cards", "plan_json"),
+    ("plan_revisions", "plan_json"),
+)
+
+
+def test_a_stored_non_finite_number_never_makes_a_run_unreadable(stack: Stack) -> None:
+    """A number no JSON can carry, stored before the door refused it (written here
+    behind Gatehouse's back, as an older release stored ``1e999``): every read of the
+    run answers 200 with the rest of the run and a marked placeholder where the
+    number was; the plan cannot be approved (the run would execute a number nobody
+    can see), and it can still be rejected."""
+    from tests.integration.test_dashboard import _login
+    from tests.support.plans import NOTE, digest_of_plan
+
+    plan = {"objective": "x", "steps": [{**NOTE, "input": {"text": "hi", "x": 1.5, "y": 2.5}}]}
+    body = {"recipe": "echo", "objective": "x", "mode": "run-plan", "plan": plan}
+    r = stack.submit({**body, "parameters": {"p": 3.5}})
+    assert r.status_code == 202, r.text
+    run_id = r.json()["run_id"]
+    stack.wait(run_id, {"waiting_approval"})
+    for table, column in _PLAN_TEXTS:
+        stack.execute(
+            f"UPDATE {table} SET {column} = REPLACE(REPLACE(REPLACE({column}, '1.5', 'Infinity'),"
+            f" '2.5', '-Infinity'), '3.5', 'NaN') WHERE {column} LIKE '%1.5%'"
+        )
+    stored = stack.sql("SELECT plan_json FROM plan_cards WHERE run_id = :r", r=run_id)[0][0]
+    assert "-Infinity" in stored, stored
+    # the digest as the older release computed it, over the plan as it was stored
+    digest = digest_of_plan(json.loads(stored))
+    for table in ("runs", "plan_cards", "plan_revisions"):
+        stack.execute(f"UPDATE {table} SET plan_digest = :d WHERE run_id = :r", d=digest, r=run_id)
+
+    shown = stack.client.get(f"/runs/{run_id}")
+    assert shown.status_code == 200, shown.text
+    assert shown.headers["Gatehouse-Placeholders"] == "2"
+    step_input = shown.json()["plan_card"]["plan"]["steps"][0]["input"]
+    assert step_input == {
+        "text": "hi",
+        "x": {"gatehouse:placeholder": "non-finite number", "stored": "Infinity"},
+        "y": {"gatehouse:placeholder": "non-finite number", "stored": "-Infinity"},
+    }
+    for path in (f"/runs/{run_id}/wait?timeout_s=0.1", "/runs", f"/runs/{run_id}/episodes"):
+        assert stack.client.get(path).status_code == 200, path
+    page = _login(stack, "bob").get(f"/dashboard/runs/{run_id}")
+    assert page.status_code == 200
+    assert "non-finite number" in page.text and "Infinity" in page.text
+
+    assert shown.json()["plan_card"]["plan_digest"] == digest
+    approve = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest})
+    assert approve.status_code == 422, approve.text
+    assert error_of(approve)["code"] == "plan_invalid"
+    assert stack.sql("SELECT COUNT(*) FROM plan_approvals WHERE run_id = :r", r=run_id) == [(0,)]
+    reject = stack.client.post(f"/reject/{run_id}", json={"plan_digest": digest})
+    assert reject.status_code == 200, reject.text
+    assert stack.wait(run_id, {"rejected", "failed"})["status"] == "rejected"

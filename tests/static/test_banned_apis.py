@@ -153,6 +153,25 @@ def test_no_banned_apis() -> None:
         pytest.fail(report("banned APIs in the product", findings), pytrace=False)
 
 
+def test_every_json_answer_is_the_apis_own() -> None:
+    """The API answers JSON only through ``shim.api.http.Answer``, which turns a stored
+    value no JSON can carry into a placeholder instead of a 500: no other module builds
+    a bare ``JSONResponse`` (or ``ORJSONResponse``/``UJSONResponse``)."""
+    bare = {"JSONResponse", "ORJSONResponse", "UJSONResponse"}
+    findings = [
+        Finding(s.rel, node.lineno, f"{alias.name} from {node.module}: answer with Answer")
+        for s in product_sources()
+        if s.rel != "shim/api/http.py"
+        for node in ast.walk(s.tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module in ("fastapi.responses", "starlette.responses")
+        for alias in node.names
+        if alias.name in bare
+    ]
+    if findings:
+        pytest.fail(report("JSON answered around shim.api.http.Answer", findings), pytrace=False)
+
+
 def test_every_type_ignore_is_tagged_and_explained() -> None:
     findings = [f for s in product_sources() for f in check_type_ignores(s)]
     if findings:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from contracts import Role
 from shim.api.deps import ServiceDep, require
+from shim.api.http import Answer
 from shim.api.params import RunId, Sha256
 from shim.api.services import reads
 from shim.tokens import Identity
@@ -19,8 +20,8 @@ Operator = Annotated[Identity, Depends(require(Role.OPERATOR))]
 
 
 @router.get("/runs/{run_id}/artifacts")
-def get_artifacts(caller: Operator, service: ServiceDep, run_id: RunId) -> JSONResponse:
-    return JSONResponse({"artifacts": reads.artifacts(service, run_id)})
+def get_artifacts(caller: Operator, service: ServiceDep, run_id: RunId) -> Answer:
+    return Answer({"artifacts": reads.artifacts(service, run_id)})
 
 
 @router.get("/artifacts/{sha256}")

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from contracts import CallResolution, Role
 from shim.api.deps import ServiceDep, require
-from shim.api.http import model_response, read_body
+from shim.api.http import Answer, model_response, read_body
 from shim.api.params import OpKey
 from shim.api.services import operators
 from shim.tokens import Identity
@@ -24,7 +23,7 @@ async def resolve(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))],
     service: ServiceDep,
     op_key: OpKey,
-) -> JSONResponse:
+) -> Answer:
     body = await read_body(
         request, service.settings.max_body_bytes, "env.call_resolution_v1", CallResolution
     )

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
 
 from contracts import Role
 from shim.api.deps import require
+from shim.api.http import Answer
 from shim.api.params import PolicyId
 from shim.api.services import catalog
 from shim.tokens import Identity
@@ -17,17 +17,17 @@ router = APIRouter()
 
 
 @router.get("/recipes")
-def get_recipes(caller: Annotated[Identity, Depends(require())]) -> JSONResponse:
-    return JSONResponse(catalog.recipes())
+def get_recipes(caller: Annotated[Identity, Depends(require())]) -> Answer:
+    return Answer(catalog.recipes())
 
 
 @router.get("/policies")
-def get_policies(caller: Annotated[Identity, Depends(require(Role.OPERATOR))]) -> JSONResponse:
-    return JSONResponse(catalog.policies())
+def get_policies(caller: Annotated[Identity, Depends(require(Role.OPERATOR))]) -> Answer:
+    return Answer(catalog.policies())
 
 
 @router.get("/policies/{policy_id}")
 def get_policy(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))], policy_id: PolicyId
-) -> JSONResponse:
-    return JSONResponse(catalog.policy(policy_id))
+) -> Answer:
+    return Answer(catalog.policy(policy_id))

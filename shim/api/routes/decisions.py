@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from contracts import ApprovalRequest, Decision, Role
 from shim.api.deps import ServiceDep, require
-from shim.api.http import model_response, read_body
+from shim.api.http import Answer, model_response, read_body
 from shim.api.params import RunId
 from shim.api.services.decide import decide
 from shim.tokens import Identity
@@ -21,7 +20,7 @@ Approver = Annotated[Identity, Depends(require(Role.APPROVER))]
 
 async def _decide(
     request: Request, service: ServiceDep, run_id: str, decision: Decision, caller: Identity
-) -> JSONResponse:
+) -> Answer:
     body = await read_body(
         request, service.settings.max_body_bytes, "env.approval_request_v1", ApprovalRequest
     )
@@ -29,14 +28,10 @@ async def _decide(
 
 
 @router.post("/approve/{run_id}")
-async def approve(
-    request: Request, caller: Approver, service: ServiceDep, run_id: RunId
-) -> JSONResponse:
+async def approve(request: Request, caller: Approver, service: ServiceDep, run_id: RunId) -> Answer:
     return await _decide(request, service, run_id, Decision.APPROVED, caller)
 
 
 @router.post("/reject/{run_id}")
-async def reject(
-    request: Request, caller: Approver, service: ServiceDep, run_id: RunId
-) -> JSONResponse:
+async def reject(request: Request, caller: Approver, service: ServiceDep, run_id: RunId) -> Answer:
     return await _decide(request, service, run_id, Decision.REJECTED, caller)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
 
 from contracts import EPISODES_CHANNELS, Role
 from shim.api.deps import ServiceDep, require
+from shim.api.http import Answer
 from shim.api.params import RunId
 from shim.api.services import reads
 from shim.tokens import Identity
@@ -21,9 +21,9 @@ def get_episodes(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))],
     service: ServiceDep,
     run_id: RunId,
-) -> JSONResponse:
+) -> Answer:
     found = reads.episodes(service, run_id)
-    return JSONResponse(
+    return Answer(
         {
             "episodes": [e.model_dump(mode="json") for e in found],
             "text_channels": {k: v.value for k, v in EPISODES_CHANNELS.items()},

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
 
 from contracts import Role
 from shim.api.deps import ServiceDep, require
-from shim.api.http import model_response
+from shim.api.http import Answer, model_response
 from shim.api.params import RunId
 from shim.api.services.explain import explain
 from shim.tokens import Identity
@@ -22,6 +21,6 @@ def get_explain(
     caller: Annotated[Identity, Depends(require(Role.SUBMITTER, Role.APPROVER, Role.OPERATOR))],
     service: ServiceDep,
     run_id: RunId,
-) -> JSONResponse:
+) -> Answer:
     # Sync: FastAPI runs it in a worker thread while a worker asks the model.
     return model_response(explain(service, run_id, caller))

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from contracts import ForkRequest, Role
 from shim.api.deps import ServiceDep, require
-from shim.api.http import model_response, read_body
+from shim.api.http import Answer, model_response, read_body
 from shim.api.params import RunId
 from shim.api.services import operators
 from shim.tokens import Identity
@@ -24,7 +23,7 @@ async def fork(
     caller: Annotated[Identity, Depends(require(Role.APPROVER))],
     service: ServiceDep,
     run_id: RunId,
-) -> JSONResponse:
+) -> Answer:
     body = await read_body(
         request, service.settings.max_body_bytes, "env.fork_request_v1", ForkRequest
     )

@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from shim.api.deps import ServiceDep
+from shim.api.http import Answer
 from shim.api.services import health
 
 router = APIRouter()
 
 
 @router.get("/healthz")
-def healthz(service: ServiceDep) -> JSONResponse:
+def healthz(service: ServiceDep) -> Answer:
     health.ping(service.db)
-    return JSONResponse({"status": "ok", "database": "ok"})
+    return Answer({"status": "ok", "database": "ok"})
 
 
 @router.get("/readyz")
-async def readyz(service: ServiceDep) -> JSONResponse:
+async def readyz(service: ServiceDep) -> Answer:
     # Open like /healthz, for probes: it names what is missing, never a secret.
     s = service.settings
     ready, report = await run_in_threadpool(
         health.readiness, service.db, s.app_version, s.dead_after_s
     )
-    return JSONResponse(report, status_code=200 if ready else 503)
+    return Answer(report, status_code=200 if ready else 503)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from contracts import ErrorCode, GatehouseError, IntentRequest, Role
 from shim.api.deps import ServiceDep, require
-from shim.api.http import media_type, model_response, read_body, read_capped
+from shim.api.http import Answer, media_type, model_response, read_body, read_capped
 from shim.api.params import ArchiveMode, ArchiveName, IdempotencyKey, QueryId
 from shim.api.services.opa_runs import ARCHIVE_MEDIA_TYPES, ArchiveUpload, submit_archive
 from shim.api.services.submit import submit
@@ -31,7 +30,7 @@ async def post_intent(
     recipe: QueryId = None,
     policy_profile: QueryId = None,
     tool_pool: QueryId = None,
-) -> JSONResponse:
+) -> Answer:
     settings = service.settings
     if media_type(request) in ARCHIVE_MEDIA_TYPES:
         upload = ArchiveUpload(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
 
 from contracts import Role
 from shim.api.deps import ServiceDep, require
+from shim.api.http import Answer
 from shim.api.params import RunId
 from shim.api.services import reads
 from shim.tokens import Identity
@@ -19,11 +19,11 @@ Operator = Annotated[Identity, Depends(require(Role.OPERATOR))]
 
 
 @router.get("/runs/{run_id}/ledger")
-def get_ledger(caller: Operator, service: ServiceDep, run_id: RunId) -> JSONResponse:
+def get_ledger(caller: Operator, service: ServiceDep, run_id: RunId) -> Answer:
     calls = reads.ledger(service, run_id)
-    return JSONResponse({"calls": [c.model_dump(mode="json") for c in calls]})
+    return Answer({"calls": [c.model_dump(mode="json") for c in calls]})
 
 
 @router.get("/runs/{run_id}/ledger/verify")
-def verify_ledger(caller: Operator, service: ServiceDep, run_id: RunId) -> JSONResponse:
-    return JSONResponse(reads.verify_ledger(service, run_id))
+def verify_ledger(caller: Operator, service: ServiceDep, run_id: RunId) -> Answer:
+    return Answer(reads.verify_ledger(service, run_id))

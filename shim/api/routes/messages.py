@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from contracts import MessageRequest, Role
 from shim.api.deps import ServiceDep, require
-from shim.api.http import model_response, read_body
+from shim.api.http import Answer, model_response, read_body
 from shim.api.params import RunId
 from shim.api.services.messages import send_message
 from shim.tokens import Identity
@@ -25,7 +24,7 @@ async def post_message(
     caller: Annotated[Identity, Depends(require(Role.SUBMITTER, Role.OPERATOR))],
     service: ServiceDep,
     run_id: RunId,
-) -> JSONResponse:
+) -> Answer:
     body = await read_body(
         request, service.settings.max_body_bytes, "env.run_message_v1", MessageRequest
     )

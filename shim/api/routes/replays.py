@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import JSONResponse
 
 from contracts import Role
 from shim.api.deps import ServiceDep, require
-from shim.api.http import model_response
+from shim.api.http import Answer, model_response
 from shim.api.params import RunId
 from shim.api.services import operators
 from shim.tokens import Identity
@@ -23,7 +22,7 @@ def replay(
     service: ServiceDep,
     run_id: RunId,
     rules: Annotated[Literal["recorded", "current"], Query()] = "recorded",
-) -> JSONResponse:
+) -> Answer:
     """Replay under the profile and tool pool versions the run ran under, or under
     today's files (``rules=current``: would it still pass?)."""
     # Sync: FastAPI runs it in a worker thread while a worker replays the run.

@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import JSONResponse
 
 from contracts import Role, RunStatus
 from shim.api.deps import ServiceDep, require
-from shim.api.http import model_response
+from shim.api.http import Answer, model_response
 from shim.api.params import RunId
 from shim.api.services import reads
 from shim.api.services.wait import UNTIL_PATTERN, wait_for_run
@@ -30,12 +29,12 @@ def list_runs(
     status: RunStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
-) -> JSONResponse:
+) -> Answer:
     return model_response(reads.run_list(service, status, limit, cursor, caller))
 
 
 @router.get("/runs/{run_id}")
-def get_run(caller: Reader, service: ServiceDep, run_id: RunId) -> JSONResponse:
+def get_run(caller: Reader, service: ServiceDep, run_id: RunId) -> Answer:
     return model_response(reads.run(service, run_id, caller))
 
 
@@ -49,7 +48,7 @@ async def wait_run(
         str | None, Query(max_length=400, json_schema_extra={"pattern": UNTIL_PATTERN})
     ] = None,
     timeout_s: Annotated[float, Query(gt=0, le=60)] = 25.0,
-) -> JSONResponse:
+) -> Answer:
     """The run once its status is one of ``until`` (default: a person must act, or
     it is over) or ``timeout_s`` passed; header ``Gatehouse-Wait: reached|timeout``."""
     view, reached = await wait_for_run(service, run_id, caller, until, timeout_s)

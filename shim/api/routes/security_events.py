@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import JSONResponse
 
 from contracts import SECURITY_EVENTS_CHANNELS, Role
 from shim.api.deps import ServiceDep, require
+from shim.api.http import Answer
 from shim.api.services import reads
 from shim.tokens import Identity
 
@@ -20,8 +20,8 @@ def get_security_events(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))],
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> JSONResponse:
-    return JSONResponse(
+) -> Answer:
+    return Answer(
         {
             "security_events": reads.security_events(service, limit),
             "text_channels": {k: v.value for k, v in SECURITY_EVENTS_CHANNELS.items()},

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
 
 from contracts import Role
 from shim.api.deps import ServiceDep, require
+from shim.api.http import Answer
 from shim.api.services import health
 from shim.tokens import Identity
 
@@ -18,6 +18,6 @@ router = APIRouter()
 @router.get("/workers")
 def get_workers(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))], service: ServiceDep
-) -> JSONResponse:
+) -> Answer:
     s = service.settings
-    return JSONResponse(health.workers(service.db, s.app_version, s.dead_after_s))
+    return Answer(health.workers(service.db, s.app_version, s.dead_after_s))

@@ -19,9 +19,11 @@ from contracts import (
     DecisionAccepted,
     ErrorCode,
     GatehouseError,
+    JsonValue,
     Mode,
     RunStatus,
     digest_of,
+    with_placeholders,
 )
 from ledger import approvals, forks, intents, plan_cards, runs, stretches
 from policies import catalog
@@ -88,12 +90,14 @@ def decide(
             )
         _fork_four_eyes(conn, run_id, request.submitted_by, who)
         card = plan_cards.get_plan_card(conn, run_id)
+        plan: JsonValue = None
         if card is not None:
-            expected = card.plan_digest
+            expected, plan = card.plan_digest, card.plan.model_dump(mode="json")
         elif request.plan is not None:
             # run-plan: the plan is known before the worker gets to it, so a
             # decision may arrive before the plan card does.
-            expected = digest_of(request.plan.model_dump(mode="json"))
+            plan = request.plan.model_dump(mode="json")
+            expected = digest_of(plan)
         elif status.terminal:
             raise _not_awaiting(run_id, status)
         else:
@@ -109,6 +113,13 @@ def decide(
                 ErrorCode.STALE_PLAN_DIGEST,
                 "the decision names a plan digest that is not this run's plan",
                 {"given": body.plan_digest, "current": expected},
+            )
+        if decision is Decision.APPROVED and with_placeholders(plan)[1]:
+            raise GatehouseError(
+                ErrorCode.PLAN_INVALID,
+                "the plan holds a number no JSON can carry (stored before Gatehouse refused"
+                " such numbers at the door): it cannot run; reject or cancel the run",
+                {"plan_digest": expected},
             )
         # The plan's decision keeps its answer after the run moved on: a repeat
         # is a repeat and an opposite decision is already_decided, however late.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts import strict_loads
+from contracts import PLACEHOLDER_KEY, strict_loads, with_placeholders
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,30 @@ def test_bad_json_is_a_value_error() -> None:
         strict_loads(b"\xff")
     with pytest.raises(ValueError):
         strict_loads("{")
+
+
+def test_a_number_no_json_can_carry_is_answered_as_a_marked_placeholder() -> None:
+    stored = {"a": [1.5, float("inf")], "b": {"c": float("-inf"), "d": float("nan")}, "e": "x"}
+    shown, count = with_placeholders(stored)
+    assert count == 3
+    assert shown == {
+        "a": [1.5, {PLACEHOLDER_KEY: "non-finite number", "stored": "Infinity"}],
+        "b": {
+            "c": {PLACEHOLDER_KEY: "non-finite number", "stored": "-Infinity"},
+            "d": {PLACEHOLDER_KEY: "non-finite number", "stored": "NaN"},
+        },
+        "e": "x",
+    }
+    finite = {"a": [1, 2.5, None, True, "s"]}
+    assert with_placeholders(finite) == (finite, 0)
+    assert with_placeholders(finite)[0] is finite
+
+
+def test_the_apis_answer_never_fails_on_a_stored_infinity() -> None:
+    from shim.api.http import PLACEHOLDERS_HEADER, Answer
+
+    answer = Answer({"run": {"x": float("inf"), "y": 2}})
+    assert answer.status_code == 200
+    assert answer.headers[PLACEHOLDERS_HEADER] == "1"
+    assert b'"gatehouse:placeholder":"non-finite number"' in answer.body
+    assert PLACEHOLDERS_HEADER not in Answer({"y": 2}).headers
