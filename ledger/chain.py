@@ -15,7 +15,9 @@ sealed copy, and names the first entry that does not hold; given the run's
 checkpoints (``ledger.anchors``), it also holds the chain to each of them, which
 catches what recomputing cannot: the newest entries deleted, or the whole chain
 rewritten with consistent hashes. A decision on a plan is sealed the same way
-when it is recorded (``seal_decision``): its own copy and hash, no chain.
+when it is recorded (``seal_decision``): its own copy and hash, no chain. What a
+release before sealing writes beside a migrated schema (a rolling upgrade) has no
+seal; the report counts it (``unsealed``).
 """
 
 from __future__ import annotations
@@ -148,6 +150,9 @@ class ChainReport:
     head: str = GENESIS
     # How many checkpoints the chain was held to, and where they came from.
     anchors: tuple[Anchor, ...] = ()
+    # Entries and decisions written with no sealed copy: by a release before
+    # sealing, running beside a schema already migrated (a rolling upgrade).
+    unsealed: int = 0
 
     def to_json(self) -> JsonObject:
         sources: list[JsonValue] = [*sorted({a.source.split(" line ")[0] for a in self.anchors})]
@@ -156,6 +161,7 @@ class ChainReport:
             "entries": self.entries,
             "ok": self.ok,
             "head": self.head,
+            "unsealed": self.unsealed,
             "anchored": {
                 "checkpoints": len(self.anchors),
                 "entries": max((a.entries for a in self.anchors), default=None),
@@ -188,7 +194,7 @@ _VERIFIED = (
 )  # fmt: skip
 
 
-def _problem(e: Mapping[str, Any], prev: str, expected_seq: int, sealed_before: bool) -> str | None:
+def _problem(e: Mapping[str, Any], prev: str, expected_seq: int) -> str | None:
     seq = e["chain_seq"]
     if seq is None:
         return "a finished entry is not on the chain"
@@ -203,8 +209,8 @@ def _problem(e: Mapping[str, Any], prev: str, expected_seq: int, sealed_before: 
     changed = unsealed_field(e, SEALED_FIELDS)
     if changed is not None:
         return changed
-    if sealed_before and e["chain_version"] != SEALED_VERSION:
-        return "an entry in the form before sealing follows a sealed one"
+    if e["chain_version"] == SEALED_VERSION and _sealed_copy(e) is None:
+        return "a sealed entry's copy is missing or unreadable"
     if entry_hash(prev, e) != e["entry_hash"]:
         if e["chain_version"] == SEALED_VERSION:
             return "entry_hash does not match the entry's sealed copy"
@@ -212,8 +218,9 @@ def _problem(e: Mapping[str, Any], prev: str, expected_seq: int, sealed_before: 
     return None
 
 
-def _decision_problem(conn: Conn, run_id: str) -> str | None:
-    """The first of the run's decisions whose row no longer matches its seal."""
+def _decisions(conn: Conn, run_id: str) -> tuple[str | None, int]:
+    """(the first of the run's decisions whose row no longer matches its seal, how
+    many carry no seal at all)."""
     rows = conn.execute(
         sa.text(
             f"SELECT {', '.join(DECISION_FIELDS)}, sealed_json, sealed_hash"  # noqa: S608
@@ -221,19 +228,23 @@ def _decision_problem(conn: Conn, run_id: str) -> str | None:
         ),
         {"r": run_id},
     ).all()
+    unsealed = 0
     for row in rows:
         d = _mapping((*DECISION_FIELDS, "sealed_json", "sealed_hash"), row)
         where = f"decision {d['approval_id']}"
         sealed = _sealed_copy(d)
+        if d["sealed_json"] is None and d["sealed_hash"] is None:
+            unsealed += 1  # recorded by a release before sealing, after the migration
+            continue
         if sealed is None:
-            return f"{where}: its sealed copy is missing or unreadable"
+            return f"{where}: its sealed copy is missing or unreadable", unsealed
         changed = unsealed_field(d, DECISION_FIELDS)
         if changed is not None:
-            return f"{where}: {changed}"
-        # a decision recorded before sealing has its copy from the migration and no hash
+            return f"{where}: {changed}", unsealed
+        # a decision recorded before the migration has its copy from it and no hash
         if d["sealed_hash"] is not None and d["sealed_hash"] != digest_of(["decision", sealed]):
-            return f"{where}: sealed_hash does not match its sealed copy"
-    return None
+            return f"{where}: sealed_hash does not match its sealed copy", unsealed
+    return None, unsealed
 
 
 def verify(conn: Conn, run_id: str, anchors: Sequence[Anchor] = ()) -> ChainReport:
@@ -247,24 +258,28 @@ def verify(conn: Conn, run_id: str, anchors: Sequence[Anchor] = ()) -> ChainRepo
         ),
         {"r": run_id},
     ).all()
-    prev, expected_seq, hashes, sealed_before = GENESIS, 1, list[str](), False
+    prev, expected_seq, hashes, unsealed = GENESIS, 1, list[str](), 0
     held = tuple(anchors)
     for row in rows:
         e = _mapping(_VERIFIED, row)
         seq, status = e["chain_seq"], str(e["status"])
         if seq is None and status in ("started", "in_doubt"):
             continue  # not finished: not part of the chain yet
-        reason = _problem(e, prev, expected_seq, sealed_before)
+        reason = _problem(e, prev, expected_seq)
         if reason is not None:
             key = str(e["op_key"])
             return ChainReport(run_id, len(hashes), False, key, seq, reason, prev, held)
         prev, expected_seq = str(e["entry_hash"]), expected_seq + 1
-        sealed_before = sealed_before or e["chain_version"] == SEALED_VERSION
+        unsealed += int(e["sealed_json"] is None)
         hashes.append(prev)
-    decision = _decision_problem(conn, run_id)
+    decision, unsealed_decisions = _decisions(conn, run_id)
+    unsealed += unsealed_decisions
     if decision is not None:
-        return ChainReport(run_id, len(hashes), False, None, None, decision, prev, held)
+        return ChainReport(
+            run_id, len(hashes), False, None, None, decision, prev, held, unsealed
+        )  # fmt: skip
     broken = problem(list(held), hashes)
     if broken is not None:
-        return ChainReport(run_id, len(hashes), False, None, broken[0], broken[1], prev, held)
-    return ChainReport(run_id, len(hashes), True, head=prev, anchors=held)
+        seq, reason = broken
+        return ChainReport(run_id, len(hashes), False, None, seq, reason, prev, held, unsealed)
+    return ChainReport(run_id, len(hashes), True, head=prev, anchors=held, unsealed=unsealed)

@@ -188,7 +188,9 @@ class Scenario:
         for tag in self.book.split_tags():
             self.figures.fail(f"intent {tag} became more than one run")
 
-        def examine(entry: Any) -> tuple[list[Observation], list[Flag], bool, dict[str, Any]]:
+        def examine(
+            entry: Any,
+        ) -> tuple[list[Observation], list[Flag], dict[str, Any], dict[str, Any]]:
             run_id = entry.run_id
             seen: list[Observation] = []
             unresolved: list[Flag] = []
@@ -204,7 +206,7 @@ class Scenario:
                     seen.append(Observation(effect_id, "ledger"))
             verified = self.api.json("GET", f"/runs/{run_id}/ledger/verify", "operator")
             report = self.api.json("POST", f"/runs/{run_id}/replay", "operator")
-            return seen, unresolved, bool(verified.get("ok")), report
+            return seen, unresolved, verified, report
 
         with ThreadPoolExecutor(4) as pool:
             results = list(pool.map(examine, entries))
@@ -220,9 +222,10 @@ class Scenario:
                 )
             observations.extend(seen)
             extra_flags.extend(unresolved)
-            verify_ok += int(verified)
-            if not verified:
-                self.figures.fail(f"ledger chain of {entry.run_id} does not verify")
+            verify_ok += int(verified.get("ok") is True)
+            if verified.get("ok") is not True:
+                broken = verified.get("first_broken")
+                self.figures.fail(f"ledger chain of {entry.run_id} does not verify: {broken}")
             replay_match += int(report.get("match") is True)
             outbound += int(report.get("outbound_calls") or 0)
             replayed_calls += int(report.get("calls") or 0)

@@ -43,7 +43,7 @@ def test_an_intact_run_verifies(stack: Stack) -> None:
     assert len(anchored["sources"]) == 2
     assert report == {
         "run_id": run_id, "entries": 2, "ok": True, "head": rows[1][2], "first_broken": None,
-        "anchored": anchored,
+        "anchored": anchored, "unsealed": 0,
     }  # fmt: skip
     assert [r[0] for r in rows] == [1, 2]
     assert rows[0][1] == "0" * 64 and rows[1][1] == rows[0][2]
@@ -154,3 +154,16 @@ def test_a_decision_and_its_sealed_copy_edited_together_break_its_hash(stack: St
         "chain_seq": None,
         "reason": f"decision {approval_id}: sealed_hash does not match its sealed copy",
     }
+
+
+def test_a_decision_recorded_with_no_seal_is_counted_not_hidden(stack: Stack) -> None:
+    """A release before sealing, running beside a migrated schema (a rolling upgrade),
+    records decisions with no seal: the chain still verifies, and the report says how
+    many entries and decisions carry no seal, so an auditor sees what is not covered."""
+    run_id = _succeeded_run(stack)
+    stack.execute(
+        "UPDATE plan_approvals SET sealed_json = NULL, sealed_hash = NULL WHERE run_id = :r",
+        r=run_id,
+    )
+    report = _verify(stack, run_id)
+    assert report["ok"] is True and report["unsealed"] == 1, report
