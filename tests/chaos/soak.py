@@ -9,7 +9,7 @@ shared invariants must hold; the curves and the per-run timings of the first
 and last tenth of the runs go into the figures.
 
 ``SOAK_RUNS`` and ``SOAK_MINUTES`` set the size (the ``soak`` mise task: 10,000
-runs over 60 minutes; the short form in ``check``: 150 over 1.5).
+runs over 60 minutes; the short form in ``check``: 100 over 1).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ class SoakSize:
 
 
 def soak_size() -> SoakSize:
-    runs = int(os.environ.get("SOAK_RUNS", "150"))
-    minutes = float(os.environ.get("SOAK_MINUTES", "1.5"))
+    runs = int(os.environ.get("SOAK_RUNS", "100"))
+    minutes = float(os.environ.get("SOAK_MINUTES", "1"))
     if runs < 20 or minutes <= 0:
         raise ValueError(
             f"SOAK_RUNS must be at least 20 and SOAK_MINUTES positive: {runs}, {minutes}"

@@ -20,7 +20,7 @@ from tests.support.pgcluster import unavailable_reason
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(int(float(os.environ.get("SOAK_MINUTES", "1.5")) * 60 * 2.5) + 600)
+@pytest.mark.timeout(int(float(os.environ.get("SOAK_MINUTES", "1")) * 60 * 2.5) + 600)
 def test_soak(tmp_path: Path) -> None:
     reason = unavailable_reason()
     if reason is not None:

@@ -162,17 +162,17 @@ def _flood(url: str, env: Mapping[str, str], n: int) -> list[tuple[str, int]]:
     return events(url)
 
 
-@pytest.mark.parametrize("n", [1000, 3000])
+@pytest.mark.parametrize("n", [300, 1000])
 def test_an_unauthorized_flood_is_one_row_per_kind(url: str, n: int) -> None:
     """No limits: every refusal reaches its route and is counted on its kind's row
     (code, address, identity, route template): rows do not grow with the flood."""
     assert sorted(_flood(url, NO_LIMITS, n)) == [("unauthorized", 3), ("unauthorized", n)]
 
 
-@pytest.mark.parametrize("n", [1000, 10000])
+@pytest.mark.parametrize("n", [300, 3000])
 def test_a_rate_limited_flood_is_counted_not_written(url: str, n: int) -> None:
     """A tight address limit: a few 401s, then 429s; the 429s are counted in the shim
-    and written together. The rows are the same for 1,000 and 10,000 requests."""
+    and written together. The rows are the same for 300 and 3,000 requests."""
     found = _flood(url, {"GATEHOUSE_RATE_PER_ADDRESS": "0.0001:5"}, n)
     assert sorted(found) == [("rate_limited", 3), ("rate_limited", n - 5), ("unauthorized", 5)]
     assert written(url) == {"intents": 0, "runs": 0}
