@@ -93,6 +93,14 @@ def revision_plan(conn: Conn, run_id: str, digest: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+def card_digest(conn: Conn, run_id: str) -> str | None:
+    """The digest the run's plan card names, or None (no card)."""
+    row = conn.execute(
+        sa.text("SELECT plan_digest FROM plan_cards WHERE run_id = :r"), {"r": run_id}
+    ).first()
+    return None if row is None else str(row[0])
+
+
 def get_plan_card(conn: Conn, run_id: str) -> PlanCardView | None:
     row = conn.execute(
         sa.text(

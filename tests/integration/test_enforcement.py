@@ -34,6 +34,31 @@ def test_a_plan_changed_after_its_card_never_runs(stack: Stack) -> None:
     assert "security_event/plan_tampered" in [e["episode_type"] for e in episodes]
 
 
+def test_a_card_rewritten_with_its_own_digest_fails_instead_of_waiting(stack: Stack) -> None:
+    """A card rewritten whole (another plan, and that plan's digest): the shim binds
+    an approval to the card, the run waits on the digest it put up. The approval ends
+    the wait and fails the plan check (plan_tampered) instead of leaving the run
+    parked for a decision nobody can make."""
+    run_id = stack.submit(
+        {"recipe": "echo", "objective": "rewrite", "parameters": {"a": 1}}
+    ).json()["run_id"]
+    card = stack.wait(run_id, {"waiting_approval"})["plan_card"]
+    evil = json.loads(json.dumps(card["plan"]))
+    evil["steps"][0]["input"] = {"parameters": {"a": 2}}
+    evil_digest = digest_of(Plan.model_validate(evil).model_dump(mode="json"))
+    stack.execute(
+        "UPDATE plan_cards SET plan_json = :j, plan_digest = :d WHERE run_id = :r",
+        j=json.dumps(evil),
+        d=evil_digest,
+        r=run_id,
+    )
+    r = stack.client.post(f"/approve/{run_id}", json={"plan_digest": evil_digest})
+    assert r.status_code == 200, r.text
+    done = stack.wait(run_id, {"succeeded", "failed"})
+    assert done["status"] == "failed" and done["error_code"] == "plan_tampered", done
+    assert _tool_calls(stack, run_id) == 0
+
+
 def _run_plan(steps: list[dict[str, Any]], profile: str = "default") -> dict[str, Any]:
     return {
         "recipe": "echo",

@@ -55,6 +55,15 @@ def take_decision(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     there is none (``verified``: a GateResult as JSON)."""
     run_id, digest, at = str(arg["run_id"]), str(arg["plan_digest"]), str(arg["at"])
     found = approvals.decision_for(s, run_id, digest)
+    if found is None:
+        # The flow puts its plan on the card before every wait, so the card names the
+        # digest waited on; a card naming another was rewritten behind Gatehouse's
+        # back. A decision on that card still ends the wait — a rejection rejects, an
+        # approval fails the plan check below (plan_tampered) — instead of the run
+        # parking again for a decision nobody can make.
+        card = plan_cards.card_digest(s, run_id)
+        if card is not None and card != digest:
+            found = approvals.decision_for(s, run_id, card)
     out: JsonObject = {"decision": None, "decided_by": None, "cancelled": None, "verified": None}
     if found is not None:
         out["decision"], out["decided_by"] = found.decision.value, found.decided_by
