@@ -5,8 +5,9 @@
 # With the argument `optional` (mise run up), a machine where it cannot be installed
 # gets a warning instead of an error: workers then refuse shell steps.
 #
-# faketime (libfaketime), for the tests only: the clock-jump tests step a worker's
-# wall clock with it (tests/support/fakeclock.py); without it they are skipped.
+# With the argument `faketime` (the test tasks' setup:faketime), Debian's faketime
+# package instead, for the tests only: the clock-jump tests step a worker's wall
+# clock with libfaketime (tests/support/fakeclock.py); without it they are skipped.
 # Installed when missing and apt-get is at hand; never an error.
 set -euo pipefail
 
@@ -21,9 +22,12 @@ can_apt() {
   [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null
 }
 
-if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] && can_apt; then
-  echo "setup-sandbox: installing Debian's faketime package (clock-jump tests)"
-  apt_install faketime || echo "setup-sandbox: faketime not installed; clock-jump tests will skip" >&2
+if [ "${1:-}" = faketime ]; then
+  if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] && can_apt; then
+    echo "setup-sandbox: installing Debian's faketime package (clock-jump tests)"
+    apt_install faketime || echo "setup-sandbox: faketime not installed; clock-jump tests will skip" >&2
+  fi
+  exit 0
 fi
 
 if command -v bwrap > /dev/null; then

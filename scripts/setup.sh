@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Create .venv with the machine's Python 3.11+ and install Gatehouse editable,
-# with its dev tools; with the argument `opencode`, the pinned OpenCode too
-# (~350 MB: only recipes with opencode steps, and the tests of them, need it).
-# Each part is skipped when up to date.
+# Create .venv with the machine's Python 3.11+ and install Gatehouse editable: the
+# product alone (what `demo` and `up` need); with the argument `dev`, its dev and
+# test tools too (pytest, mypy, ruff, Schemathesis, Playwright...); with `opencode`,
+# the dev tools and the pinned OpenCode (~350 MB: only recipes with opencode steps,
+# and the tests of them, need it). Each part is skipped when up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,14 +12,20 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "setup: Gatehouse needs Python 3.11 or newer; $("$python" --version) found" >&2
   exit 1
 fi
+case "${1:-}" in
+  dev | opencode) mode=dev spec='.[dev]' ;;
+  *) mode=product spec='.' ;;
+esac
 stamp=.venv/.gatehouse-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/gatehouse ]; then
-  echo "setup: installing Gatehouse into .venv (first run takes a minute)"
+have=$(cat "$stamp" 2> /dev/null || true)
+# the dev install holds the product too: either stamp will do for the product alone
+if [ ! -x .venv/bin/gatehouse ] || { [ "$have" != "$want dev" ] && { [ "$mode" = dev ] || [ "$have" != "$want product" ]; }; }; then
+  echo "setup: installing Gatehouse into .venv ($mode; first run takes a minute)"
   [ -x .venv/bin/python ] || "$python" -m venv --clear .venv
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-  echo "$want" > "$stamp"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec"
+  echo "$want $mode" > "$stamp"
   echo "setup: Python packages done"
 fi
 

@@ -1,5 +1,6 @@
 """What each mise task installs: the demo gets Gatehouse without OpenCode (~350 MB it
-never uses); every task that runs OpenCode installs the pinned build first."""
+never uses) and without the dev and test tools; every task that runs OpenCode installs
+the pinned build first."""
 
 from __future__ import annotations
 
@@ -24,6 +25,39 @@ def test_the_demo_installs_no_opencode() -> None:
     assert tasks["demo"]["depends"] == ["setup", "setup:sandbox"]
     assert tasks["setup"]["run"] == "bash scripts/setup.sh"
     assert tasks["setup:opencode"]["run"] == "bash scripts/setup.sh opencode"
+
+
+def _spec_for(*args: str) -> str:
+    """What scripts/setup.sh hands pip for ``args``: its mode switch, run alone."""
+    script = (ROOT / "scripts" / "setup.sh").read_text("utf-8")
+    start = script.index('case "${1:-}" in')
+    switch = script[start : script.index("esac", start) + len("esac")]
+    probe = f'{switch}\necho "$mode $spec"\n'
+    argv = ["bash", "-c", probe, "setup", *args]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_the_demo_installs_no_test_tools() -> None:
+    """The product alone for the demo and `up`; the dev extra (pytest, Schemathesis,
+    Playwright...) and the test-only faketime package only for the tasks that test."""
+    tasks = _tasks()
+    assert _spec_for() == "product ."
+    assert _spec_for("dev") == "dev .[dev]"
+    assert _spec_for("opencode") == "dev .[dev]"
+    assert tasks["setup:dev"]["run"] == "bash scripts/setup.sh dev"
+    for name in ("demo", "up", "db:readonly-role"):
+        assert "setup:dev" not in tasks[name]["depends"], name
+        assert "setup:faketime" not in tasks[name]["depends"], name
+    testing = [n for n in tasks if n.startswith(("test:", "chaos:", "policy", "bench"))]
+    for name in [*testing, "lint", "typecheck", "soak"]:
+        run = tasks[name].get("run")
+        if isinstance(run, list) and all(isinstance(part, dict) for part in run):
+            continue  # a sequence of other tasks (test:fast): theirs count
+        deps = tasks[name].get("depends", [])
+        assert {"setup:dev", "setup:opencode"} & set(deps), name
+    for name in ("test:integration", "test:chaos", "chaos:clock"):
+        assert "setup:faketime" in tasks[name]["depends"], name
 
 
 def test_the_tasks_that_run_opencode_install_it() -> None:
