@@ -76,7 +76,7 @@ def test_an_intact_run_verifies(stack: Stack) -> None:
             "mallory",
             'resolved_by was changed after it was sealed (sealed null, now "mallory")',
         ),
-        ("duration_ms", "1", "duration_ms was changed after it was sealed"),
+        ("duration_ms", "987654321", "duration_ms was changed after it was sealed"),
         ("sealed_json", "{}", "entry_hash does not match the entry's sealed copy"),
         ("prev_hash", "1" * 64, "prev_hash is not the previous entry's hash"),
         ("chain_seq", "7", "chain_seq 7 where 2 was expected"),
