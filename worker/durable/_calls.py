@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dbos import DBOS
 
 from contracts import GatehouseError, JsonObject, Step
-from ledger import database_unreachable
 from worker.calls import PlannerCall, ToolCall, prepare_planner, prepare_tool, through_ledger
+from worker.durable._tx import retried
 from worker.explain import explain_run
 from worker.opa import pack_output
 from worker.replay import replay_run
@@ -24,18 +24,7 @@ __all__ = ["explain_call", "opa_pack", "planner_call", "replay_call", "tool_call
 
 
 def _step(name: str, body: Callable[[JsonObject], JsonObject], arg: JsonObject) -> JsonObject:
-    return DBOS.run_step(
-        {
-            "name": name,
-            "retries_allowed": True,
-            "max_attempts": 6,
-            "interval_seconds": 0.5,
-            "backoff_rate": 2.0,
-            "should_retry": database_unreachable,
-        },
-        body,
-        arg,
-    )
+    return DBOS.run_step(retried(name), body, arg)
 
 
 def _planner(raw: JsonObject) -> JsonObject:
