@@ -35,7 +35,7 @@ __all__ = [
     "epoch_sql",
     "instant",
     "is_postgres",
-    "iso_of",
+    "iso",
     "no_space",
     "now_iso",
     "now_sql",
@@ -57,13 +57,8 @@ def rows_changed(result: object) -> int:
     return result.rowcount if isinstance(result, sa.CursorResult) else 0
 
 
-def iso_of(moment: datetime) -> str:
-    """A UTC moment as every timestamp column holds it: milliseconds, a ``Z``."""
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def now_iso() -> str:
-    return iso_of(datetime.now(UTC))
+    return iso(datetime.now(UTC))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, StretchJob
-from ledger._db import Conn, is_postgres, iso_of, now_iso
+from ledger._db import Conn, is_postgres, iso, now_iso
 
 if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
     from dbos import DBOSClient
@@ -108,7 +108,7 @@ def run_of(workflow_id: str) -> str:
 
 def until(seconds: float | None) -> str | None:
     """The expiry of a wait that starts now and lasts ``seconds`` (None: never)."""
-    return None if seconds is None else iso_of(datetime.now(UTC) + timedelta(seconds=seconds))
+    return None if seconds is None else iso(datetime.now(UTC) + timedelta(seconds=seconds))
 
 
 def deadline_passed(deadline: str | None) -> bool:

@@ -49,6 +49,7 @@ from ledger import (
     database_unreachable,
     evidence,
     executors,
+    iso,
     now_iso,
     stretches,
 )
@@ -60,10 +61,6 @@ from worker.runtime._state import Runtime
 __all__ = ["Reaper", "Upkeep", "beating", "heartbeat"]
 
 _log = logging.getLogger("gatehouse.reaper")
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def heartbeat(settings: WorkerSettings, db: Database) -> None:
@@ -181,8 +178,8 @@ class Reaper(threading.Thread):
             self._lease.forget()
         self._last_ok = mono
         now_dt = datetime.now(UTC)
-        now = _iso(now_dt)  # wall clock: written for people to read, never compared
-        until = _iso(now_dt + timedelta(seconds=3 * self.tick_s))
+        now = iso(now_dt)  # wall clock: written for people to read, never compared
+        until = iso(now_dt + timedelta(seconds=3 * self.tick_s))
         with self.rt.db.engine.begin() as conn:
             leader = self._lead(conn, until)
         with self.rt.db.engine.connect() as conn:

@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from contracts import ErrorCode, GatehouseError, JsonValue, digest_of
-from ledger import evidence, now_iso
+from ledger import evidence, iso, now_iso
 from policies.episodes import security_episode
 from shim.api.services.core import Service
 
@@ -88,6 +88,6 @@ def record_refusal(
             body=episode.model_dump(mode="json"),
             recorded_at=now,
             fingerprint=fingerprint,
-            open_since=since.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            open_since=iso(since),
             repeats=repeats,
         )
