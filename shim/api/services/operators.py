@@ -231,7 +231,8 @@ def _parent_job(conn: Connection, forked_from: str, run_id: str, from_step: int)
     lineage = forks.lineage(conn, forked_from)
     if request is None or lineage is None:
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, f"run {forked_from!r} has no intent")
-    opa, up = None, forks.lineage(conn, forked_from)
+    opa = None
+    up: forks.Lineage | None = lineage
     while up is not None and opa is None:
         opa = opa_runs.job(conn, up.run_id)
         up = None if up.parent_run_id is None else forks.lineage(conn, up.parent_run_id)
