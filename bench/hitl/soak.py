@@ -39,19 +39,27 @@ END = "<!-- bench:soak end -->"
 BACKENDS = ("postgres", "sqlite")
 
 
-def tool_calls_once(url: str, run_ids: list[str]) -> bool:
-    """Each run has exactly 3 tool calls in its ledger, each completed (a call sent
-    twice would be a second row: op_key is per run, step and attempt)."""
+def rows_of_runs(url: str, query: str, run_ids: list[str]) -> list[tuple[Any, ...]]:
+    """The rows of ``query`` for ``run_ids`` (``:r`` in it stands for the list)."""
     db = open_database(url)
     try:
         with db.engine.connect() as conn:
-            stmt = sa.text(
-                "SELECT run_id, count(*), sum(CASE WHEN status = 'completed' THEN 1 ELSE 0 END)"
-                " FROM calls WHERE kind = 'tool' AND run_id IN :r GROUP BY run_id"
-            ).bindparams(sa.bindparam("r", expanding=True))
-            rows = {str(r[0]): (int(r[1]), int(r[2])) for r in conn.execute(stmt, {"r": run_ids})}
+            stmt = sa.text(query).bindparams(sa.bindparam("r", expanding=True))
+            return [tuple(row) for row in conn.execute(stmt, {"r": run_ids})]
     finally:
         db.dispose()
+
+
+def tool_calls_once(url: str, run_ids: list[str]) -> bool:
+    """Each run has exactly 3 tool calls in its ledger, each completed (a call sent
+    twice would be a second row: op_key is per run, step and attempt)."""
+    found = rows_of_runs(
+        url,
+        "SELECT run_id, count(*), sum(CASE WHEN status = 'completed' THEN 1 ELSE 0 END)"
+        " FROM calls WHERE kind = 'tool' AND run_id IN :r GROUP BY run_id",
+        run_ids,
+    )
+    rows = {str(r[0]): (int(r[1]), int(r[2])) for r in found}
     return len(rows) == len(run_ids) and all(v == (3, 3) for v in rows.values())
 
 

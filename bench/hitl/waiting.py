@@ -36,7 +36,7 @@ import sqlalchemy as sa
 from bench.hitl._proc_stats import rss_mib
 from bench.hitl.gatehouse import GatehouseSystem
 from bench.hitl.report import write_section
-from bench.hitl.soak import tool_calls_once
+from bench.hitl.soak import rows_of_runs, tool_calls_once
 from ledger import open_database
 from tests.support.stack import drop_database, fresh_database_url, postgres_available
 
@@ -164,16 +164,12 @@ def waiting(backend: str, url: str, tmp: Path, plans: int, approve: int) -> dict
 
 def _to_card(url: str, run_ids: list[str]) -> list[float]:
     """Submit → plan card, ms, of runs submitted one at a time (from their rows)."""
-    db = open_database(url)
-    try:
-        with db.engine.connect() as conn:
-            stmt = sa.text(
-                "SELECT r.created_at, c.created_at FROM runs r JOIN plan_cards c"
-                " USING (run_id) WHERE r.run_id IN :r"
-            ).bindparams(sa.bindparam("r", expanding=True))
-            rows = conn.execute(stmt, {"r": run_ids}).all()
-    finally:
-        db.dispose()
+    rows = rows_of_runs(
+        url,
+        "SELECT r.created_at, c.created_at FROM runs r JOIN plan_cards c"
+        " USING (run_id) WHERE r.run_id IN :r",
+        run_ids,
+    )
     return [_ms(str(card)) - _ms(str(submitted)) for submitted, card in rows]
 
 
