@@ -133,8 +133,8 @@ def test_crash_point(db_url: str, tmp_path: Path, point: str, handler: str) -> N
                 )
                 assert waiting["phase"] == "operator"
                 # a run in doubt waits as rows only: parked at the call, no workflow
-                assert _parked_at(db_url, run_id) == _doubt(client, run_id)["op_key"]
                 doubt = _doubt(client, run_id)
+                assert _parked_at(db_url, run_id) == doubt["op_key"]
                 resolved = client.post(
                     f"/calls/{doubt['op_key']}/resolve",
                     json={"outcome": resolution, "note": "checked the callee's log"},
