@@ -28,6 +28,7 @@ ALLOWED = (
     "shim/api/routes/explain.py",
     "shim/api/services/explain.py",
     "shim/cli/client.py",
+    "shim/client/",  # the API client's calls, the explain route's among them
     "worker/explain/",
     "worker/durable/_calls.py",  # the explain step
     "worker/durable/_workflows.py",  # the workflow, in the registration list

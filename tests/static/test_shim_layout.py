@@ -1,8 +1,10 @@
 """The shim's layout: which of its sub-packages may import which, checked over the AST.
 
     api     the HTTP API            may import tokens, and the top-level modules
-    cli     the gatehouse command   may import tokens, local, and the top-level modules
-                                    (NEVER api)
+    cli     the gatehouse command   may import tokens, local, client, and the top-level
+                                    modules (NEVER api)
+    client  the Python API client   the top-level modules only (a user's program imports
+                                    it: never the api, the cli or a local stack)
     local   the local stack         may import tokens, and the top-level modules
                                     (never api, never cli)
     tokens  identities and tokens   nothing else of the shim
@@ -36,13 +38,14 @@ from tests.static._source import REPO_ROOT, Finding, Source, from_text, product_
 
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "api": frozenset({"tokens"}),
-    "cli": frozenset({"tokens", "local"}),
+    "cli": frozenset({"tokens", "local", "client"}),
+    "client": frozenset(),
     "local": frozenset({"tokens"}),
     "tokens": frozenset(),
 }
 # Modules at the top of the package, shared by every sub-package but tokens.
 TOP_LEVEL = frozenset({"shim", "shim.settings"})
-MAY_IMPORT_TOP_LEVEL = frozenset({"api", "cli", "local"})
+MAY_IMPORT_TOP_LEVEL = frozenset({"api", "cli", "client", "local"})
 
 
 def _imports(source: Source) -> list[tuple[int, str, tuple[str, ...]]]:

@@ -1,0 +1,114 @@
+"""What the sync and the async client share about sending: the connection's settings,
+when a refusal is sent again, what counts as an answer, and the wait's long polls
+(written once, as a generator of calls that either client drives)."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+from collections.abc import Callable, Generator
+from typing import Any
+
+import httpx
+
+from contracts import JsonValue, RunEvent, RunView
+from shim.client._calls import Call, Calls
+from shim.client._errors import ApiError, retry_after
+
+__all__ = [
+    "KEEPALIVE",
+    "Notice",
+    "Waiting",
+    "answer",
+    "connection",
+    "event_of",
+    "pause",
+    "waiting",
+]
+
+# A kept-alive connection is dropped by the client before the shim drops it (uvicorn
+# closes one idle for 5 s): with both at 5 s, a request sent just as the shim closes
+# its end is met with a connection reset.
+KEEPALIVE = httpx.Limits(keepalive_expiry=2.0)
+
+Notice = Callable[[str], None]
+# Yields the calls to send, is sent each one's answer, returns the run it waited for.
+Waiting = Generator[Call[RunView], RunView, RunView]
+
+
+def connection(base_url: str, token: str | None, timeout: float, ca: str | None) -> dict[str, Any]:
+    """Keyword arguments for ``httpx.Client`` / ``httpx.AsyncClient``."""
+    return {
+        "base_url": base_url.rstrip("/"),
+        "timeout": timeout,
+        "limits": KEEPALIVE,
+        "trust_env": False,
+        "headers": {"Authorization": f"Bearer {token}"} if token else {},
+        "verify": ssl.create_default_context(cafile=ca) if ca else True,
+    }
+
+
+def _body(r: httpx.Response) -> JsonValue:
+    try:
+        data: JsonValue = r.json()
+    except ValueError:
+        data = r.text
+    return data
+
+
+def pause(r: httpx.Response, deadline: float, notice: Notice | None) -> float | None:
+    """How long to wait before sending a refused request again: the ``Retry-After`` of
+    a 429 or 503 that still fits before ``deadline``; None to take the answer as it is."""
+    after = retry_after(r.status_code, r.headers.get("retry-after"))
+    if after is None or time.monotonic() + after > deadline:
+        return None
+    if notice is not None:
+        code = ApiError(r.status_code, _body(r)).code
+        notice(f"the shim answered {r.status_code} {code}: again in {after:g} s")
+    return after
+
+
+def answer(r: httpx.Response, call: Call[Any]) -> bytes:
+    """The answer's body; ApiError for a refusal or a redirect (the API never
+    redirects: a path that did not name what it meant)."""
+    if r.is_redirect:
+        where = r.headers.get("location", "elsewhere")
+        message = f"the shim answered {call.method} {call.path} with a redirect to {where}"
+        raise ApiError(
+            r.status_code, {"error": {"code": "unexpected_redirect", "message": message}}
+        )
+    if r.status_code >= 400:
+        after = retry_after(r.status_code, r.headers.get("retry-after"))
+        raise ApiError(r.status_code, _body(r), after)
+    return r.content
+
+
+def event_of(kind: str, data: str) -> RunEvent | None:
+    """A server-sent event as a run event; None for the stream's ``end``."""
+    if kind == "end":
+        return None
+    return RunEvent.model_validate(json.loads(data))
+
+
+def waiting(
+    run_id: str,
+    statuses: set[str],
+    timeout: float,
+    look_s: float,
+    on_poll: Callable[[RunView], None] | None,
+) -> Waiting:
+    """The run once its status is one of ``statuses``; ``on_poll`` sees each view on
+    the way: at each status change (a long poll wakes on it) and every ``look_s``
+    while it stands still, so finished steps show. TimeoutError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    view = yield Calls.run(run_id)
+    while True:
+        if on_poll is not None:
+            on_poll(view)
+        if view.status.value in statuses:
+            return view
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"run {run_id} is still {view.status.value} after {timeout:.0f} s")
+        view = yield Calls.changed(run_id, view.status.value, min(look_s, left))
