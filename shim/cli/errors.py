@@ -8,23 +8,14 @@ Exception tree::
           └── FailedError    it was refused or failed (an unreachable database): exit 1
 
 Commands raise; ``main`` alone prints. Foreign exceptions that reach it are
-translated once, here (``failure``): the shim's refusals (``ApiError``), a shim
-that cannot be reached, a stack already running (``StackInUseError``: refused, so
-exit 1), a configuration that does not load.
+translated once, in ``shim.cli.failure``, imported only then: this module is
+imported by every command and by ``--help``, and stays light.
 """
 
 from __future__ import annotations
 
-import argparse
 import textwrap
 from enum import IntEnum
-
-import httpx
-
-from contracts import ErrorCode, GatehouseError
-from shim.cli.client import ApiError
-from shim.cli.render import error_lines
-from shim.local import StackInUseError
 
 __all__ = [
     "EPILOG",
@@ -33,7 +24,6 @@ __all__ = [
     "Exit",
     "FailedError",
     "UsageError",
-    "failure",
 ]
 
 
@@ -81,23 +71,3 @@ class UsageError(CommandError):
 
 class FailedError(CommandError):
     exit = Exit.FAILED
-
-
-def failure(exc: Exception, args: argparse.Namespace) -> CommandError | None:
-    """What ``exc`` means for the person at the terminal; None: a bug, let it show."""
-    if isinstance(exc, CommandError):
-        return exc
-    if isinstance(exc, ApiError):
-        hint = ["  check the token: GATEHOUSE_TOKEN or --token"] if exc.status == 401 else []
-        lines = error_lines(exc.details)
-        return FailedError(f"{exc.code} (HTTP {exc.status}): {exc.message}", *lines, *hint)
-    if isinstance(exc, httpx.HTTPError) and hasattr(args, "url"):
-        return FailedError(
-            f"cannot reach the shim at {args.url} ({type(exc).__name__}: {exc}): start it"
-            " (gatehouse up, or gatehouse shim) or point --url / GATEHOUSE_URL at it"
-        )
-    if isinstance(exc, StackInUseError):
-        return FailedError(str(exc))
-    if isinstance(exc, GatehouseError) and exc.code is ErrorCode.CONFIG_INVALID:
-        return FailedError(exc.message)
-    return None

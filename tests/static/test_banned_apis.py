@@ -2,7 +2,10 @@
 
 * ``eval``, ``exec``, ``compile`` (the builtin), ``__import__``: no code from data.
 * ``importlib``: any import of it (the handler registry is static), except
-  ``from importlib import resources`` for reading package data.
+  ``from importlib import resources`` for reading package data, and
+  ``from importlib import import_module`` in the CLI's command registry alone
+  (``IMPORT_BY_NAME``: it imports the modules its literal dict names, and
+  ``test_shim_layout.py`` holds it to that).
 * ``pickle`` / ``marshal`` / ``shelve`` (and friends): data is JSON.
 * ``shell=`` anything but the literal ``False``, ``os.system``, ``os.popen`` and
   the other shell-string runners: argv lists only.
@@ -48,6 +51,11 @@ BANNED_ATTRIBUTES: dict[str, dict[str, str]] = {
     "typing_extensions": {"cast": "typing.cast: validate with a model instead"},
     "builtins": {name: f"builtins.{name}: no code from data" for name in BANNED_BUILTINS},
 }
+# Where ``from importlib import import_module`` is allowed: the CLI imports a command's
+# module only when that command is named, so that ``gatehouse --help`` starts without
+# the database, the HTTP client and the contracts. Its argument is a literal of the
+# literal registry beside it (checked in test_shim_layout.py), never data.
+IMPORT_BY_NAME = "shim/cli/commands/__init__.py"
 _TYPE_IGNORE = re.compile(r"type:\s*ignore")
 _TAGGED_IGNORE = re.compile(
     r"#\s*type:\s*ignore\[[A-Za-z0-9_-]+(?:\s*,\s*[A-Za-z0-9_-]+)*\]\s*#\s*\S"
@@ -95,8 +103,10 @@ def check_banned_calls(source: Source) -> list[Finding]:
             top = node.module.split(".")[0]
             names_only = {alias.name for alias in node.names}
             # Reading package data (schemas, migrations, policy files) by literal
-            # package name is not dynamic import; nothing else of importlib is allowed.
-            if node.module == "importlib" and names_only == {"resources"}:
+            # package name is not dynamic import, nor is the CLI registry's import of
+            # the modules it names; nothing else of importlib is allowed.
+            allowed = {"resources"} | ({"import_module"} if source.rel == IMPORT_BY_NAME else set())
+            if node.module == "importlib" and names_only <= allowed:
                 pass
             elif top in BANNED_MODULES:
                 names = ", ".join(alias.name for alias in node.names)
@@ -223,6 +233,15 @@ def test_no_preexec_fn_anywhere() -> None:
 )
 def test_self_check_banned_calls_are_caught(text: str) -> None:
     assert check_banned_calls(from_text(text, "worker/bad.py")), text
+
+
+def test_self_check_import_by_name_is_the_cli_registrys_alone() -> None:
+    allowed = "from importlib import import_module\n"
+    assert not check_banned_calls(from_text(allowed, IMPORT_BY_NAME))
+    assert check_banned_calls(from_text(allowed, "shim/cli/_main.py"))
+    assert check_banned_calls(from_text(allowed, "worker/handlers/__init__.py"))
+    for other in ("import importlib\n", "from importlib import util\n"):
+        assert check_banned_calls(from_text(other, IMPORT_BY_NAME)), other
 
 
 @pytest.mark.parametrize(

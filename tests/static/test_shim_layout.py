@@ -18,13 +18,12 @@ table: a sub-package is used through its ``__init__`` or its public modules,
 never another's ``_private`` module; there is no import cycle anywhere in the
 shim; ``create_app`` only composes (every route comes from a router); every
 API route takes its caller from ``require``; the CLI's registry is one literal
-dict of command modules, dispatched one level deep.
+dict of command module names (imported when named), dispatched one level deep.
 """
 
 from __future__ import annotations
 
 import ast
-import inspect
 from types import ModuleType
 
 import pytest
@@ -33,6 +32,7 @@ from fastapi.routing import APIRoute
 from shim.api import create_app, dashboard, routes
 from shim.api.http import served_routes
 from shim.cli import COMMANDS
+from shim.cli.commands import load
 from shim.settings import ShimSettings
 from tests.static._source import REPO_ROOT, Finding, Source, from_text, product_sources, report
 
@@ -278,24 +278,42 @@ def test_every_api_route_takes_its_caller_from_require() -> None:
 
 
 def test_the_cli_registry_is_one_literal_dict_dispatched_one_level() -> None:
-    tree = _source("shim/cli/commands/__init__.py").tree
+    """``COMMANDS`` is one literal dict of ``CommandInfo(module, HELP)``, both string
+    literals; each names the module of its command (``mcp-pin``: ``….mcp_pin``) and every
+    module of ``shim/cli/commands/`` is named. ``load`` is the one place a module is
+    imported by name, and only by the registry's; ``main`` runs what ``load`` gives."""
+    source = _source("shim/cli/commands/__init__.py")
     [literal] = [
         n.value
-        for n in tree.body
+        for n in source.tree.body
         if isinstance(n, ast.AnnAssign | ast.Assign)
         and "COMMANDS" in ast.unparse(n.target if isinstance(n, ast.AnnAssign) else n.targets[0])
     ]
     assert isinstance(literal, ast.Dict)
     keys = [k.value for k in literal.keys if isinstance(k, ast.Constant)]
     assert keys == list(COMMANDS)
-    assert all(isinstance(v, ast.Name) for v in literal.values)
-    for name, command in COMMANDS.items():
-        assert inspect.ismodule(command), name
-        assert isinstance(command.HELP, str) and command.HELP.strip(), name
+    for key, value in zip(keys, literal.values, strict=True):
+        assert isinstance(value, ast.Call) and ast.unparse(value.func) == "CommandInfo", key
+        assert not value.keywords and len(value.args) == 2, key
+        assert all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in value.args)
+    package = REPO_ROOT / "shim" / "cli" / "commands"
+    modules = {p.stem for p in package.glob("*.py")} - {"__init__"}
+    assert {info.module for info in COMMANDS.values()} == {
+        f"shim.cli.commands.{m}" for m in modules
+    }
+    for name, info in COMMANDS.items():
+        assert info.module == "shim.cli.commands." + name.replace("-", "_"), name
+        assert info.HELP.strip(), name
+        command = load(name)
         assert callable(command.add_arguments) and callable(command.run), name
-        assert command.__name__.startswith("shim.cli.commands."), name
+    calls = [
+        n
+        for n in ast.walk(source.tree)
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "import_module"
+    ]
+    assert [ast.unparse(c) for c in calls] == ["import_module(COMMANDS[name].module)"]
     main = _source("shim/cli/_main.py").text
-    assert "COMMANDS[args.command].run(args)" in main
+    assert "load(args.command).run(args)" in main
 
 
 # --- self-checks: the checkers catch what they claim to ----------------------------------------

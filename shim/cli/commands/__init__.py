@@ -1,86 +1,165 @@
-"""Every ``gatehouse`` command: one module each, in one literal registry.
+"""Every ``gatehouse`` command: one module each, named in one literal registry.
 
-A command module says what it is for (``HELP``, shown by --help and checked
-against the README), declares its arguments (``add_arguments``) and does its
-work (``run``: the exit code; a refusal or failure is raised, and ``main``
-prints it). A command with actions (``tokens add|list|…``) picks the action
-inside its own module. The order here is the order --help lists them in.
+The registry holds each command's module *name* and its one line of help, so that
+``gatehouse --help`` and ``--version`` import none of them: a command's module,
+and what it needs (the database, the HTTP client, the contracts), is imported
+only when that command is named (``load``). The order here is the order --help
+lists them in.
+
+A command module declares its arguments (``add_arguments``) and does its work
+(``run``: the exit code; a refusal or failure is raised, and ``main`` prints
+it). A command with actions (``tokens add|list|…``) picks the action inside its
+own module.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Protocol
+from collections.abc import Callable
 
-from shim.cli.commands import (
-    approve,
-    artifacts,
-    calls,
-    cancel,
-    demo,
-    doctor,
-    episodes,
-    evidence,
-    explain,
-    ledger,
-    mcp_pin,
-    migrate,
-    opa,
-    policies,
-    readonly_role,
-    recipes,
-    reject,
-    replay,
-    runs,
-    security_events,
-    show,
-    sql,
-    submit,
-    tokens,
-    up,
-    workers,
-)
-from shim.cli.commands import shim as shim_command
-from shim.cli.commands import worker as worker_command
+# The product's one import by name: ``load`` imports only what the literal registry
+# below names, modules of this package (tests/static holds it to that).
+from importlib import import_module  # noqa: TID251
+from typing import NamedTuple
 
-__all__ = ["COMMANDS", "Command"]
+__all__ = ["COMMANDS", "CommandInfo", "LoadedCommand", "load"]
 
 
-class Command(Protocol):
-    HELP: str
-
-    def add_arguments(self, p: argparse.ArgumentParser) -> None: ...
-
-    def run(self, args: argparse.Namespace) -> int: ...
+class CommandInfo(NamedTuple):
+    module: str  # imported only when the command runs
+    HELP: str  # the line --help shows for it (and the docs' table of commands)
 
 
-COMMANDS: dict[str, Command] = {
-    "demo": demo,
-    "up": up,
-    "shim": shim_command,
-    "worker": worker_command,
-    "doctor": doctor,
-    "mcp-pin": mcp_pin,
-    "migrate": migrate,
-    "readonly-role": readonly_role,
-    "submit": submit,
-    "runs": runs,
-    "show": show,
-    "approve": approve,
-    "reject": reject,
-    "cancel": cancel,
-    "ledger": ledger,
-    "replay": replay,
-    "calls": calls,
-    "explain": explain,
-    "workers": workers,
-    "recipes": recipes,
-    "policies": policies,
-    "episodes": episodes,
-    "artifacts": artifacts,
-    "security-events": security_events,
-    "tokens": tokens,
-    "opa": opa,
-    "evidence": evidence,
-    "sql": sql,
+class LoadedCommand(NamedTuple):
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: dict[str, CommandInfo] = {
+    "demo": CommandInfo(
+        "shim.cli.commands.demo",
+        "run one real intent end to end on SQLite and explain each stage",
+    ),
+    "up": CommandInfo(
+        "shim.cli.commands.up",
+        "start the shim and workers as supervised processes",
+    ),
+    "shim": CommandInfo(
+        "shim.cli.commands.shim",
+        "run the HTTP API in the foreground",
+    ),
+    "worker": CommandInfo(
+        "shim.cli.commands.worker",
+        "run one worker in the foreground",
+    ),
+    "doctor": CommandInfo(
+        "shim.cli.commands.doctor",
+        "check what a worker here can do: the sandbox, the database, OpenCode, settings",
+    ),
+    "mcp-pin": CommandInfo(
+        "shim.cli.commands.mcp_pin",
+        "check an MCP tool pool's pins against its live servers (mcp-pin POOL.json),"
+        " or fetch and write them (--write)",
+    ),
+    "migrate": CommandInfo(
+        "shim.cli.commands.migrate",
+        "create or upgrade the database schema",
+    ),
+    "readonly-role": CommandInfo(
+        "shim.cli.commands.readonly_role",
+        "PostgreSQL: make the role gatehouse_readonly, which may read the views only",
+    ),
+    "submit": CommandInfo(
+        "shim.cli.commands.submit",
+        "submit an intent",
+    ),
+    "runs": CommandInfo(
+        "shim.cli.commands.runs",
+        "list runs, watch one live: runs watch RUN_ID, or fork one: runs fork RUN_ID",
+    ),
+    "show": CommandInfo(
+        "shim.cli.commands.show",
+        "show one run: its plan card, digest, steps and decisions",
+    ),
+    "approve": CommandInfo(
+        "shim.cli.commands.approve",
+        "approve a run's plan (by its digest)",
+    ),
+    "reject": CommandInfo(
+        "shim.cli.commands.reject",
+        "reject a run's plan (by its digest)",
+    ),
+    "cancel": CommandInfo(
+        "shim.cli.commands.cancel",
+        "cancel a run: a waiting run ends cancelled, a running one at its next step",
+    ),
+    "ledger": CommandInfo(
+        "shim.cli.commands.ledger",
+        "show a run's ledger (ledger show RUN_ID), or verify its hash chain and name"
+        " the first broken entry (ledger verify RUN_ID)",
+    ),
+    "replay": CommandInfo(
+        "shim.cli.commands.replay",
+        "replay a finished run from its ledger (no outbound calls); compare trace digests",
+    ),
+    "calls": CommandInfo(
+        "shim.cli.commands.calls",
+        "resolve an in-doubt call: calls resolve OP_KEY --applied or --not-applied",
+    ),
+    "explain": CommandInfo(
+        "shim.cli.commands.explain",
+        "a model's report on a finished run, written from its evidence only",
+    ),
+    "workers": CommandInfo(
+        "shim.cli.commands.workers",
+        "list the workers with their heartbeat age, and which are live",
+    ),
+    "recipes": CommandInfo(
+        "shim.cli.commands.recipes",
+        "list the recipes one may submit, with their required parameters",
+    ),
+    "policies": CommandInfo(
+        "shim.cli.commands.policies",
+        "list the policy profiles and tool pools with their digests, or show one",
+    ),
+    "episodes": CommandInfo(
+        "shim.cli.commands.episodes",
+        "list a run's MOVA episodes",
+    ),
+    "artifacts": CommandInfo(
+        "shim.cli.commands.artifacts",
+        "list a run's artifacts (artifacts list RUN_ID), or fetch one's bytes"
+        " (artifacts get SHA256)",
+    ),
+    "security-events": CommandInfo(
+        "shim.cli.commands.security_events",
+        "list refused requests and refusals inside runs, newest first",
+    ),
+    "tokens": CommandInfo(
+        "shim.cli.commands.tokens",
+        "bearer tokens: tokens add NAME --roles … (printed once; only its digest is"
+        " stored), tokens list, tokens revoke ID, tokens rotate ID [--grace 1h]",
+    ),
+    "opa": CommandInfo(
+        "shim.cli.commands.opa",
+        "OPA archives: validate one without running it (opa inspect FILE), run one"
+        " (opa run FILE), send an interactive run its next message (opa reply RUN_ID TEXT,"
+        " or --end), download a run's output archive (opa output RUN_ID), and manage the"
+        " signers' trust store (opa trust add|list|remove)",
+    ),
+    "evidence": CommandInfo(
+        "shim.cli.commands.evidence",
+        "a run's signed evidence bundle: evidence export RUN_ID -o FILE (from the"
+        " database), evidence verify FILE --key PUB.pem (offline), evidence keygen -o KEY.pem",
+    ),
+    "sql": CommandInfo(
+        "shim.cli.commands.sql",
+        "run a read-only SQL query against the database",
+    ),
 }
+
+
+def load(name: str) -> LoadedCommand:
+    """The command ``name`` (a key of ``COMMANDS``), its module imported now."""
+    module = import_module(COMMANDS[name].module)
+    return LoadedCommand(add_arguments=module.add_arguments, run=module.run)

@@ -6,9 +6,7 @@ import argparse
 
 from shim.cli.decisions import decide, decision_arguments
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "approve a run's plan (by its digest)"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -11,9 +11,7 @@ from shim.cli.options import api_options, connect
 from shim.cli.output import note, rows, show
 from shim.cli.render import records, short
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "list a run's artifacts (artifacts list RUN_ID), or fetch one's bytes (artifacts get SHA256)"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,9 +8,7 @@ from shim.cli.errors import Exit
 from shim.cli.options import api_options, connect
 from shim.cli.output import answer
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "resolve an in-doubt call: calls resolve OP_KEY --applied or --not-applied"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

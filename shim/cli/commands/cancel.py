@@ -8,9 +8,7 @@ from shim.cli.errors import Exit
 from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import answer
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "cancel a run: a waiting run ends cancelled, a running one at its next step"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

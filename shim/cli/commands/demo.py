@@ -18,9 +18,7 @@ from shim.cli.errors import Exit
 from shim.cli.render import short
 from shim.local import InventoryService, demo_stack
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "run one real intent end to end on SQLite and explain each stage"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,9 +8,7 @@ import sys
 
 from shim.cli.options import json_option
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "check what a worker here can do: the sandbox, the database, OpenCode, settings"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

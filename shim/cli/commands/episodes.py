@@ -9,9 +9,7 @@ from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import rows, show
 from shim.cli.render import records
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "list a run's MOVA episodes"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -24,12 +24,7 @@ from shim.cli.database import require_database
 from shim.cli.errors import Exit, FailedError, UsageError
 from shim.cli.options import database_option, database_url, json_option, run_id_argument
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = (
-    "a run's signed evidence bundle: evidence export RUN_ID -o FILE (from the"
-    " database), evidence verify FILE --key PUB.pem (offline), evidence keygen -o KEY.pem"
-)
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,9 +10,7 @@ from shim.cli.errors import Exit
 from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import write_json
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "a model's report on a finished run, written from its evidence only"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -11,12 +11,7 @@ from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import show
 from shim.cli.render import fields, ledger_table
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = (
-    "show a run's ledger (ledger show RUN_ID), or verify its hash chain and name"
-    " the first broken entry (ledger verify RUN_ID)"
-)
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

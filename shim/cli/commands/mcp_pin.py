@@ -9,12 +9,7 @@ import argparse
 import os
 import sys
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = (
-    "check an MCP tool pool's pins against its live servers (mcp-pin POOL.json),"
-    " or fetch and write them (--write)"
-)
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -9,9 +9,7 @@ from shim.cli.database import refuse_bad_url, require_database, set_up
 from shim.cli.errors import Exit
 from shim.cli.options import database_option, database_url
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "create or upgrade the database schema"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -35,14 +35,7 @@ from shim.cli.client import dump
 from shim.cli.errors import Exit, FailedError, UsageError
 from shim.cli.options import api_options, connect, json_option, run_id_argument
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = (
-    "OPA archives: validate one without running it (opa inspect FILE), run one"
-    " (opa run FILE), send an interactive run its next message (opa reply RUN_ID TEXT, or"
-    " --end), download a run's output archive (opa output RUN_ID), and manage the"
-    " signers' trust store (opa trust add|list|remove)"
-)
+__all__ = ["add_arguments", "run"]
 
 _MEDIA_TYPES = {".opa.jar": "application/java-archive", ".opa": "application/vnd.opa+zip"}
 

@@ -9,9 +9,7 @@ from shim.cli.options import api_options, connect
 from shim.cli.output import rows, show, write_json
 from shim.cli.render import console, fields, records
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "list the policy profiles and tool pools with their digests, or show one"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -12,9 +12,7 @@ from shim.cli.database import refuse_bad_url, set_up
 from shim.cli.errors import Exit, UsageError
 from shim.cli.options import database_option, database_url
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "PostgreSQL: make the role gatehouse_readonly, which may read the views only"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,9 +10,7 @@ from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import show
 from shim.cli.render import fields, records
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "replay a finished run from its ledger (no outbound calls); compare trace digests"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -12,9 +12,7 @@ from shim.cli.output import answer, show
 from shim.cli.render import console, run_list
 from shim.cli.watch import watch
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "list runs, watch one live: runs watch RUN_ID, or fork one: runs fork RUN_ID"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

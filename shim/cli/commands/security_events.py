@@ -10,9 +10,7 @@ from shim.cli.options import api_options, connect
 from shim.cli.output import rows, show
 from shim.cli.render import records
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "list refused requests and refusals inside runs, newest first"
+__all__ = ["add_arguments", "run"]
 
 _COLUMNS = [
     "recorded_at",

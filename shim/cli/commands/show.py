@@ -10,9 +10,7 @@ from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import show
 from shim.cli.render import run_card
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "show one run: its plan card, digest, steps and decisions"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -14,9 +14,7 @@ from shim.cli.errors import Exit, FailedError
 from shim.cli.options import database_option, database_url, json_option
 from shim.cli.render import console, records
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "run a read-only SQL query against the database"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -12,9 +12,7 @@ from shim.cli.follow import no_worker, waited
 from shim.cli.options import api_options, connect, wait_option
 from shim.cli.output import answer, note
 
-__all__ = ["HELP", "STALE_QUEUE_S", "add_arguments", "run", "submit_warnings"]
-
-HELP = "submit an intent"
+__all__ = ["STALE_QUEUE_S", "add_arguments", "run", "submit_warnings"]
 
 _KINDS = ", ".join(Budgets.model_fields)
 

@@ -35,12 +35,7 @@ from shim.tokens import (
     utc_now,
 )
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = (
-    "bearer tokens: tokens add NAME --roles … (printed once; only its digest is"
-    " stored), tokens list, tokens revoke ID, tokens rotate ID [--grace 1h]"
-)
+__all__ = ["add_arguments", "run"]
 
 _LIVE = "a running shim picks the change up within a second"
 

@@ -9,9 +9,7 @@ import argparse
 import os
 import sys
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "run one worker in the foreground"
+__all__ = ["add_arguments", "run"]
 
 _WORKER_ENV = """\
 A worker reads its settings from the environment (README, "Configuration"):
