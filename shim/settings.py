@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,13 +11,55 @@ from contracts import APP_VERSION, ErrorCode, GatehouseError
 from ledger import PgTimeouts, anchors, resolve_database_url, resolve_pg_timeouts
 from opa_format import DEFAULT_TRUST_DIR
 
-__all__ = ["H11_MAX_HEAD_BYTES", "Rate", "ShimSettings", "parse_rate"]
+__all__ = [
+    "DEFAULT_HOST",
+    "H11_MAX_HEAD_BYTES",
+    "Rate",
+    "ShimSettings",
+    "is_loopback",
+    "parse_rate",
+    "plain_http_refusal",
+]
 
 
 # uvicorn (h11) refuses a request head (request line and headers) larger than this
 # with its own 400 before the app sees it; the door's header limits answer 431 below it.
 # Whoever serves the shim passes it (shim.local starts uvicorn with it).
 H11_MAX_HEAD_BYTES = 32 * 1024
+
+
+# Where the shim listens unless told (--host): this machine only.
+DEFAULT_HOST = "127.0.0.1"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach ``host``: ``localhost`` or a loopback address
+    (127.0.0.0/8, ::1). A wildcard (0.0.0.0, ::) or any other name or address is not;
+    a name is not looked up (what it resolves to may change after the check)."""
+    if host.strip().lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def plain_http_refusal(host: str, *, tls: bool, insecure_http: bool) -> str | None:
+    """Why the shim must not listen on ``host`` as asked, or None.
+
+    Off loopback, bearer tokens and plans would cross the network in clear: HTTPS is
+    required (a certificate and key) unless the person says plain HTTP is meant
+    (``insecure_http``: ``--insecure-http``, for a shim behind a proxy or mesh that
+    terminates TLS). A flag and not a variable on purpose: it shows on the command line
+    of the process that serves in clear."""
+    if tls or insecure_http or is_loopback(host):
+        return None
+    return (
+        f"refusing to serve plain HTTP on {host}, an address other machines can reach:"
+        " tokens would cross the network in clear. Give a certificate (--tls-cert and"
+        " --tls-key, GATEHOUSE_TLS_CERT/GATEHOUSE_TLS_KEY, or tls: in dbos-config.yaml),"
+        " or, behind a proxy that terminates TLS, pass --insecure-http"
+    )
 
 
 @dataclass(frozen=True)

@@ -111,8 +111,10 @@ def start_shim(
     extra_env: dict[str, str] | None = None,
     cwd: Path | None = None,
     app: str = ASGI_APP,
+    host: str = "127.0.0.1",
 ) -> subprocess.Popen[bytes]:
-    """The shim on 127.0.0.1:``port`` in the background, logging to ``log``.
+    """The shim on ``host``:``port`` (loopback unless told) in the background, logging
+    to ``log``.
 
     ``cwd``: the folder uvicorn imports the shim from (and reads dbos-config.yaml in);
     by default this process's own, an upgrade test names another release's tree (and,
@@ -126,7 +128,7 @@ def start_shim(
     )
     with log.open("ab") as out:
         return subprocess.Popen(
-            shim_command("127.0.0.1", port, tls, log_level="warning", app=app),
+            shim_command(host, port, tls, log_level="warning", app=app),
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -63,15 +63,16 @@ def _start_shim(
     stopping: threading.Event,
     *,
     tls: Tls | None = None,
+    host: str = "127.0.0.1",
 ) -> subprocess.Popen[bytes] | None:
     """Start the shim and wait until it answers; while the database cannot be reached
     the shim cannot start, so keep trying (backoff capped at 5 s) until it can."""
-    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    base = f"{'https' if tls else 'http'}://{_reach(host)}:{port}"
     log = var_dir / "shim.log"
     attempt = 0
     while not stopping.is_set():
         attempt += 1
-        shim = start_shim(database_url, port, log, tokens_file, tls)
+        shim = start_shim(database_url, port, log, tokens_file, tls, host=host)
         try:
             wait_healthy(base, shim, tls=tls)
             return shim
@@ -94,13 +95,15 @@ class StackInUseError(Exception):
     """Why a second stack must not start here; nothing was started or written."""
 
 
-def in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
-    """Why a second stack must not start here, or None.
+def in_use(
+    database_url: str, port: int, executor_ids: list[str], host: str = "127.0.0.1"
+) -> str | None:
+    """Why a second stack must not start here (its shim on ``host``:``port``), or None.
 
     A port that is taken would let this stack's health check reach the other
     stack's shim; an executor id with a live heartbeat would have two workers
     recover each other's runs under one id."""
-    held = _port_held(port)
+    held = _port_held(port, host)
     if held:
         return held
     settings = ShimSettings.from_env({**os.environ, "GATEHOUSE_DATABASE_URL": database_url})
@@ -138,30 +141,47 @@ def in_use(database_url: str, port: int, executor_ids: list[str]) -> str | None:
     return None
 
 
-def _port_held(port: int) -> str | None:
-    """Why ``port`` cannot be served, naming what holds it, or None.
+def _reach(host: str) -> str:
+    """Where this machine reaches a shim listening on ``host``, as a URL's host: a
+    wildcard is reached on loopback, an IPv6 address in brackets."""
+    if host in ("", "0.0.0.0"):  # noqa: S104  (naming the wildcard, not binding it)
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _port_held(port: int, host: str = "127.0.0.1") -> str | None:
+    """Why ``host``:``port`` cannot be served, naming what holds it, or None.
 
     The probe binds as uvicorn does (``SO_REUSEADDR``): a port left in TIME_WAIT by the
     last stack's clients is free to serve at once, only a listener holds it."""
-    with socket.socket() as probe:
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        return f"cannot listen on {host}: {exc.strerror}; pass another --host"
+    with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(("127.0.0.1", port))
+            probe.bind(address)
             return None
         except OSError as exc:
             reason = exc.strerror
-    if _answers_as_gatehouse(port):
+    if _answers_as_gatehouse(port, host):
         holder = "a Gatehouse shim answers there (another gatehouse up or shim)"
     else:
         holder = "another program listens there (not a Gatehouse shim)"
     return f"port {port} is in use ({reason}): {holder}; stop it, or pass --port"
 
 
-def _answers_as_gatehouse(port: int) -> bool:
+def _answers_as_gatehouse(port: int, host: str = "127.0.0.1") -> bool:
     for scheme in ("http", "https"):
+        url = f"{scheme}://{_reach(host)}:{port}/openapi.json"
         try:
-            # only asks who holds a loopback port; nothing is sent or trusted
-            r = httpx.get(f"{scheme}://127.0.0.1:{port}/openapi.json", timeout=2, verify=False)  # noqa: S501
+            # only asks who holds a port of this machine; nothing is sent or trusted
+            r = httpx.get(url, timeout=2, verify=False)  # noqa: S501
             info = r.json().get("info", {}) if r.status_code == 200 else {}
         except (httpx.HTTPError, ValueError, AttributeError):
             continue
@@ -181,11 +201,20 @@ def _process_alive(pid: int) -> bool:
 
 
 def run_up(
-    database_url: str, port: int, workers: int, var_dir: Path, tls: Tls | None = None
+    database_url: str,
+    port: int,
+    workers: int,
+    var_dir: Path,
+    tls: Tls | None = None,
+    *,
+    host: str = "127.0.0.1",
 ) -> bool:
-    """Supervise the shim (HTTPS with ``tls``) and ``workers`` workers until stopped:
-    True when stopped (Ctrl-C, SIGTERM), False when the shim exited by itself."""
-    refusal = in_use(database_url, port, [f"worker-{n}" for n in range(1, workers + 1)])
+    """Supervise the shim (on ``host``:``port``, HTTPS with ``tls``) and ``workers``
+    workers until stopped: True when stopped (Ctrl-C, SIGTERM), False when the shim
+    exited by itself. Whether plain HTTP may be served on ``host`` is the caller's
+    check (``shim.settings.plain_http_refusal``)."""
+    executor_ids = [f"worker-{n}" for n in range(1, workers + 1)]
+    refusal = in_use(database_url, port, executor_ids, host)
     if refusal:
         raise StackInUseError(refusal)
     var_dir.mkdir(parents=True, exist_ok=True)
@@ -193,7 +222,7 @@ def run_up(
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
-    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    base = f"{'https' if tls else 'http'}://{_reach(host)}:{port}"
     slots: dict[str, subprocess.Popen[bytes]] = {}
     started: dict[str, float] = {}
     restarts: dict[str, int] = {}
@@ -206,11 +235,12 @@ def run_up(
         started[executor_id] = time.monotonic()
         print(f"gatehouse up: worker {executor_id} pid {slots[executor_id].pid}", flush=True)
 
-    shim = _start_shim(database_url, port, var_dir, tokens_file, stopping, tls=tls)
+    shim = _start_shim(database_url, port, var_dir, tokens_file, stopping, tls=tls, host=host)
     if shim is None:
         print("gatehouse up: stopped", flush=True)
         return True
-    print(f"gatehouse up: shim on {base} (log {var_dir}/shim.log)", flush=True)
+    listening = "" if _reach(host) == host else f", listening on {host}"
+    print(f"gatehouse up: shim on {base} (log {var_dir}/shim.log{listening})", flush=True)
     print(f"gatehouse up: dashboard at {base}/dashboard (log in with a token)", flush=True)
     for n in range(1, workers + 1):
         spawn(f"worker-{n}")

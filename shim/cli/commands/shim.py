@@ -10,6 +10,7 @@ from shim.cli.database import require_database
 from shim.cli.errors import UsageError
 from shim.cli.options import database_option, database_url, tls_options, tokens_file_default
 from shim.local import serve_shim
+from shim.settings import DEFAULT_HOST, plain_http_refusal
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -17,7 +18,12 @@ HELP = "run the HTTP API in the foreground"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}); any other than loopback needs"
+        " HTTPS (--tls-cert/--tls-key) or --insecure-http",
+    )
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     database_option(p)
     p.add_argument(
@@ -26,9 +32,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the tokens file (default: GATEHOUSE_TOKENS_FILE, else var/tokens.json)",
     )
     tls_options(p)
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="serve plain HTTP on a --host other than loopback (only behind a proxy or"
+        " mesh that terminates TLS)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    tls = resolve_tls(args.tls_cert, args.tls_key)
+    refusal = plain_http_refusal(args.host, tls=tls is not None, insecure_http=args.insecure_http)
+    if refusal:
+        raise UsageError(refusal)
     tokens = Path(args.tokens_file)
     if not tokens.is_file():
         raise UsageError(
@@ -38,4 +54,4 @@ def run(args: argparse.Namespace) -> int:
         )
     url, source = database_url(args)
     require_database(url, source)
-    serve_shim(url, args.host, args.port, tokens, resolve_tls(args.tls_cert, args.tls_key))
+    serve_shim(url, args.host, args.port, tokens, tls)

@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 
 from ledger import resolve_tls
-from shim.cli.errors import Exit
+from shim.cli.errors import Exit, UsageError
 from shim.cli.options import database_option, database_url, tls_options
 from shim.local import run_up
+from shim.settings import DEFAULT_HOST, plain_http_refusal
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -17,13 +18,29 @@ HELP = "start the shim and workers as supervised processes"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     database_option(p)
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"the shim's address to listen on (default {DEFAULT_HOST}); any other than"
+        " loopback needs HTTPS (--tls-cert/--tls-key) or --insecure-http",
+    )
     p.add_argument("--port", type=int, default=8000, help="the shim's port (default 8000)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--var", default="var", help="folder for logs and workspaces (default var)")
     tls_options(p)
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="serve plain HTTP on a --host other than loopback (only behind a proxy or"
+        " mesh that terminates TLS)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     tls = resolve_tls(args.tls_cert, args.tls_key)
-    stopped = run_up(database_url(args)[0], args.port, args.workers, Path(args.var), tls)
+    refusal = plain_http_refusal(args.host, tls=tls is not None, insecure_http=args.insecure_http)
+    if refusal:
+        raise UsageError(refusal)
+    url = database_url(args)[0]
+    stopped = run_up(url, args.port, args.workers, Path(args.var), tls, host=args.host)
     return Exit.OK if stopped else Exit.FAILED
