@@ -12,7 +12,13 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from ledger import add_missing_views, database_unreachable, migrate, open_database
+from ledger import (
+    CONFIG_FILE,
+    add_missing_views,
+    database_unreachable,
+    migrate,
+    open_database,
+)
 from shim.cli.errors import FailedError, UsageError
 
 __all__ = ["refuse_bad_url", "require_database", "set_up"]
@@ -51,15 +57,17 @@ def _unreachable(url: str, source: str, exc: BaseException) -> FailedError:
 def require_database(url: str, source: str, *, read_only: bool = False) -> None:
     """Return once the database at ``url`` answers; a URL that cannot be one is a usage
     error, a database that does not answer a failure. ``read_only``: a SQLite file that
-    is not there is refused, never created (opening it would make an empty one)."""
+    is not there is a failure naming the URL tried, never created (opening it would
+    make an empty one, and the next command would read that instead of the stack's)."""
     refuse_bad_url(url, source)
     if read_only and url.startswith("sqlite:///"):
         file = Path(url.removeprefix("sqlite:///"))
         if not file.is_file():
-            raise UsageError(
-                f"no database at {url} ({source}); this command reads and never creates one."
-                " If a stack runs elsewhere, give its URL: --database-url or"
-                " GATEHOUSE_DATABASE_URL, as the terminal that started it has"
+            raise FailedError(
+                f"no database at {url} ({source}); this command reads one and never creates"
+                " it. Give the database the stack was started with, as gatehouse up found"
+                " it: --database-url, GATEHOUSE_DATABASE_URL, or system_database_url in"
+                f" ./{CONFIG_FILE} (run this command in the stack's folder)"
             )
     db = open_database(url)
     try:

@@ -115,7 +115,7 @@ def test_read_only_commands_never_create_a_database(tmp_path: Path) -> None:
         ["evidence", "export", "run_" + "0" * 32, "--key", str(key)],
     ):
         done = _run(*argv, cwd=tmp_path)
-        assert done.returncode == 2, done
+        assert done.returncode == 1, done
         line = _one_line(done)
         assert "no database at sqlite:///gatehouse.sqlite (the default database URL)" in line
         assert "GATEHOUSE_DATABASE_URL" in line
