@@ -9,6 +9,7 @@ tables and in every line the CLI writes (``PrintableStream``).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -28,7 +29,9 @@ __all__ = [
     "PrintableStream",
     "console",
     "error_lines",
+    "expanded",
     "fields",
+    "fits",
     "ledger_table",
     "printable",
     "records",
@@ -243,6 +246,27 @@ def records(
     for line in cells:
         table.add_row(*line)
     return table
+
+
+def fits(table: Table, width: int) -> bool:
+    """Whether ``table`` is laid out in ``width`` columns with no cell cut: rich crops
+    a row wider than the console, ids and stamps with it."""
+    unbounded = Console(file=io.StringIO(), width=1_000_000)
+    return unbounded.measure(table).minimum <= width
+
+
+def expanded(columns: Sequence[str], rows: Iterable[dict[str, JsonValue]]) -> list[str]:
+    """Rows too wide for the terminal, one ``column | value`` line per cell and nothing
+    cut (psql's expanded display): the terminal wraps a long value, it never loses it."""
+    pad = max(map(len, columns), default=0)
+    lines: list[str] = []
+    for n, row in enumerate(rows, start=1):
+        lines.append(f"-[ row {n} ]-")
+        for c in columns:
+            value = row.get(c)
+            text = "" if value is None else value if isinstance(value, str) else json.dumps(value)
+            lines.append(f"{c:<{pad}} | {text}")
+    return lines
 
 
 def error_lines(details: JsonValue) -> list[str]:

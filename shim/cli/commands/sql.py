@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 
-from contracts import GatehouseError
+from contracts import GatehouseError, JsonValue
 from ledger import open_database
 from ledger.operator import read_only_query
 from shim.cli.database import require_database
 from shim.cli.errors import Exit, FailedError
 from shim.cli.options import database_option, database_url, json_option
-from shim.cli.render import console, records
+from shim.cli.render import console, expanded, fits, records
 
 __all__ = ["add_arguments", "run"]
 
@@ -33,16 +33,14 @@ def run(args: argparse.Namespace) -> int:
         raise FailedError(exc.message) from exc
     finally:
         db.dispose()
+    listed: list[dict[str, JsonValue]] = [dict(zip(columns, r, strict=True)) for r in rows]
     if args.json:
-        listed = [dict(zip(columns, r, strict=True)) for r in rows]
         sys.stdout.write(json.dumps(listed, indent=2) + "\n")
         return Exit.OK
-    console().print(
-        records(
-            f"{len(rows)} row(s)",
-            columns,
-            [dict(zip(columns, r, strict=True)) for r in rows],
-            limit=500,
-        )
-    )
+    table = records(f"{len(rows)} row(s)", columns, listed, limit=500)
+    out = console()
+    if fits(table, out.width):
+        out.print(table)
+    else:  # wider than the terminal: a table would cut ids, one line per cell cuts none
+        sys.stdout.write("\n".join([f"{len(rows)} row(s)", *expanded(columns, listed)]) + "\n")
     return Exit.OK
