@@ -21,7 +21,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from contracts import CallView, JsonValue, RunList, RunView, StepView, shown_input, visible
+from contracts import (
+    CallView,
+    JsonValue,
+    RunList,
+    RunStatus,
+    RunView,
+    StepView,
+    shown_input,
+    visible,
+)
 from policies.taint import tainted
 from shim.cli.printable import PrintableStream, printable
 
@@ -110,6 +119,21 @@ def _step_outcome(step: StepView | None) -> str:
     return step.status
 
 
+def _next_steps(view: RunView) -> dict[str, JsonValue]:
+    """What the reader can do about a plan that waits for a decision: approve it, for a
+    reader who may decide (the run's links say so); else wait for one who may, and
+    follow or withdraw the run meanwhile."""
+    if "approve" in view.links:
+        return {"approve with": f"gatehouse approve {view.run_id}"}
+    steps: dict[str, JsonValue] = {
+        "waiting for": "an approver's decision (this token cannot approve)",
+        "follow with": f"gatehouse runs watch {view.run_id}",
+    }
+    if "cancel" in view.links:
+        steps["withdraw with"] = f"gatehouse cancel {view.run_id}"
+    return steps
+
+
 def run_card(view: RunView) -> list[Table]:
     """The run, its plan card (digest, steps, what each did) and its decisions."""
     head: dict[str, JsonValue] = {
@@ -150,22 +174,15 @@ def run_card(view: RunView) -> list[Table]:
         if decided
         else "none yet"
     )
-    plan = fields(
-        "Plan card",
-        {
-            "digest": card.plan_digest,
-            "revision": card.revision,
-            "previous digest": card.previous_digest,
-            "decision": decision,
-            # Only for a reader who may decide (the run's links say so).
-            "approve with": (
-                f"gatehouse approve {view.run_id}"
-                if not decided and "approve" in view.links
-                else None
-            ),
-        },
-    )
-    out.append(plan)
+    plan: dict[str, JsonValue] = {
+        "digest": card.plan_digest,
+        "revision": card.revision,
+        "previous digest": card.previous_digest,
+        "decision": decision,
+    }
+    if not decided and view.status is RunStatus.WAITING_APPROVAL:
+        plan.update(_next_steps(view))
+    out.append(fields("Plan card", plan))
     if card.changes:
         # A repaired or extended plan: what differs from the one decided before.
         changes = _table("change", "step", "what", title="Changes since the previous plan")

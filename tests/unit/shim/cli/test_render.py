@@ -129,3 +129,30 @@ def test_records_never_cut_an_id_on_a_narrow_terminal() -> None:
     )
     text = out.getvalue()
     assert run_id in text and digest in text, text
+
+
+def test_a_reader_who_cannot_approve_is_told_what_it_can_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A submitter's token gets no approve link: it is told who decides, and how to follow
+    or withdraw the run meanwhile, never to run ``gatehouse approve``."""
+    run = "run_" + "1" * 32
+    links: dict[str, JsonValue] = {"links": {"self": f"/runs/{run}", "cancel": "/c"}}
+    out = " ".join(_printed(_view(**links), capsys).split())
+    assert "gatehouse approve" not in out
+    assert "an approver's decision (this token cannot approve)" in out
+    assert f"gatehouse runs watch {run}" in out and f"gatehouse cancel {run}" in out
+    # an approver is told to approve, and nothing else
+    approver = _printed(_view(links={"approve": "/a", "cancel": "/c"}), capsys)
+    assert f"gatehouse approve {run}" in approver and "runs watch" not in approver
+    # a decided or finished run suggests nothing
+    decided: dict[str, JsonValue] = {
+        "decision": "approved",
+        "plan_digest": "a" * 64,
+        "decided_by": "bob",
+        "decided_at": "2026-01-01T00:00:02.000Z",
+        "comment": None,
+    }
+    for done in (_view(approvals=[decided], status="running"), _view(status="cancelled")):
+        out = _printed(done, capsys)
+        assert "runs watch" not in out and "gatehouse approve" not in out
