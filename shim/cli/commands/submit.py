@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 from pathlib import Path
 
-from contracts import Budgets, JsonObject, JsonValue
+from pydantic import ValidationError
+
+from contracts import Budgets, IntentRequest, JsonObject, JsonValue
 from shim.cli.errors import Exit, UsageError
 from shim.cli.follow import no_worker, waited
 from shim.cli.options import api_options, connect, wait_option
@@ -61,16 +65,50 @@ def _param(text: str) -> tuple[str, JsonValue]:
         return key, raw
 
 
+def _name(option: str, field: str, value: str) -> str:
+    """``value`` if it can name a profile or a pool (the intent's own pattern), else a
+    usage error: the API would refuse the whole intent for it."""
+    pattern = IntentRequest.model_json_schema()["properties"][field]["pattern"]
+    if not re.fullmatch(pattern, value):
+        raise UsageError(
+            f"{option} {value!r}: a name is lowercase letters, digits and . _ : -, at most 64,"
+            " starting with a letter or digit (gatehouse policies lists them)"
+        )
+    return value
+
+
+def _number(text: str, raw: str) -> int | float:
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise UsageError(f"--budget {text!r}: {raw!r} is not a number")
+    return number
+
+
 def _budgets(given: list[str]) -> JsonObject:
+    """Each --budget KIND=NUMBER, checked as the intent's budgets are: an unknown kind,
+    a kind given twice, or a value out of its range is a usage error."""
     out: JsonObject = {}
     for text in given:
         kind, _, raw = text.partition("=")
         if kind not in Budgets.model_fields:
             raise UsageError(f"--budget {text!r}: the kinds are {_KINDS}")
-        try:
-            out[kind] = float(raw) if "." in raw else int(raw)
-        except ValueError as exc:
-            raise UsageError(f"--budget {text!r}: {raw!r} is not a number") from exc
+        if kind in out:
+            raise UsageError(f"--budget {kind} is given twice")
+        out[kind] = _number(text, raw)
+    try:
+        Budgets.model_validate(out)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        kind = str(first["loc"][0])
+        why = str(first["msg"]).removeprefix("Input ")
+        raise UsageError(f"--budget {kind}={out[kind]}: {why}") from exc
     return out
 
 
@@ -81,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
         "mode": args.mode,
         "parameters": dict(_param(p) for p in args.param),
     }
-    if args.policy_profile:
-        intent["policy_profile"] = args.policy_profile
-    if args.tool_pool:
-        intent["tool_pool"] = args.tool_pool
+    if args.policy_profile is not None:
+        intent["policy_profile"] = _name("--policy-profile", "policy_profile", args.policy_profile)
+    if args.tool_pool is not None:
+        intent["tool_pool"] = _name("--tool-pool", "tool_pool", args.tool_pool)
     if args.budget:
         intent["budgets"] = _budgets(args.budget)
     with connect(args) as api:

@@ -60,13 +60,45 @@ def test_submit_sends_the_profile_the_pool_and_the_budgets(
 
 @pytest.mark.parametrize(
     ("given", "said"),
-    [("max_stepz=4", "the kinds are max_steps, max_model_turns"), ("max_steps=x", "not a number")],
+    [
+        (["--budget", "max_stepz=4"], "the kinds are max_steps, max_model_turns"),
+        (["--budget", "max_steps=x"], "not a number"),
+        (["--budget", "max_cost_usd=inf"], "'inf' is not a number"),
+        (["--budget", "max_steps=0"], "--budget max_steps=0: should be greater than or equal to 1"),
+        (["--budget", "max_steps=2.5"], "max_steps=2.5: should be a valid integer"),
+        (["--budget", "max_cost_usd=-1"], "max_cost_usd=-1: should be greater than 0"),
+        (["--budget", "max_steps=2", "--budget", "max_steps=3"], "max_steps is given twice"),
+        (["--policy-profile", "Strict Mode"], "--policy-profile 'Strict Mode': a name is"),
+        (["--tool-pool", ""], "--tool-pool '': a name is lowercase letters"),
+    ],
 )
-def test_a_bad_budget_is_a_usage_error(
-    given: str, said: str, capsys: pytest.CaptureFixture[str]
+def test_a_bad_option_is_a_usage_error_before_anything_is_sent(
+    given: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["submit", "--recipe", "echo", "--objective", "o", "--token", "gh_x"]
+    # no shim listens at this URL: a request would be exit 1 (cannot reach), not 2
     with pytest.raises(SystemExit) as done:
-        main([*argv, "--budget", given])
+        main([*argv, "--url", "http://127.0.0.1:9", *given])
     assert done.value.code == 2
-    assert said in capsys.readouterr().err
+    assert said in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_budget_in_exponent_form_is_a_number(
+    answered_by: Callable[[Callable[[httpx.Request], httpx.Response]], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sent: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/intent":
+            sent.append(json.loads(request.content))
+            run = {"run_id": "run_" + "d" * 32, "intent_id": "int_1", "status": "queued"}
+            return httpx.Response(202, json={**run, "links": {}})
+        return httpx.Response(200, json={"checks": {"workers": {"ok": True}}})
+
+    answered_by(answer)
+    argv = ["submit", "--recipe", "echo", "--objective", "o", "--url", "http://shim"]
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--token", "gh_x", "--budget", "max_cost_usd=1e2"])
+    assert done.value.code == 0, capsys.readouterr().err
+    assert sent[0]["budgets"] == {"max_cost_usd": 100.0}
