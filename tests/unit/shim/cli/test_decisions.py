@@ -42,3 +42,47 @@ def test_approve_says_when_no_worker_will_take_the_run(
     out = capsys.readouterr()
     assert f"Decision on {RUN}" in out.out
     assert (f"warning: {REASON}" in out.err) is not ready, out.err
+
+
+def test_approve_wait_warns_before_it_follows_the_run(
+    answered_by: Callable[[Callable[[httpx.Request], httpx.Response]], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With --wait the warning comes first (``submit``'s own words, from GET /readyz):
+    the person knows why the run does not move while the CLI follows it."""
+    view = {
+        "run_id": RUN,
+        "intent_id": "int_1",
+        "recipe": "echo",
+        "objective": "o",
+        "mode": "full-cycle",
+        "status": "succeeded",
+        "phase": "done",
+        "submitted_by": "alice",
+        "policy_profile": "default",
+        "tool_pool": "default",
+        "plan_digest": DIGEST,
+        "error_code": None,
+        "error_message": None,
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "updated_at": "2026-01-01T00:00:01.000Z",
+        "plan_card": None,
+        "approvals": [],
+        "steps": [],
+        "links": {},
+    }
+    decisions = _shim(ready=False)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == f"/runs/{RUN}":
+            return httpx.Response(200, json=view)
+        return decisions(request)
+
+    answered_by(answer)
+    argv = ["approve", RUN, "--digest", DIGEST, "--url", "http://shim", "--token", "gh_x"]
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--wait", "5"])
+    assert done.value.code == 0
+    err = capsys.readouterr().err
+    assert f"warning: {REASON}" in err, err
+    assert err.index(f"warning: {REASON}") < err.index(f"{RUN}: succeeded")
