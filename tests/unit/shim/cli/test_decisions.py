@@ -9,6 +9,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from contracts import JsonValue
 from shim.cli import main
 
 RUN = "run_" + "a" * 32
@@ -50,7 +51,7 @@ def test_approve_wait_warns_before_it_follows_the_run(
 ) -> None:
     """With --wait the warning comes first (``submit``'s own words, from GET /readyz):
     the person knows why the run does not move while the CLI follows it."""
-    view = {
+    view: dict[str, JsonValue] = {
         "run_id": RUN,
         "intent_id": "int_1",
         "recipe": "echo",
