@@ -6,9 +6,11 @@ and evidence work on this machine's files and database; the rest talk to a
 running shim over HTTP (``--url`` or ``GATEHOUSE_URL``, default
 http://127.0.0.1:8000).
 
-    _main.py      build_parser, main: parse, dispatch through the registry, print errors
-    commands/     one module per command; COMMANDS, the literal registry
-    errors.py     Exit (the exit codes), the errors commands raise, the error → exit mapping
+    _main.py      build_parser, main: parse, import and run the one command named
+    commands/     one module per command; COMMANDS, the literal registry of their names
+    errors.py     Exit (the exit codes), the errors commands raise
+    failure.py    what an error that reached main means, and printing it (imported then)
+    printable.py  text from runs shown as data: control and bidi characters as escapes
     options.py    the options several commands share (--url, --token, --ca, --json, …)
     output.py     answers on stdout, notes and progress on stderr
     client.py     the HTTP client (contract models in, contract models out)
