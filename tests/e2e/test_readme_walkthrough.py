@@ -1,6 +1,6 @@
-"""The README's "Running it for real", line by line, ends with a succeeded run.
+"""docs/cli.md's "Running it for real", line by line, ends with a succeeded run.
 
-The two shell blocks are read from README.md itself, so the test breaks when
+The two shell blocks are read from docs/cli.md itself, so the test breaks when
 they do. Changed, and only these: the database is a fresh PostgreSQL database,
 the port is a free one, ``npx -y @jdxcode/mise run up`` is the ``.venv/bin/
 gatehouse up`` that task runs, and the ``<…token…>`` placeholders and RUN_ID
@@ -30,7 +30,7 @@ VENV = Path(sys.executable).parent.parent
 
 
 def _blocks() -> tuple[list[str], list[str]]:
-    text = (ROOT / "README.md").read_text("utf-8")
+    text = (ROOT / "docs" / "cli.md").read_text("utf-8")
     start = text.index("## Running it for real")
     section = text[start : text.index("\n## ", start + 1)]
     blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)

@@ -1,4 +1,8 @@
-"""The README and docs say what the code does: codes, routes, commands, tasks, settings."""
+"""The README and docs say what the code does: codes, routes, commands, tasks, settings.
+
+The README is the two commands and a tutorial (its output is checked by
+tests/e2e/test_tutorial_first_run.py); the reference it links to is in docs/.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,11 @@ from shim.settings import ShimSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text("utf-8")
+DOC = ROOT / "docs"
+CLI = (DOC / "cli.md").read_text("utf-8")  # commands, exit codes, run statuses
+API = (DOC / "api.md").read_text("utf-8")  # routes, roles, error codes
+CONFIGURATION = (DOC / "configuration.md").read_text("utf-8")  # settings
+DEVELOPMENT = (DOC / "development.md").read_text("utf-8")  # mise tasks
 PRODUCT = ("contracts", "shim", "worker", "ledger", "policies", "opa_format")
 
 
@@ -36,21 +45,21 @@ def test_the_two_commands() -> None:
 
 
 def test_every_error_code_is_listed_with_its_number_and_status() -> None:
-    rows = {r[0].strip("`"): r for r in _table_rows(README, r"`[a-z_]+`")}
+    rows = {r[0].strip("`"): r for r in _table_rows(API, r"`[a-z_]+`")}
     for code in ErrorCode:
-        assert code.value in rows, f"README's error table lacks {code.value}"
+        assert code.value in rows, f"docs/api.md's error table lacks {code.value}"
         _, number, status, retryable, meaning = rows[code.value][:5]
         assert number == str(code.spec.number), code
         assert status == str(code.http_status), code
         assert retryable == ("yes" if code.retryable else "no"), code
         assert meaning == code.spec.summary, code
     listed = {k for k, r in rows.items() if len(r) == 5 and r[1].isdigit()}
-    assert listed <= {c.value for c in ErrorCode}, "README lists codes that do not exist"
+    assert listed <= {c.value for c in ErrorCode}, "docs/api.md lists codes that do not exist"
 
 
 def test_every_route_is_documented() -> None:
     app = create_app(ShimSettings.from_env({}))
-    documented = {r[0].strip("`") for r in _table_rows(README, r"`(GET|POST) /[^`]*`")}
+    documented = {r[0].strip("`") for r in _table_rows(API, r"`(GET|POST) /[^`]*`")}
     actual = set()
     for route in served_routes(app):
         path = getattr(route, "path", "")
@@ -62,7 +71,7 @@ def test_every_route_is_documented() -> None:
 
 
 def test_every_cli_command_is_documented_and_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    documented = {r[0].strip("`").split()[1] for r in _table_rows(README, r"`gatehouse [a-z-]+`")}
+    documented = {r[0].strip("`").split()[1] for r in _table_rows(CLI, r"`gatehouse [a-z-]+`")}
     assert documented == set(COMMANDS)
     for name in COMMANDS:
         with pytest.raises(SystemExit) as done:
@@ -71,15 +80,15 @@ def test_every_cli_command_is_documented_and_has_help(capsys: pytest.CaptureFixt
         assert COMMANDS[name].HELP in capsys.readouterr().out.replace("\n", " ").replace("  ", " ")
 
 
-def _section(title: str) -> str:
-    start = README.index(title)
-    end = README.find("\n#", start + len(title))
-    return README[start : end if end != -1 else None]
+def _section(text: str, title: str) -> str:
+    start = text.index(title)
+    end = text.find("\n#", start + len(title))
+    return text[start : end if end != -1 else None]
 
 
 def test_every_mise_task_is_documented() -> None:
     tasks = set(tomllib.loads((ROOT / "mise.toml").read_text())["tasks"])
-    section = _section("### mise tasks")
+    section = _section(DEVELOPMENT, "## mise tasks")
     documented = {r[0].strip("`") for r in _table_rows(section, r"`[a-z0-9:-]+`") if len(r) == 2}
     assert tasks == documented
 
@@ -91,7 +100,7 @@ def test_every_setting_is_documented() -> None:
     ]
     for path in [*sources, ROOT / "tests" / "conftest.py"]:
         used |= set(re.findall(r"\"(GATEHOUSE_[A-Z_]+)\"", path.read_text("utf-8")))
-    documented = {r[0].strip("`") for r in _table_rows(README, r"`GATEHOUSE_[A-Z_]+`")}
+    documented = {r[0].strip("`") for r in _table_rows(CONFIGURATION, r"`GATEHOUSE_[A-Z_]+`")}
     assert used == documented
 
 
@@ -102,7 +111,18 @@ def test_architecture_names_every_package() -> None:
 
 
 def test_docs_exist() -> None:
-    for name in ("architecture.md", "operators.md", "security.md", "benchmarks.md"):
+    for name in (
+        "architecture.md",
+        "operators.md",
+        "security.md",
+        "benchmarks.md",
+        "cli.md",
+        "api.md",
+        "configuration.md",
+        "features.md",
+        "development.md",
+        "limitations.md",
+    ):
         assert (ROOT / "docs" / name).is_file(), name
 
 
@@ -113,7 +133,7 @@ def test_operator_views_are_documented() -> None:
 
 
 DOCS = {"README.md": README} | {
-    f"docs/{p.name}": p.read_text("utf-8") for p in sorted((ROOT / "docs").glob("*.md"))
+    str(p.relative_to(ROOT)): p.read_text("utf-8") for p in sorted(DOC.rglob("*.md"))
 }
 
 
@@ -194,7 +214,7 @@ def test_every_option_has_help() -> None:
 
 
 def test_exit_codes_are_documented() -> None:
-    rows = {r[0]: r[1] for r in _table_rows(README, r"[0-9]{1,3}") if len(r) == 2}
+    rows = {r[0]: r[1] for r in _table_rows(CLI, r"[0-9]{1,3}") if len(r) == 2}
     assert rows == {str(k): v for k, v in EXIT_CODES.items()}
 
 
@@ -202,9 +222,9 @@ def test_docs_list_every_run_status() -> None:
     from contracts import RunStatus
 
     statuses = {s.value for s in RunStatus}
-    readme = re.search(r"Run statuses: (.*?)\.\n", README, flags=re.DOTALL)
-    assert readme is not None
-    assert set(re.findall(r"`([a-z_]+)`", readme.group(1))) == statuses
+    cli = re.search(r"Run statuses: (.*?)\.\n", CLI, flags=re.DOTALL)
+    assert cli is not None
+    assert set(re.findall(r"`([a-z_]+)`", cli.group(1))) == statuses
     runs_row = _table_rows(DOCS["docs/operators.md"], r"`runs`")
     assert len(runs_row) == 1
     listed = re.search(r"`status` \(([a-z_, ]+)\)", runs_row[0][1])
@@ -216,3 +236,38 @@ def test_the_cli_version_is_the_package_version() -> None:
     from shim import __version__
 
     assert __version__ == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's ids of a page's headings (lowercase, punctuation dropped, spaces to -)."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.DOTALL)
+    headings = re.findall(r"^#{1,6} (.+)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_the_readme_is_the_way_in() -> None:
+    """Short: the two commands, the tutorial, then links into the reference in docs/."""
+    assert len(README.splitlines()) < 260
+    headings = re.findall(r"^## (.+)$", README, flags=re.MULTILINE)
+    assert headings[:2] == ["Two commands", "Your first run, in 15 minutes"]
+    for name in ("cli", "api", "configuration", "features", "development", "limitations"):
+        assert f"](docs/{name}.md)" in README, name
+
+
+def test_links_between_the_docs_resolve() -> None:
+    """Every relative link in README.md and docs/ names a file that is there, and a
+    heading of it when it names one."""
+    broken = []
+    for doc, text in DOCS.items():
+        here = (ROOT / doc).parent
+        prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            path, _, anchor = target.partition("#")
+            file = (here / path).resolve() if path else ROOT / doc
+            if not file.exists():
+                broken.append(f"{doc}: {target} (no such file)")
+            elif anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text()):
+                broken.append(f"{doc}: {target} (no such heading)")
+    assert broken == []
