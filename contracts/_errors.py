@@ -9,7 +9,7 @@ Exception tree::
 
 Each code carries its HTTP status and whether retrying the same request can
 succeed. Codes are stable identifiers: never renamed, renumbered or reused.
-README.md lists them all; a test keeps the two in step.
+docs/api.md lists them all; a test keeps the two in step.
 """
 
 from __future__ import annotations
