@@ -8,7 +8,7 @@ import json
 import ssl
 import time
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TypedDict, TypeVar
 
 import httpx
 
@@ -18,6 +18,7 @@ from shim.client._errors import ApiError, retry_after
 
 __all__ = [
     "KEEPALIVE",
+    "Connection",
     "Notice",
     "Waiting",
     "answer",
@@ -32,13 +33,26 @@ __all__ = [
 # its end is met with a connection reset.
 KEEPALIVE = httpx.Limits(keepalive_expiry=2.0)
 
+T = TypeVar("T")
 Notice = Callable[[str], None]
 # Yields the calls to send, is sent each one's answer, returns the run it waited for.
 Waiting = Generator[Call[RunView], RunView, RunView]
 
 
-def connection(base_url: str, token: str | None, timeout: float, ca: str | None) -> dict[str, Any]:
+class Connection(TypedDict):
     """Keyword arguments for ``httpx.Client`` / ``httpx.AsyncClient``."""
+
+    base_url: str
+    timeout: float
+    limits: httpx.Limits
+    trust_env: bool
+    headers: dict[str, str]
+    verify: ssl.SSLContext | bool
+
+
+def connection(base_url: str, token: str | None, timeout: float, ca: str | None) -> Connection:
+    """How both clients connect: no proxy from the environment, keep-alive shorter
+    than the shim's, the token on every request, ``ca`` trusted when given."""
     return {
         "base_url": base_url.rstrip("/"),
         "timeout": timeout,
@@ -69,7 +83,7 @@ def pause(r: httpx.Response, deadline: float, notice: Notice | None) -> float | 
     return after
 
 
-def answer(r: httpx.Response, call: Call[Any]) -> bytes:
+def answer(r: httpx.Response, call: Call[T]) -> bytes:
     """The answer's body; ApiError for a refusal or a redirect (the API never
     redirects: a path that did not name what it meant)."""
     if r.is_redirect:
