@@ -23,6 +23,17 @@ class Executor:
     reaped_at: str | None
     planners: tuple[str, ...] | None = None  # None: the worker did not say (older build)
     heartbeat_age_s: float = 0.0
+    stopped_at: str | None = None  # it stopped cleanly then (cleared by its next heartbeat)
+
+    def live(self, dead_after_s: float) -> bool:
+        """Alive as people and the shim judge it: a heartbeat (to the tenth of a second)
+        within ``dead_after_s``, neither stopped cleanly nor handed over as dead.
+        (The reaper judges by the heartbeat counter alone: ``beats``.)"""
+        return (
+            self.reaped_at is None
+            and self.stopped_at is None
+            and round(self.heartbeat_age_s, 1) <= dead_after_s
+        )
 
 
 __all__ = [
@@ -35,6 +46,7 @@ __all__ = [
     "lease",
     "list_executors",
     "mark_reaped",
+    "mark_stopped",
     "renew_lease",
     "requeue_errored",
     "seize_lease",
@@ -75,7 +87,7 @@ def heartbeat(
             f" heartbeat_at, planners) VALUES (:e, :v, :h, :p, {stamp}, {stamp}, :pl)"
             " ON CONFLICT (executor_id) DO UPDATE SET app_version = excluded.app_version,"
             " hostname = excluded.hostname, pid = excluded.pid,"
-            " heartbeat_at = excluded.heartbeat_at, reaped_at = NULL,"
+            " heartbeat_at = excluded.heartbeat_at, reaped_at = NULL, stopped_at = NULL,"
             " planners = excluded.planners, beat = executors.beat + 1"
         ),
         {
@@ -158,6 +170,19 @@ def mark_reaped(conn: Conn, *, executor_id: str, beat: int, now: str) -> bool:
     return done is not None
 
 
+def mark_stopped(conn: Conn, *, executor_id: str, pid: int) -> bool:
+    """This worker process stops cleanly now (the database's clock); False when the row
+    is another process's by now (the same executor id started again elsewhere)."""
+    done = conn.execute(
+        sa.text(
+            f"UPDATE executors SET stopped_at = {now_sql(not is_postgres(conn))}"  # noqa: S608  (one of two constant SQL expressions)
+            " WHERE executor_id = :e AND pid = :p RETURNING executor_id"
+        ),
+        {"e": executor_id, "p": pid},
+    ).first()
+    return done is not None
+
+
 def list_executors(conn: Conn) -> list[Executor]:
     """Every worker that ever sent a heartbeat, the most recent first. Ages are read
     against the database's clock, never the reader's: a shim whose host clock was
@@ -166,7 +191,7 @@ def list_executors(conn: Conn) -> list[Executor]:
     rows = conn.execute(
         sa.text(
             "SELECT executor_id, app_version, hostname, pid, started_at, heartbeat_at, reaped_at,"
-            " planners FROM executors ORDER BY heartbeat_at DESC, executor_id"
+            " planners, stopped_at FROM executors ORDER BY heartbeat_at DESC, executor_id"
         )
     ).all()
     return [
@@ -180,6 +205,7 @@ def list_executors(conn: Conn) -> list[Executor]:
             reaped_at=None if r[6] is None else str(r[6]),
             planners=None if r[7] is None else tuple(p for p in str(r[7]).split(",") if p),
             heartbeat_age_s=(now - instant(str(r[5]))).total_seconds(),
+            stopped_at=None if r[8] is None else str(r[8]),
         )
         for r in rows
     ]

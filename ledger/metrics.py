@@ -41,7 +41,7 @@ def snapshot(conn: Conn) -> Snapshot:
     ages = [
         (e.executor_id, e.app_version, e.heartbeat_age_s)
         for e in executors.list_executors(conn)
-        if e.reaped_at is None
+        if e.reaped_at is None and e.stopped_at is None
     ]
     sqlite = not is_postgres(conn)
     waited = f"{epoch_sql('a.decided_at', sqlite)} - {epoch_sql('v.created_at', sqlite)}"

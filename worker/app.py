@@ -41,6 +41,7 @@ from worker.runtime import (
     beating,
     install,
     runtime,
+    say_stopped,
     set_tracing,
 )
 
@@ -159,6 +160,7 @@ def shutdown() -> None:
         notifier.join(timeout=30)
     stop_dbos()
     stop_running_server()  # the OpenCode server stops with its worker
+    say_stopped(rt.settings, rt.db)
     rt.db.dispose()
     if rt.sys_engine is not None:
         rt.sys_engine.dispose()  # DBOS does not dispose of an engine it was given

@@ -120,7 +120,7 @@ def in_use(
     finally:
         db.dispose()
     # Live as the shim's /workers judges it: a heartbeat (to the tenth of a second)
-    # within dead_after_s, and not reaped.
+    # within dead_after_s, neither reaped nor stopped cleanly.
     # A worker of this host whose process is gone is not live, however fresh its last
     # heartbeat: the stack stopped a moment ago is restarted at once.
     here = socket.gethostname()
@@ -128,8 +128,7 @@ def in_use(
         f"{e.executor_id} (host {e.hostname}, pid {e.pid},"
         f" heartbeat {round(e.heartbeat_age_s, 1)} s ago)"
         for e in found
-        if round(e.heartbeat_age_s, 1) <= settings.dead_after_s
-        and e.reaped_at is None
+        if e.live(settings.dead_after_s)
         and e.executor_id in executor_ids
         and not (e.hostname == here and not _process_alive(e.pid))
     ]

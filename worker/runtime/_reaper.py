@@ -58,7 +58,7 @@ from worker.runtime._liveness import Silence
 from worker.runtime._settings import WorkerSettings
 from worker.runtime._state import Runtime
 
-__all__ = ["Reaper", "Upkeep", "beating", "heartbeat"]
+__all__ = ["Reaper", "Upkeep", "beating", "heartbeat", "say_stopped"]
 
 _log = logging.getLogger("gatehouse.reaper")
 
@@ -75,6 +75,17 @@ def heartbeat(settings: WorkerSettings, db: Database) -> None:
             now=None,  # the database's clock: a stepped worker clock must not age the row
             planners=settings.planners(),
         )
+
+
+def say_stopped(settings: WorkerSettings, db: Database) -> None:
+    """Say this worker stopped cleanly (at its stop, once its reaper and DBOS stopped):
+    nobody has to wait out ``dead_after_s`` to know it is gone. Best effort: a worker
+    that cannot reach its database to say so is judged by its silence, as before."""
+    try:
+        with db.engine.begin() as conn:
+            executors.mark_stopped(conn, executor_id=settings.executor_id, pid=os.getpid())
+    except Exception:  # noqa: BLE001  (stopping goes on; the heartbeat's age tells the rest)
+        _log.warning("could not record this worker's clean stop", exc_info=True)
 
 
 @contextmanager

@@ -46,9 +46,10 @@ def workers(db: Database, app_version: str, dead_after_s: float) -> JsonObject:
                 "started_at": e.started_at,
                 "heartbeat_at": e.heartbeat_at,
                 "heartbeat_age_s": age,
-                "live": age <= dead_after_s and e.reaped_at is None,
+                "live": e.live(dead_after_s),
                 "serves_queue": e.app_version == app_version,
                 "reaped_at": e.reaped_at,
+                "stopped_at": e.stopped_at,
                 "planners": None if e.planners is None else list[JsonValue](e.planners),
             }
         )
@@ -79,7 +80,7 @@ def versions(
             found = executors.list_executors(conn)
     live: dict[str, int] = {}
     for e in found:
-        if e.reaped_at is None and e.heartbeat_age_s <= dead_after_s:
+        if e.live(dead_after_s):
             live[e.app_version] = live.get(e.app_version, 0) + 1
     out: list[JsonValue] = []
     for version in sorted(set(loads) | set(live) | {app_version}):
@@ -213,10 +214,4 @@ def planner_missing(
 def _live(db: Database, app_version: str, dead_after_s: float) -> list[executors.Executor]:
     with db.engine.connect() as conn:
         found = executors.list_executors(conn)
-    return [
-        e
-        for e in found
-        if e.app_version == app_version
-        and e.reaped_at is None
-        and e.heartbeat_age_s <= dead_after_s
-    ]
+    return [e for e in found if e.app_version == app_version and e.live(dead_after_s)]
