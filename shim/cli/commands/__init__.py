@@ -67,7 +67,7 @@ COMMANDS: dict[str, CommandInfo] = {
     ),
     "readonly-role": CommandInfo(
         "shim.cli.commands.readonly_role",
-        "PostgreSQL: make the role gatehouse_readonly, which may read the views only",
+        "PostgreSQL: this database's login gatehouse_readonly_<db>, reading its views only",
     ),
     "submit": CommandInfo(
         "shim.cli.commands.submit",

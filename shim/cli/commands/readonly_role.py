@@ -1,4 +1,4 @@
-"""``gatehouse readonly-role``: PostgreSQL's gatehouse_readonly, which may read the views only."""
+"""``gatehouse readonly-role``: this database's PostgreSQL login that may read its views only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import sys
 
 from ledger import open_database
-from ledger.readonly import READONLY_ROLE, create_readonly_role
+from ledger.readonly import create_readonly_role
 from shim.cli.database import refuse_bad_url, set_up
 from shim.cli.errors import Exit, UsageError
 from shim.cli.options import database_option, database_url
@@ -32,11 +32,11 @@ def run(args: argparse.Namespace) -> int:
     db = open_database(url)
     try:
         password = os.environ.get("GATEHOUSE_READONLY_PASSWORD") or None
-        created = create_readonly_role(db, views, password)
+        role, created = create_readonly_role(db, views, password)
     finally:
         db.dispose()
     sys.stdout.write(
-        f"role {READONLY_ROLE} {'created' if created else 'already there'}: SELECT on"
-        f" {', '.join(views)} (schema gatehouse), nothing else\n"
+        f"role {role} {'created' if created else 'already there'}: SELECT on"
+        f" {', '.join(views)} (schema gatehouse of this database), nothing else\n"
     )
     return Exit.OK
