@@ -29,7 +29,15 @@ from contracts import (
 )
 from shim.client._calls import ArtifactRef, Call, Calls
 from shim.client._errors import ApiError
-from shim.client._transport import Notice, answer, connection, event_of, pause, waiting
+from shim.client._transport import (
+    Notice,
+    answer,
+    connection,
+    event_of,
+    pause,
+    request,
+    waiting,
+)
 
 __all__ = ["Client"]
 
@@ -79,15 +87,7 @@ class Client:
         """Send one call (sent again after a ``Retry-After`` within ``retry_for``)."""
         deadline = time.monotonic() + self._retry_for
         while True:
-            r = self._http.request(
-                call.method,
-                call.path,
-                json=call.body,
-                content=call.content,
-                params=call.params,
-                headers=call.headers,
-                timeout=call.timeout if call.timeout is not None else self._http.timeout,
-            )
+            r = self._http.send(request(self._http, call))
             after = pause(r, deadline, self._notice)
             if after is None:
                 return call.read(answer(r, call))

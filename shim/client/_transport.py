@@ -25,6 +25,7 @@ __all__ = [
     "connection",
     "event_of",
     "pause",
+    "request",
     "waiting",
 ]
 
@@ -61,6 +62,19 @@ def connection(base_url: str, token: str | None, timeout: float, ca: str | None)
         "headers": {"Authorization": f"Bearer {token}"} if token else {},
         "verify": ssl.create_default_context(cafile=ca) if ca else True,
     }
+
+
+def request(http: httpx.Client | httpx.AsyncClient, call: Call[T]) -> httpx.Request:
+    """The HTTP request of ``call`` on either client (its own timeout, or the client's)."""
+    return http.build_request(
+        call.method,
+        call.path,
+        json=call.body,
+        content=call.content,
+        params=call.params,
+        headers=call.headers,
+        timeout=call.timeout if call.timeout is not None else http.timeout,
+    )
 
 
 def _body(r: httpx.Response) -> JsonValue:
