@@ -9,10 +9,11 @@ touches (``.venv``, ``dbos-config.yaml``, the model script), the ports are free
 ones in place of 8000 and 8091, and RUN_ID and PLAN_DIGEST are filled in as a
 person would, from the output above them.
 
-Matching: blank lines and runs of spaces do not count (tables pad to the
-terminal's width); a ``<name>`` in the shown output stands for what changes
-from run to run, and the same name means the same value everywhere (a run
-id, a digest), except the free ones (times, pids, durations, op_key prefixes).
+Matching: blank lines, runs of spaces and the length of a table's rule do not
+count (tables pad their columns to the values in them); a ``<name>`` in the
+shown output stands for what changes from run to run, and the same name means
+the same value everywhere (a run id, a digest), except the free ones (times,
+pids, durations, op_key prefixes).
 Standard output must match line by line. A ``--wait``'s status lines (standard
 error) depend on when the run was looked at, so each one printed must be one
 the README shows, not all of them. ``[1] <pid>``, the job line an interactive
@@ -83,7 +84,9 @@ def tutorial() -> list[list[Step]]:
 
 
 def _normal(line: str) -> str:
-    return re.sub(r"\s+", " ", line).strip()
+    """Spacing and a table rule's length follow the columns' widths, which follow the
+    values (a 2-digit or a 3-digit duration): neither counts."""
+    return re.sub(r"\s+", " ", re.sub("─+", "─", line)).strip()
 
 
 def _pattern(template: str, bound: dict[str, str]) -> re.Pattern[str]:
