@@ -6,6 +6,8 @@ each on the line before a fenced block:
 * ``<!-- tutorial: file PATH -->``: the block is the whole content of ``PATH``
   (the server, the pool, the profile, the plan), so the files the reader sees are
   the files that run;
+* ``<!-- tutorial: pinned PATH -->``: the block is one tool's pin as the pool
+  file ``PATH`` of the reader's copy holds it at that point (digest included);
 * ``<!-- tutorial: stack -->``: the first terminal, the block that starts
   ``gatehouse up`` (it runs in the background from then on);
   ``<!-- tutorial: restart -->``: Ctrl-C there, then that block again;
@@ -26,6 +28,7 @@ whole transcript is written to ``transcript.txt`` in the test's folder.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -43,6 +46,7 @@ import httpx
 import pytest
 
 from shim.local import free_port
+from worker.sandbox.bwrap import current as current_sandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -57,8 +61,8 @@ RUN_ID = re.compile(r"run_[0-9a-f]{32}")
 
 @dataclass(frozen=True)
 class Block:
-    kind: str  # file, stack, restart, shell, output
-    arg: str  # file: the path; shell: "exit=N" or ""
+    kind: str  # file, pinned, stack, restart, shell, output
+    arg: str  # file, pinned: the path; shell: "exit=N" or ""
     text: str
     line: int  # where it is in the tutorial, for messages
 
@@ -214,12 +218,13 @@ class Stack:
 def test_the_own_tool_tutorial_runs_as_written(pg_url: str, tmp_path: Path) -> None:
     marked = blocks()
     kinds = [b.kind for b in marked]
-    assert {"file", "stack", "restart", "shell", "output"} <= set(kinds), kinds
+    assert {"file", "pinned", "stack", "restart", "shell", "output"} <= set(kinds), kinds
     for block in marked:
         if block.kind == "file":
             shipped = (ROOT / block.arg).read_text("utf-8")
             assert block.text == shipped, f"line {block.line}: not the content of {block.arg}"
 
+    assert not isinstance(current_sandbox(), str), "the tutorial's server runs in the sandbox"
     clone = tmp_path / "clone"
     clone.mkdir()
     (clone / ".venv").symlink_to(VENV)
@@ -254,6 +259,11 @@ def test_the_own_tool_tutorial_runs_as_written(pg_url: str, tmp_path: Path) -> N
                         printed += out
                         found = RUN_ID.findall(out)
                         run_id = found[0] if found else run_id
+                elif block.kind == "pinned":
+                    shown = json.loads(block.text)
+                    pool = json.loads((clone / block.arg).read_text("utf-8"))
+                    pins = [t for c in pool["connectors"] for t in c["mcp"]["tools"]]
+                    assert shown in pins, f"line {block.line}: not a pin of {block.arg}: {pins}"
                 elif block.kind == "output":
                     missing = shows(block.text, printed)
                     assert missing is None, (
