@@ -1,6 +1,7 @@
 """The OCI image (``deploy/Containerfile``) under Debian's podman: built, migrating a
 database, serving the shim off loopback with HTTPS beside two workers, its health
-checks (``deploy/healthcheck.py``, what ``deploy/compose.yaml`` runs) passing.
+checks (``deploy/healthcheck.py``, what ``deploy/compose.yaml`` runs) passing, and a
+run submitted, approved and executed through it.
 
 Where this machine cannot, each test skips naming why, as measured here:
 
@@ -8,8 +9,8 @@ Where this machine cannot, each test skips naming why, as measured here:
   explicit ulimits (crun refuses the hybrid cgroups; the default ulimits are refused);
 * no image registry is reachable, so the Debian base is made locally
   (``deploy/base-image.sh``: debootstrap then ``podman import``);
-* the build installs Debian's packages and Gatehouse's from PyPI (98 s here, then 34 s
-  from the first container to all healthy), too long for every gate: it runs when
+* the build installs Debian's packages and Gatehouse's from PyPI (80-98 s here, then
+  22-34 s to all healthy and a run done), too long for every gate: it runs when
   ``IMAGE_TEST=1`` (``deploy/image-test.sh`` sets it), and skips saying so otherwise.
 """
 
@@ -28,7 +29,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contracts import Role
+from contracts import JsonObject, Role
 from shim.local import free_port
 from shim.tokens import add_token
 from tests.support.tls import self_signed
@@ -86,8 +87,9 @@ def image() -> Iterator[str]:
         pytest.skip(reason)
     if os.environ.get("IMAGE_TEST") != "1":
         pytest.skip(
-            "building and starting the image takes ~130 s here (build 98 s, start to"
-            " healthy 34 s, measured): set IMAGE_TEST=1, or run deploy/image-test.sh"
+            "building and starting the image takes about two minutes here (build 80-98 s,"
+            " start and a run 22-34 s, measured): set IMAGE_TEST=1, or run"
+            " deploy/image-test.sh"
         )
     ca = ["-v", f"{CA_BUNDLE}:/run/build-ca.pem:ro", "--build-arg", "PIP_CERT=/run/build-ca.pem"]
     done = _podman(
@@ -102,18 +104,34 @@ def image() -> Iterator[str]:
     yield IMAGE
 
 
-def _secrets(tmp_path: Path) -> Path:
-    """The shim's certificate and tokens file, readable by the image's user (10001)."""
+def _secrets(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The shim's certificate and tokens file, readable by the image's user (10001),
+    and the tokens of a submitter and an approver."""
     folder = tmp_path / "secrets"
     folder.mkdir()
     tls = self_signed(folder)
-    add_token(folder / "tokens.json", "olga", [Role.OPERATOR])
+    people = {
+        "sam": add_token(folder / "tokens.json", "sam", [Role.SUBMITTER]),
+        "ada": add_token(folder / "tokens.json", "ada", [Role.APPROVER]),
+    }
     for path in (tls.cert, tls.key):
         path.rename(folder / ("shim.pem" if path == tls.cert else "shim.key"))
     folder.chmod(0o755)
     for path in folder.iterdir():
         path.chmod(0o644)
-    return folder
+    return folder, people
+
+
+def _wait_status(http: httpx.Client, run_id: str, token: str, wanted: set[str]) -> JsonObject:
+    deadline = time.monotonic() + 120  # a bound on the wait, not a speed assertion
+    while True:
+        r = http.get(f"/runs/{run_id}", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200, r.text
+        view: JsonObject = r.json()
+        if view["status"] in wanted:
+            return view
+        assert time.monotonic() < deadline, view
+        time.sleep(0.5)
 
 
 @pytest.mark.timeout(1800)
@@ -126,7 +144,7 @@ def test_the_image_serves_a_stack(image: str, pg_url: str, tmp_path: Path) -> No
 
     done = _podman("run", "--rm", *RUN, *env, image, "migrate")
     assert done.returncode == 0, done
-    secrets = _secrets(tmp_path)
+    secrets, people = _secrets(tmp_path)
     port = free_port()
     tag = uuid.uuid4().hex[:8]
     names = [f"gh-shim-{tag}", f"gh-worker-1-{tag}", f"gh-worker-2-{tag}"]
@@ -170,9 +188,28 @@ def test_the_image_serves_a_stack(image: str, pg_url: str, tmp_path: Path) -> No
                 time.sleep(1)
         # and from outside the containers, over TLS, trusting the served certificate
         trust = ssl.create_default_context(cafile=str(secrets / "shim.pem"))
-        ready = httpx.get(f"https://127.0.0.1:{port}/readyz", verify=trust, trust_env=False)
-        assert ready.status_code == 200, ready.text
-        assert ready.json()["checks"]["workers"] == {"ok": True, "live": 2}, ready.text
+        with httpx.Client(
+            base_url=f"https://127.0.0.1:{port}", verify=trust, trust_env=False, timeout=30
+        ) as http:
+            ready = http.get("/readyz")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["checks"]["workers"] == {"ok": True, "live": 2}, ready.text
+            # and a run through it: submitted, planned, approved, executed by a worker
+            intent = {"recipe": "echo", "objective": "from the image", "parameters": {"n": 1}}
+            sam = {"Authorization": f"Bearer {people['sam']}"}
+            accepted = http.post("/intent", json=intent, headers=sam)
+            assert accepted.status_code in (200, 201, 202), accepted.text
+            run_id = str(accepted.json()["run_id"])
+            card = _wait_status(http, run_id, people["sam"], {"waiting_approval", "failed"})
+            assert card["status"] == "waiting_approval", card
+            decided = http.post(
+                f"/approve/{run_id}",
+                json={"plan_digest": card["plan_digest"]},
+                headers={"Authorization": f"Bearer {people['ada']}"},
+            )
+            assert decided.status_code == 200, decided.text
+            finished = _wait_status(http, run_id, people["sam"], {"succeeded", "failed"})
+            assert finished["status"] == "succeeded", finished
     finally:
         _podman("rm", "-f", "-t", "5", *names)
         _podman("volume", "rm", "-f", *names[1:])
