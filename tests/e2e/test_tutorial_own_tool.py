@@ -14,10 +14,11 @@ each on the line before a fenced block:
 * ``<!-- tutorial: shell -->`` (or ``shell exit=N``): lines typed in the second
   terminal, one bash process for the whole tutorial, so variables carry over;
   every line must exit 0, the block's last one N when given;
-* ``<!-- tutorial: output -->``: what the shell block before it prints. Its lines
+* ``<!-- tutorial: output -->``: what the block before it prints (a stack block:
+  until the stack is ready, its port shown as 8000). Its lines
   must appear in that order in what was printed (stdout and stderr, as a terminal
   shows them); a line ``…`` stands for lines left out and ``…`` inside a line for
-  any text; run ids, hex digests and times may differ.
+  any text; run ids, hex digests, times and pids may differ.
 
 Changed, and only these: the database is a fresh PostgreSQL database, the port is
 a free one (``--port`` on ``gatehouse up``, and ``GATEHOUSE_URL`` in the second
@@ -90,6 +91,7 @@ def normalized(line: str) -> str:
     line = RUN_ID.sub("run_<id>", line)
     line = re.sub(r"\b[0-9a-f]{12,64}\b…?", "<hex>", line)
     line = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+Z", "<time>", line)
+    line = re.sub(r"\bpid \d+", "pid <n>", line)
     return " ".join(line.split())
 
 
@@ -181,7 +183,9 @@ class Stack:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def start(self) -> str:
+        """Start the block; once the stack is ready, what it printed (as on port 8000)."""
+        offset = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 ["bash", "-c", self.script],
@@ -197,7 +201,8 @@ class Stack:
             assert self.proc.poll() is None, self.log.read_text()
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=5).json().get("status") == "ready":
-                    return
+                    printed = self.log.read_bytes()[offset:].decode()
+                    return printed.replace(f":{self.port}", ":8000")
             except (httpx.HTTPError, ValueError):
                 pass
             assert time.monotonic() < deadline, f"not ready: {self.log.read_text()}"
@@ -240,12 +245,12 @@ def test_the_own_tool_tutorial_runs_as_written(pg_url: str, tmp_path: Path) -> N
             for block in marked:
                 if block.kind == "stack":
                     stack = Stack(block, clone, base, pg_url)
-                    stack.start()
+                    printed = stack.start()
                     shell.run(f"export GATEHOUSE_URL={stack.url}")
                 elif block.kind == "restart":
                     assert stack is not None, f"line {block.line}: no stack to restart"
                     stack.stop()
-                    stack.start()
+                    printed = stack.start()
                 elif block.kind == "shell":
                     want = int(block.arg.removeprefix("exit=")) if block.arg else 0
                     lines = commands(block)
