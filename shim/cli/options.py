@@ -2,7 +2,9 @@
 
 Defaults come from the environment when the parser is built, as the help says:
 ``GATEHOUSE_URL``, ``GATEHOUSE_TOKEN``, ``GATEHOUSE_CA``, ``GATEHOUSE_TOKENS_FILE``,
-``GATEHOUSE_DATABASE_URL`` (then ``dbos-config.yaml``), ``GATEHOUSE_TLS_*``.
+``GATEHOUSE_DATABASE_URL`` (then ``dbos-config.yaml``), ``GATEHOUSE_TLS_*``. Where
+neither the flag nor the variable names the shim's URL or the database, the stack
+a ``gatehouse up`` runs from this folder does (``var/stack.json``, while it runs).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ledger import CONFIG_FILE, DEFAULT_DATABASE_URL, resolve_database_url
 from shim.cli.client import Client
 from shim.cli.errors import UsageError
 from shim.cli.output import note
+from shim.local import running_stack
 
 __all__ = [
     "DEFAULT_TOKENS_FILE",
@@ -73,10 +76,12 @@ def ca_option(p: argparse.ArgumentParser) -> None:
 
 def api_options(p: argparse.ArgumentParser, *, with_json: bool = True) -> None:
     """--url, --token, --ca (and --json): a command that talks to a running shim."""
+    stack = None if os.environ.get("GATEHOUSE_URL") else running_stack()
     p.add_argument(
         "--url",
-        default=os.environ.get("GATEHOUSE_URL", DEFAULT_URL),
-        help=f"the shim's base URL (default: GATEHOUSE_URL, else {DEFAULT_URL})",
+        default=os.environ.get("GATEHOUSE_URL") or (stack.url if stack else DEFAULT_URL),
+        help="the shim's base URL (default: GATEHOUSE_URL, else the one `gatehouse up` in"
+        f" this folder serves (var/stack.json), else {DEFAULT_URL})",
     )
     p.add_argument(
         "--token",
@@ -121,7 +126,8 @@ def database_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--database-url",
         help="sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
-        f" (default: GATEHOUSE_DATABASE_URL, else system_database_url in ./{CONFIG_FILE},"
+        " (default: GATEHOUSE_DATABASE_URL, else the one `gatehouse up` in this folder"
+        f" runs on (var/stack.json), else system_database_url in ./{CONFIG_FILE},"
         f" else {DEFAULT_DATABASE_URL})",
     )
 
@@ -130,6 +136,10 @@ def database_url(args: argparse.Namespace) -> tuple[str, str]:
     """(url, where it came from): the flag, the variable, dbos-config.yaml, the default."""
     if args.database_url is not None:
         return args.database_url, "--database-url"
+    if not os.environ.get("GATEHOUSE_DATABASE_URL", "").strip():
+        stack = running_stack()
+        if stack is not None:
+            return stack.database_url, f"the stack `gatehouse up` runs ({stack.file})"
     return resolve_database_url()
 
 

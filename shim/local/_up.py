@@ -23,6 +23,7 @@ import httpx
 from contracts import Role
 from ledger import Tls, database_unreachable, executors, open_database, pending_migrations
 from shim.local._procs import start_shim, start_worker, stop, wait_healthy
+from shim.local._stack import forget_stack, note_stack, process_alive
 from shim.settings import ShimSettings
 from shim.tokens import add_token
 
@@ -130,7 +131,7 @@ def in_use(
         for e in found
         if e.live(settings.dead_after_s)
         and e.executor_id in executor_ids
-        and not (e.hostname == here and not _process_alive(e.pid))
+        and not (e.hostname == here and not process_alive(e.pid))
     ]
     if live:
         return (
@@ -189,16 +190,6 @@ def _answers_as_gatehouse(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: it is there
-    return True
-
-
 def run_up(
     database_url: str,
     port: int,
@@ -241,6 +232,8 @@ def run_up(
     listening = "" if _reach(host) == host else f", listening on {host}"
     print(f"gatehouse up: shim on {base} (log {var_dir}/shim.log{listening})", flush=True)
     print(f"gatehouse up: dashboard at {base}/dashboard (log in with a token)", flush=True)
+    # a second terminal in this folder finds the stack by it (shim.local._stack)
+    note_stack(var_dir, database_url, base)
     for n in range(1, workers + 1):
         spawn(f"worker-{n}")
     try:
@@ -271,5 +264,6 @@ def run_up(
                 due[executor_id] = now + delay
         return True
     finally:
+        forget_stack(var_dir)
         stop([shim, *(p for p in slots.values() if p.poll() is None)])
         print("gatehouse up: stopped", flush=True)

@@ -1,0 +1,57 @@
+"""A second terminal finds the stack ``gatehouse up`` runs from the same folder: with no
+``GATEHOUSE_*`` variable set, ``gatehouse sql`` reads the database up was given and the
+client commands reach the port it serves (``var/stack.json``, while it runs). Once up
+stops, nothing is found, and a read-only command still creates no database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from shim.local import free_port
+from tests.e2e.test_cli_edges import GATEHOUSE, _run
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 120
+    while not path.exists():
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, f"{path} never appeared: {log.read_text()}"
+        time.sleep(0.2)
+
+
+def test_a_second_terminal_finds_the_running_stack(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "data" / "mine.sqlite"
+    elsewhere.parent.mkdir()
+    port = free_port()
+    log = tmp_path / "up.log"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEHOUSE_")}
+    with log.open("wb") as out:
+        up = subprocess.Popen(
+            [GATEHOUSE, "up", "--database-url", f"sqlite:///{elsewhere}", "--port", str(port)],
+            cwd=tmp_path, env=clean, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        stack_file = tmp_path / "var" / "stack.json"
+        _wait_for(stack_file, up, log)
+        assert stack_file.stat().st_mode & 0o777 == 0o600  # a URL may carry a password
+        token = (tmp_path / "var" / "local-tokens.txt").read_text().split()[1]
+
+        counted = _run("sql", "SELECT COUNT(*) AS runs FROM v_run_overview", cwd=tmp_path)
+        assert counted.returncode == 0, counted.stdout + counted.stderr
+        assert "runs" in counted.stdout
+        listed = _run("runs", "--json", cwd=tmp_path, GATEHOUSE_TOKEN=token)
+        assert listed.returncode == 0, listed.stdout + listed.stderr  # port found, not 8000
+        assert '"runs"' in listed.stdout
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=60) == 0, log.read_text()
+    assert not (tmp_path / "var" / "stack.json").exists()
+    # up has stopped: nothing to find; the default database is not made by a reader
+    after = _run("sql", "SELECT 1", cwd=tmp_path)
+    assert after.returncode == 1, after.stdout + after.stderr
+    assert "gatehouse.sqlite" in after.stderr
+    assert not (tmp_path / "gatehouse.sqlite").exists()
