@@ -33,6 +33,7 @@ __all__ = ["StackInUseError", "in_use", "run_up"]
 # one that had run this long before it died starts the doubling over.
 _RESTART_CAP_S = 5.0
 _STABLE_S = 60.0
+_TOLD_WITH_US_S = 2.0  # how long a worker's clean exit waits for our own stop signal
 
 
 def _tokens(var_dir: Path) -> Path:
@@ -250,6 +251,11 @@ def run_up(
                     continue
                 if proc.poll() is None:
                     continue
+                # A worker that stopped as told (exit 0) was most likely told with us: a
+                # Ctrl-C reaches the whole process group, and a worker may exit before
+                # this loop sees its own signal. Give that signal a moment first.
+                if proc.returncode == 0 and stopping.wait(_TOLD_WITH_US_S):
+                    break
                 # A worker that ran a good while before dying starts the backoff over.
                 if now - started[executor_id] > _STABLE_S:
                     restarts[executor_id] = 0

@@ -1,7 +1,8 @@
 """A second terminal finds the stack ``gatehouse up`` runs from the same folder: with no
 ``GATEHOUSE_*`` variable set, ``gatehouse sql`` reads the database up was given and the
-client commands reach the port it serves (``var/stack.json``, while it runs). Once up
-stops, nothing is found, and a read-only command still creates no database."""
+client commands reach the port it serves (``var/stack.json``, while it runs). A Ctrl-C
+stops it cleanly (no worker restarted on the way out); then nothing is found, and a
+read-only command still creates no database."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def test_a_second_terminal_finds_the_running_stack(tmp_path: Path) -> None:
         up = subprocess.Popen(
             [GATEHOUSE, "up", "--database-url", f"sqlite:///{elsewhere}", "--port", str(port)],
             cwd=tmp_path, env=clean, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )  # fmt: skip
     try:
         stack_file = tmp_path / "var" / "stack.json"
@@ -47,8 +49,10 @@ def test_a_second_terminal_finds_the_running_stack(tmp_path: Path) -> None:
         assert listed.returncode == 0, listed.stdout + listed.stderr  # port found, not 8000
         assert '"runs"' in listed.stdout
     finally:
-        up.send_signal(signal.SIGINT)
+        os.killpg(up.pid, signal.SIGINT)  # as Ctrl-C does: up and its workers together
         assert up.wait(timeout=60) == 0, log.read_text()
+    # a worker that stopped with up is not started again on the way out
+    assert "restarting" not in log.read_text(), log.read_text()
     assert not (tmp_path / "var" / "stack.json").exists()
     # up has stopped: nothing to find; the default database is not made by a reader
     after = _run("sql", "SELECT 1", cwd=tmp_path)

@@ -12,9 +12,7 @@ from shim.cli.options import database_option, database_url, tls_options, tokens_
 from shim.local import serve_shim
 from shim.settings import DEFAULT_HOST, plain_http_refusal
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "run the HTTP API in the foreground"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -11,9 +11,7 @@ from shim.cli.options import database_option, database_url, tls_options
 from shim.local import run_up
 from shim.settings import DEFAULT_HOST, plain_http_refusal
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "start the shim and workers as supervised processes"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
