@@ -63,10 +63,15 @@ def pin_pool(
             if now is None:
                 problems.append(f"{bare.connector_id}: the server offers no tool {name!r}")
                 continue
-            if before.get("digest") != now.digest:
+            was = before.get("digest")
+            if was is None:
+                problems.append(
+                    f"{bare.connector_id}: tool {name!r} is {now.digest[:12]}, not pinned yet"
+                )
+            elif was != now.digest:
                 problems.append(
                     f"{bare.connector_id}: tool {name!r} is {now.digest[:12]}, pinned"
-                    f" {str(before.get('digest'))[:12]}"
+                    f" {str(was)[:12]}"
                 )
             pinned.append(now.as_pin())
         out.append({**raw, "mcp": {**server, "tools": pinned}})
