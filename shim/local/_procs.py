@@ -76,6 +76,9 @@ def start_worker(
         )
 
 
+SHIM_GRACE_S = 3  # how long a stopping shim waits for its open requests
+
+
 def shim_command(
     host: str, port: int, tls: Tls | None, *, log_level: str | None, app: str = ASGI_APP
 ) -> list[str]:
@@ -97,6 +100,10 @@ def shim_command(
         "h11",
         "--h11-max-incomplete-event-size",
         str(H11_MAX_HEAD_BYTES),
+        # open event streams and long polls are cut after this at a stop, well inside
+        # the supervisor's grace (stop): an idle stack is never killed
+        "--timeout-graceful-shutdown",
+        str(SHIM_GRACE_S),
         *served_tls,
     ]
 
@@ -172,14 +179,18 @@ def wait_healthy(
     raise RuntimeError(f"the shim at {base_url} did not become healthy in {timeout:.0f} s")
 
 
-def stop(procs: list[subprocess.Popen[bytes]], grace: float = 10) -> None:
+def stop(procs: list[subprocess.Popen[bytes]], grace: float = 10) -> list[int]:
+    """SIGTERM each, then SIGKILL those still running after ``grace``; the pids killed."""
     for p in procs:
         if p.poll() is None:
             p.terminate()
     deadline = time.monotonic() + grace
+    killed = []
     for p in procs:
         try:
             p.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+            killed.append(p.pid)
+    return killed

@@ -271,5 +271,6 @@ def run_up(
         return True
     finally:
         forget_stack(var_dir)
-        stop([shim, *(p for p in slots.values() if p.poll() is None)])
+        for pid in stop([shim, *(p for p in slots.values() if p.poll() is None)]):
+            print(f"gatehouse up: pid {pid} did not stop in time; killed", flush=True)
         print("gatehouse up: stopped", flush=True)

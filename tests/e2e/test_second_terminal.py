@@ -6,6 +6,7 @@ read-only command still creates no database."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from shim.local import free_port
 from tests.e2e.test_cli_edges import GATEHOUSE, _run
+from tests.support.plans import noop_plan
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -48,11 +50,33 @@ def test_a_second_terminal_finds_the_running_stack(tmp_path: Path) -> None:
         listed = _run("runs", "--json", cwd=tmp_path, GATEHOUSE_TOKEN=token)
         assert listed.returncode == 0, listed.stdout + listed.stderr  # port found, not 8000
         assert '"runs"' in listed.stdout
+
+        # a client still connected at the stop: the event stream of a waiting run
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps(noop_plan(1)))
+        submitted = _run(
+            "submit", "--recipe", "echo", "--mode", "run-plan", "--plan", str(plan),
+            "--objective", "held open", "--json", "--wait", "60",
+            cwd=tmp_path, GATEHOUSE_TOKEN=token,
+        )  # fmt: skip
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        run_id = json.loads(submitted.stdout)["run_id"]
+        watching = subprocess.Popen(
+            [GATEHOUSE, "runs", "watch", run_id],
+            cwd=tmp_path, env={**clean, "GATEHOUSE_TOKEN": token},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        assert watching.stdout is not None
+        assert run_id in watching.stdout.readline().decode()  # the stream is open
     finally:
         os.killpg(up.pid, signal.SIGINT)  # as Ctrl-C does: up and its workers together
         assert up.wait(timeout=60) == 0, log.read_text()
-    # a worker that stopped with up is not started again on the way out
-    assert "restarting" not in log.read_text(), log.read_text()
+    watching.kill()
+    watching.wait()
+    said = log.read_text()
+    # nothing killed for want of stopping, though a client held a stream open; and a
+    # worker that stopped with up is not started again on the way out
+    assert "killed" not in said and "restarting" not in said, said
     assert not (tmp_path / "var" / "stack.json").exists()
     # up has stopped: nothing to find; the default database is not made by a reader
     after = _run("sql", "SELECT 1", cwd=tmp_path)
