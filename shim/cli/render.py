@@ -43,6 +43,7 @@ __all__ = [
     "fits",
     "ledger_table",
     "printable",
+    "print_records",
     "records",
     "run_card",
     "run_list",
@@ -101,6 +102,10 @@ def fields(title: str, values: dict[str, JsonValue]) -> Table:
     """A small answer (accepted, decided, replayed, …) as name / value rows."""
     grid = _table("field", "value", title=title)
     grid.show_header = False
+    # A narrow terminal wraps a long value (a digest, an id) onto the next line rather
+    # than cutting it: every character an approver compares is on screen.
+    grid.columns[0].no_wrap = True
+    grid.columns[1].overflow = "fold"
     for key, value in values.items():
         grid.add_row(key, "-" if value is None else short(value, 120))
     return grid
@@ -284,6 +289,19 @@ def expanded(columns: Sequence[str], rows: Iterable[dict[str, JsonValue]]) -> li
             text = "" if value is None else value if isinstance(value, str) else json.dumps(value)
             lines.append(f"{c:<{pad}} | {text}")
     return lines
+
+
+def print_records(
+    title: str, columns: Sequence[str], rows: Sequence[dict[str, JsonValue]], limit: int = 60
+) -> None:
+    """``records`` on stdout when it fits the terminal; wider than that, one line per
+    cell (``expanded``), so that no id or stamp is cut."""
+    table = records(title, columns, rows, limit)
+    out = console()
+    if fits(table, out.width):
+        out.print(table)
+    else:
+        sys.stdout.write("\n".join([title, *expanded(columns, rows)]) + "\n")
 
 
 def error_lines(details: JsonValue) -> list[str]:

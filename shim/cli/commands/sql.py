@@ -12,7 +12,7 @@ from ledger.operator import read_only_query
 from shim.cli.database import require_database
 from shim.cli.errors import Exit, FailedError
 from shim.cli.options import database_option, database_url, json_option
-from shim.cli.render import console, expanded, fits, records
+from shim.cli.render import print_records
 
 __all__ = ["add_arguments", "run"]
 
@@ -37,10 +37,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(listed, indent=2) + "\n")
         return Exit.OK
-    table = records(f"{len(rows)} row(s)", columns, listed, limit=500)
-    out = console()
-    if fits(table, out.width):
-        out.print(table)
-    else:  # wider than the terminal: a table would cut ids, one line per cell cuts none
-        sys.stdout.write("\n".join([f"{len(rows)} row(s)", *expanded(columns, listed)]) + "\n")
+    # wider than the terminal: a table would cut ids, one line per cell cuts none
+    print_records(f"{len(rows)} row(s)", columns, listed, limit=500)
     return Exit.OK

@@ -19,7 +19,7 @@ from contracts import JsonValue, Role, TokenEntry
 from shim.cli.errors import Exit, UsageError
 from shim.cli.options import json_option, tokens_file_default
 from shim.cli.output import note
-from shim.cli.render import console, records
+from shim.cli.render import print_records
 from shim.tokens import (
     DEFAULT_GRACE,
     DEFAULT_LIFETIME,
@@ -178,7 +178,8 @@ def _show(issued: Issued, what: str) -> None:
 
 
 def _when(at: datetime | None) -> str:
-    return "never" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    # one word (an ISO 8601 stamp): a narrow terminal never wraps or cuts it
+    return "never" if at is None else at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _row(entry: TokenEntry, now: datetime) -> dict[str, JsonValue]:
@@ -210,5 +211,5 @@ def _list(path: Path, *, as_json: bool) -> int:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return Exit.OK
     columns = ["id", "identity", "roles", "created", "expires", "state", "replaced_by"]
-    console().print(records(f"{len(rows)} token(s) in {path}", columns, rows))
+    print_records(f"{len(rows)} token(s) in {path}", columns, rows)
     return Exit.OK

@@ -78,7 +78,22 @@ def _printed(view: RunView, capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().out
 
 
-def test_the_plan_card_says_what_an_approver_needs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_narrow_terminal_wraps_the_digest_and_cuts_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 80 columns the digest cell once ended in an ellipsis: 4 of its 64 characters
+    an approver compares were not on screen."""
+    monkeypatch.setenv("COLUMNS", "70")
+    out = _printed(_view(links={"approve": "/approve/run_1"}), capsys)
+    assert "…" not in out, out
+    assert "a" * 64 in "".join(out.split()), out  # wrapped onto the next line, all there
+    assert "run_" + "1" * 32 in out
+
+
+def test_the_plan_card_says_what_an_approver_needs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
     links: dict[str, JsonValue] = {"links": {"approve": "/approve/run_1"}}
     out = _printed(_view(**links), capsys)
     for text in ("render me", "a" * 64, "none yet", "gatehouse approve run_", "say it", "not run"):
