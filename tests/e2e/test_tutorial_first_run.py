@@ -7,7 +7,8 @@ then ``gatehouse up``), the others the second terminal. Changed, and only
 these: the folder is a fresh one holding what a clone has that the tutorial
 touches (``.venv``, ``dbos-config.yaml``, the model script), the ports are free
 ones in place of 8000 and 8091, and RUN_ID and PLAN_DIGEST are filled in as a
-person would, from the output above them.
+person would, from the output above them. The second terminal is not told the
+free port: its commands find the stack as a person's would (``var/stack.json``).
 
 Matching: blank lines, runs of spaces and the length of a table's rule do not
 count (tables pad their columns to the values in them); a ``<name>`` in the
@@ -285,7 +286,9 @@ def test_the_tutorial_prints_what_the_readme_shows(tmp_path: Path) -> None:
         assert started, "the first terminal starts the stack"
 
         # the second terminal, in the same folder
-        two = Terminal(clone, {**env, "GATEHOUSE_URL": url}, ports)
+        # nothing says where the stack is: the commands find it (var/stack.json), on a
+        # port that is not the default
+        two = Terminal(clone, dict(env), ports)
         for block in second:
             for step in block:
                 command = two.line(step.command, bound)
