@@ -47,6 +47,16 @@ def test_a_second_terminal_finds_the_running_stack(tmp_path: Path) -> None:
         counted = _run("sql", "SELECT COUNT(*) AS runs FROM v_run_overview", cwd=tmp_path)
         assert counted.returncode == 0, counted.stdout + counted.stderr
         assert "runs" in counted.stdout
+        # the DBOS CLI knows only dbos-config.yaml and the environment: given the URL
+        shown = _run("database-url", cwd=tmp_path)
+        assert shown.stdout.strip() == f"sqlite:///{elsewhere}", shown.stdout + shown.stderr
+        assert "var/stack.json" in shown.stderr
+        dbos_cli = str(Path(GATEHOUSE).with_name("dbos"))
+        dbos = subprocess.run(
+            [dbos_cli, "workflow", "list", "-s", shown.stdout.strip()],
+            cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert dbos.returncode == 0, dbos.stdout + dbos.stderr
         listed = _run("runs", "--json", cwd=tmp_path, GATEHOUSE_TOKEN=token)
         assert listed.returncode == 0, listed.stdout + listed.stderr  # port found, not 8000
         assert '"runs"' in listed.stdout

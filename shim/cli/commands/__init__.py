@@ -65,6 +65,10 @@ COMMANDS: dict[str, CommandInfo] = {
         "shim.cli.commands.migrate",
         "create or upgrade the database schema",
     ),
+    "database-url": CommandInfo(
+        "shim.cli.commands.database_url",
+        "print the database URL the client commands use here (for the DBOS CLI's -s)",
+    ),
     "readonly-role": CommandInfo(
         "shim.cli.commands.readonly_role",
         "PostgreSQL: this database's login gatehouse_readonly_<db>, reading its views only",
