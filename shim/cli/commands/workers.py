@@ -25,11 +25,12 @@ def run(args: argparse.Namespace) -> int:
         planners = r.get("planners")
         r["planners"] = ", ".join(map(str, planners)) if isinstance(planners, list) else "?"
     cols = ["executor_id", "live", "heartbeat", "planners", "app_version", "hostname", "pid"]
-    cols.append("reaped_at")
+    cols += ["stopped_at", "reaped_at"]
     table = records("Workers", cols, listed)
     if isinstance(raw, dict):
         table.caption = (
-            f"live: a heartbeat within {raw.get('dead_after_s')} s; runs are enqueued"
+            f"live: a heartbeat within {raw.get('dead_after_s')} s, not stopped (stopped_at:"
+            " it stopped cleanly) nor handed over (reaped_at); runs are enqueued"
             f" for version {raw.get('app_version')}"
         )
     versions = rows(raw, "versions")
