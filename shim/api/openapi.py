@@ -276,7 +276,7 @@ def _build(app: FastAPI) -> Schema:
         version=app.version,
         description=(
             'Gatehouse\'s HTTP API. Every error is `{"error": {code, message, retryable,'
-            " details}}` with a stable code (the README's error table); every route but"
+            " details}}` with a stable code (docs/api.md's error table); every route but"
             " /healthz and /readyz needs a bearer token."
         ),
         routes=app.routes,

@@ -36,7 +36,7 @@ class Exit(IntEnum):
     BROKEN_PIPE = 141
 
 
-# What each exit code means, as --help and the README say it (a test holds them equal).
+# What each exit code means, as --help and docs/cli.md say it (a test holds them equal).
 EXIT_CODES: dict[Exit, str] = {
     Exit.OK: "done",
     Exit.FAILED: "refused or failed: the shim answered with an error (its code, message and"

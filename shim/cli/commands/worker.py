@@ -12,7 +12,7 @@ import sys
 __all__ = ["add_arguments", "run"]
 
 _WORKER_ENV = """\
-A worker reads its settings from the environment (README, "Configuration"):
+A worker reads its settings from the environment (docs/configuration.md):
   GATEHOUSE_DATABASE_URL, GATEHOUSE_EXECUTOR_ID (stable, one per worker),
   GATEHOUSE_APP_VERSION, GATEHOUSE_WORKSPACE_ROOT, GATEHOUSE_WORKER_CONCURRENCY,
   GATEHOUSE_QUEUE_POLL_S, GATEHOUSE_HEARTBEAT_S, GATEHOUSE_DEAD_AFTER_S,
