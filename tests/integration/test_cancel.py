@@ -224,8 +224,13 @@ def test_a_cancel_through_dbos_ends_the_run_the_same_way(stack: Stack) -> None:
         assert r.status_code == 202, r.text
         run = stack.wait(r.json()["run_id"], {"waiting_approval", "failed"})
         run_id = run["run_id"]
+        # parked (its first stretch ended): the approval hands the run to stretch 1. An
+        # approval that beat the park would be read by the first stretch itself, and
+        # cancelling RUN_ID:1 would then stop nothing.
+        assert wait_workflow_status(run_id, "SUCCESS") == "SUCCESS"
         assert decide(stack, "approve", run_id, run["plan_digest"]).status_code == 200
         assert held.arrived.wait(timeout=30), "the approved run never reached its held step"
+        assert stack.sql("SELECT stretch FROM runs WHERE run_id = :r", r=run_id) == [(1,)]
         _dbos_cancel(stack, f"{run_id}:1")  # the stretch after the approval
         held.release.set()
         done = stack.wait(run_id, {"cancelled", "succeeded", "failed"}, timeout=30)
