@@ -236,9 +236,16 @@ def test_an_autonomous_archive_stops_at_its_turn_budget(
         "budget_exceeded",
         "max_model_turns",
     )
-    # the compile and two turns; the third turn was never sent
-    assert [s["step_id"] for s in done["steps"]] == ["turn1", "turn2", "turn3"]
-    assert done["steps"][2]["error_code"] == "budget_exceeded"
+    # the compile and two turns spend the three model turns, and the third turn is
+    # refused before it is sent (a turn3 step, budget_exceeded). A turn for which
+    # OpenCode asked the model once more (as it may on a loaded machine: the gate's run
+    # once saw it) crosses the budget during turn2: the run ends there, turn3 never
+    # begun. Either way no turn is sent past the budget (the calls, below).
+    steps = [s["step_id"] for s in done["steps"]]
+    if steps == ["turn1", "turn2", "turn3"]:
+        assert done["steps"][2]["error_code"] == "budget_exceeded"
+    else:
+        assert steps == ["turn1", "turn2"], steps
     calls = stack.sql("SELECT step_id FROM calls WHERE run_id = :r AND kind = 'tool'", r=run_id)
     assert sorted(c[0] for c in calls) == ["turn1", "turn2"]
     # the output archive says how the run ended
