@@ -9,7 +9,6 @@ the ``Service`` the routes share (``app.state``), closed when the app stops.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -40,14 +39,13 @@ def create_app(
         first = getattr(app.state, "service", None) is None
         if first:
             app.state.tokens, app.state.service = tokens, service
-        flusher = asyncio.create_task(door.run())
+        stopping = asyncio.Event()
+        flusher = asyncio.create_task(door.run(stopping))
         try:
             yield
         finally:
-            flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await flusher
-            await door.flush()  # the rate-limited refusals still held
+            stopping.set()
+            await flusher  # its write in flight, then the rate-limited refusals still held
             service.close()
             if first:
                 app.state.tokens = app.state.service = None

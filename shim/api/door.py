@@ -29,6 +29,7 @@ per ``FLUSH_S``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -152,14 +153,20 @@ class Door:
             elif now - held.written_at > 10 * FLUSH_S:
                 del self._held[key]
 
-    async def run(self) -> None:
-        """Flush every ``FLUSH_S`` until cancelled."""
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Flush every ``FLUSH_S``, and once more when ``stopping`` is set, then return.
+        Never cancelled mid-write: a write cut off by a cancel goes on in its thread, and
+        the shim would stop before its count reached the database."""
         while True:
-            await asyncio.sleep(FLUSH_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), FLUSH_S)
+            last = stopping.is_set()  # set before this flush began: nothing comes after it
             try:
                 await self.flush()
             except Exception as exc:  # noqa: BLE001  (the flusher must outlive any one write)
                 _log.warning("could not write rate-limited refusals: %s", type(exc).__name__)
+            if last:
+                return
 
 
 def _headers_problem(headers: Sequence[tuple[bytes, bytes]]) -> str | None:

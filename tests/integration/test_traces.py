@@ -3,6 +3,7 @@ Gatehouse's attributes, caught by an in-process exporter."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -53,14 +54,20 @@ def test_a_run_is_a_span_and_its_steps_are_its_children(traced: Stack) -> None:
     assert ok.status_code == 200, ok.text
     traced.wait(run_id, {"succeeded"})
     traced.settle()
-    spans = _exporter.get_finished_spans()
-    # a run is split at its decision: a span per stretch, each naming the run
-    stretches = {
-        str(_attrs(s).get("operationUUID")): s
-        for s in spans
-        if _attrs(s).get("operationType") == "workflow"
-        and _attrs(s).get("gatehouse.run_id") == run_id
-    }
+    # a run is split at its decision: a span per stretch, each naming the run. A stretch's
+    # span ends as its workflow returns, a moment after the run's last status is written.
+    deadline = time.monotonic() + 10
+    while True:
+        spans = _exporter.get_finished_spans()
+        stretches = {
+            str(_attrs(s).get("operationUUID")): s
+            for s in spans
+            if _attrs(s).get("operationType") == "workflow"
+            and _attrs(s).get("gatehouse.run_id") == run_id
+        }
+        if set(stretches) == {run_id, f"{run_id}:1"} or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert set(stretches) == {run_id, f"{run_id}:1"}, [s.name for s in spans]
     run = stretches[f"{run_id}:1"]  # the stretch after the approval runs the steps
     steps = [s for s in spans if _attrs(s).get("operationUUID") == f"{run_id}:1"]
