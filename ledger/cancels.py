@@ -14,16 +14,24 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from contracts import CancelSource, ErrorCode, GatehouseError, JsonObject, RunStatus
-from ledger._db import Conn, now_iso
+from contracts import (
+    INTENT_WORKFLOW,
+    STRETCH_WORKFLOW,
+    CancelSource,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    RunStatus,
+)
+from ledger._db import Conn, is_postgres, now_iso
 
 __all__ = [
     "Cancel",
     "LockedRun",
+    "cancelled_in_dbos",
     "get",
     "lock_run",
     "observe",
-    "open_runs",
     "rejected",
     "request",
 ]
@@ -149,13 +157,22 @@ def rejected(conn: Conn, run_id: str) -> bool:
     return row is not None
 
 
-def open_runs(conn: Conn, limit: int = 500) -> list[str]:
-    """Runs not yet finished, oldest first: the ones a DBOS-side cancel could strand."""
-    terminal = [s.value for s in RunStatus if s.terminal]
+def cancelled_in_dbos(conn: Conn, limit: int = 100) -> list[str]:
+    """Unfinished runs whose current workflow (``RUN_ID``, or ``RUN_ID:N`` for a
+    later stretch) DBOS holds CANCELLED: cancelled behind Gatehouse's back, they
+    cannot end themselves. A parked run has no workflow to cancel, so only the runs
+    with one are looked at (index ``runs_live``): thousands of plans waiting for
+    people cost this probe nothing."""
+    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
     rows = conn.execute(
         sa.text(
-            "SELECT run_id FROM runs WHERE status NOT IN :done ORDER BY created_at LIMIT :lim"
-        ).bindparams(sa.bindparam("done", expanding=True)),
-        {"done": terminal, "lim": limit},
+            f"SELECT r.run_id FROM runs r JOIN {wf} w ON w.workflow_uuid ="  # noqa: S608  (a fixed table name)
+            " CASE WHEN COALESCE(r.stretch, 0) = 0 THEN r.run_id"
+            " ELSE r.run_id || ':' || CAST(r.stretch AS TEXT) END"
+            " WHERE r.finished_at IS NULL AND r.parked_wait IS NULL"
+            " AND w.status = 'CANCELLED' AND w.name IN (:intent, :stretch)"
+            " ORDER BY r.created_at LIMIT :lim"
+        ),
+        {"intent": INTENT_WORKFLOW, "stretch": STRETCH_WORKFLOW, "lim": limit},
     ).all()
     return [str(r[0]) for r in rows]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from ledger._db import Conn, db_clock, instant, is_postgres, now_sql, rows_changed
+from ledger.stretches import run_of
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,7 @@ def requeue_errored(conn: Conn, workflow_id: str, queue_name: str) -> bool:
     ``ERROR`` alone). Only for a run whose Gatehouse row has not ended: the worker
     calls it for a run a full disk stopped mid-way whose error DBOS managed to
     record (a write squeezed into the full disk), which would otherwise stay
-    ``running`` for good."""
+    ``running`` for good. A later stretch (``RUN_ID:N``) is its run's too."""
     wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
     now_ms = (
         "(EXTRACT(EPOCH FROM now()) * 1000)::bigint"
@@ -255,9 +256,9 @@ def requeue_errored(conn: Conn, workflow_id: str, queue_name: str) -> bool:
             " deduplication_id = NULL, started_at_epoch_ms = NULL, completed_at = NULL,"
             f" updated_at = {now_ms}"
             " WHERE workflow_uuid = :w AND status = 'ERROR' AND EXISTS (SELECT 1 FROM"
-            " runs r WHERE r.run_id = :w AND r.finished_at IS NULL)"
+            " runs r WHERE r.run_id = :r AND r.finished_at IS NULL)"
         ),
-        {"q": queue_name, "w": workflow_id},
+        {"q": queue_name, "w": workflow_id, "r": run_of(workflow_id)},
     )
     return rows_changed(done) > 0
 
@@ -271,12 +272,21 @@ _FULL_DISK_TEXT = ("database or disk is full", "No space left on device",
 def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[str]:
     """Workflows of ``app_version`` that DBOS ended in ``ERROR`` for a full disk while
     their run never ended: what ``requeue_errored`` puts back. The worker that saw the
-    disk fill up re-queues its own; this finds those whose worker died first."""
-    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    disk fill up re-queues its own; this finds those whose worker died first. A
+    later stretch (``RUN_ID:N``) is matched to its run by the id before the colon."""
+    pg = is_postgres(conn)
+    wf = "dbos.workflow_status" if pg else "workflow_status"
+    run = (
+        "split_part(w.workflow_uuid, ':', 1)"
+        if pg
+        else "CASE WHEN instr(w.workflow_uuid, ':') > 0"
+        " THEN substr(w.workflow_uuid, 1, instr(w.workflow_uuid, ':') - 1)"
+        " ELSE w.workflow_uuid END"
+    )
     like = " OR ".join(f"w.error LIKE :t{i}" for i in range(len(_FULL_DISK_TEXT)))
     rows = conn.execute(
         sa.text(
-            f"SELECT w.workflow_uuid FROM {wf} w JOIN runs r ON r.run_id = w.workflow_uuid"  # noqa: S608  (fixed names; the texts are parameters)
+            f"SELECT w.workflow_uuid FROM {wf} w JOIN runs r ON r.run_id = {run}"  # noqa: S608  (fixed names; the texts are parameters)
             " WHERE w.status = 'ERROR' AND r.finished_at IS NULL"
             f" AND w.application_version = :v AND ({like})"
             " ORDER BY w.workflow_uuid LIMIT :n"

@@ -33,13 +33,15 @@ def _status(stack: Stack, run_id: str) -> str:
     return str(rows[0][0])
 
 
-def _runs_on_to_the_end(stack: Stack, run_id: str) -> None:
-    """Back on the queue, the run runs on from its checkpoints: it ends again
-    (DBOS ``SUCCESS``), and none of its two calls ran twice."""
+def _runs_on_to_the_end(stack: Stack, run_id: str, workflow_id: str | None = None) -> None:
+    """Back on the queue, the run's workflow (its first stretch unless told) runs on
+    from its checkpoints: it ends again (DBOS ``SUCCESS``), and none of its two calls
+    ran twice."""
+    workflow_id = workflow_id or run_id
     deadline = time.monotonic() + 60
-    while _status(stack, run_id) != "SUCCESS" and time.monotonic() < deadline:
+    while _status(stack, workflow_id) != "SUCCESS" and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _status(stack, run_id) == "SUCCESS"
+    assert _status(stack, workflow_id) == "SUCCESS"
     calls = stack.sql(
         "SELECT COUNT(*), COUNT(DISTINCT op_key) FROM calls WHERE run_id = :r", r=run_id
     )
@@ -73,17 +75,20 @@ def test_the_leader_requeues_a_full_disk_error_whose_worker_is_gone(stack: Stack
     An ``ERROR`` for any other reason is left for an operator."""
     full = stack.finished_run(2, "orphan")
     bug = stack.finished_run(2, "bug")
+    # The disk filled up during the steps: in the run's stretch after its approval.
     errors = {
-        full: '{"name": "OperationalError", "message": "database or disk is full"}',
+        f"{full}:1": '{"name": "OperationalError", "message": "database or disk is full"}',
         bug: '{"name": "ValueError", "message": "a bug"}',
     }
-    for run_id, error in errors.items():
+    for workflow_id, error in errors.items():
         stack.execute(
             f"UPDATE {_wf(stack)} SET status = 'ERROR', error = :e WHERE workflow_uuid = :w",
             e=error,
-            w=run_id,
+            w=workflow_id,
         )
-        stack.execute("UPDATE runs SET finished_at = NULL WHERE run_id = :r", r=run_id)
-    _runs_on_to_the_end(stack, full)
+        stack.execute(
+            "UPDATE runs SET finished_at = NULL WHERE run_id = :r", r=workflow_id.split(":")[0]
+        )
+    _runs_on_to_the_end(stack, full, f"{full}:1")
     time.sleep(3)  # a few more of the leader's ticks
     assert _status(stack, bug) == "ERROR"

@@ -6,9 +6,9 @@ the step ``gatehouse.cancel_check`` where no other step's commit checks.)
 * ``end_workflow`` — after ``gatehouse.finish`` made the run ``cancelled``,
   the workflow cancels itself in DBOS, so ``dbos workflow list`` agrees. Only
   then: a DBOS-cancelled workflow can run no further step.
-* ``sweep`` — a workflow cancelled through DBOS (``dbos workflow cancel``,
+* ``end_cancelled`` — a workflow cancelled through DBOS (``dbos workflow cancel``,
   ``DBOSClient.cancel_workflow``) never runs another step, so it cannot end
-  its run. The reaper's leader calls this every tick: each unfinished run
+  its run. The reaper's leader looks every tick; each unfinished run
   whose workflow DBOS holds CANCELLED is ended ``cancelled`` like Gatehouse's
   own cancel (``cancelled_by: "dbos"``), at the boundary it had reached, with
   the trace digest the flow reaches over its recorded rows.
@@ -22,8 +22,6 @@ from dbos import DBOS
 
 from contracts import (
     APPROVAL_TOPIC,
-    INTENT_WORKFLOW,
-    STRETCH_WORKFLOW,
     Decision,
     ErrorCode,
     JsonValue,
@@ -45,7 +43,7 @@ from worker.records import cancel_episode
 from worker.replay import trace_so_far
 from worker.runtime import Runtime
 
-__all__ = ["APPROVAL", "COMPILE", "end_workflow", "sweep"]
+__all__ = ["APPROVAL", "COMPILE", "end_cancelled", "end_workflow"]
 
 _log = logging.getLogger("gatehouse.cancel")
 
@@ -82,26 +80,10 @@ def _boundary(conn: Conn, run_id: str) -> str:
     return APPROVAL  # every step recorded: it was cancelled on its way to finish
 
 
-def sweep(rt: Runtime) -> list[str]:
-    """End every unfinished run whose workflow DBOS holds CANCELLED; returns their ids."""
-    with rt.db.engine.connect() as conn:
-        # a split run's latest stretch is the workflow that can be cancelled
-        current = stretches.workflow_ids(conn, cancels.open_runs(conn))
-    if not current:
-        return []
-    stranded = DBOS.list_workflows(
-        workflow_ids=list(current),
-        status="CANCELLED",
-        load_input=False,
-        load_output=False,
-    )
-    ended: list[str] = []
-    for wf in stranded:
-        if wf.name in (INTENT_WORKFLOW, STRETCH_WORKFLOW) and _reconcile(
-            rt, current[wf.workflow_id]
-        ):
-            ended.append(current[wf.workflow_id])
-    return ended
+def end_cancelled(rt: Runtime, run_ids: list[str]) -> list[str]:
+    """End each of these unfinished runs whose workflow DBOS holds CANCELLED (as
+    ``ledger.cancels.cancelled_in_dbos`` found them); returns those ended."""
+    return [run_id for run_id in run_ids if _reconcile(rt, run_id)]
 
 
 def _reconcile(rt: Runtime, run_id: str) -> bool:

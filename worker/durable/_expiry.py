@@ -3,7 +3,8 @@
 No workflow waits out an approval's timeout: a parked run's row says when its
 wait expires (``runs.parked_until``). The reaper's leader sweeps every tick
 for waits past that time and hands each run to its next stretch, in the
-transaction that takes the park; the stretch finds no decision past the
+transaction that takes the park (the reaper's tick finds them:
+``worker.durable._recovery.due``); the stretch finds no decision past the
 deadline and ends the run (``approval_timeout``, or an interactive session
 closed). A decision that arrives after the deadline is refused by the shim
 even when this sweep is late.
@@ -44,10 +45,9 @@ def close_client() -> None:
         _clients.pop().destroy()
 
 
-def expire_waits(rt: Runtime, batch: int = 100) -> list[str]:
-    """Hand every run whose wait is over to its next stretch; the run ids."""
-    with rt.db.engine.connect() as conn:
-        due = stretches.expired(conn, batch)
+def expire_waits(rt: Runtime, due: list[str]) -> list[str]:
+    """Hand each of these runs, found with its wait over (``stretches.expired``), to
+    its next stretch; the run ids handed on."""
     handed: list[str] = []
     for run_id in due:
         with rt.db.engine.begin() as conn:

@@ -6,9 +6,11 @@ What the reaper (``worker.runtime``) has DBOS do, given to it as its ``Upkeep``:
   worker adopts each (re-enqueueing admits exactly one runner);
 * ``resume_stranded`` — workflows a full disk stopped in this process put back
   on the queue once the database takes writes again;
-* ``sweep`` — the leader's pass: runs cancelled through DBOS ended, runs a
-  full disk ended in DBOS whose worker died re-queued, and parked runs whose
-  wait is over handed to the stretch that ends them (``_expiry``);
+* ``due`` — the leader's look, read inside the reaper's tick transaction: runs
+  cancelled through DBOS, runs a full disk ended in DBOS whose worker died, and
+  parked runs whose wait is over; when any is found, the pass that ends the
+  first, re-queues the second and hands the third to the stretch that ends
+  them (``_expiry``), run after that transaction.
 """
 
 from __future__ import annotations
@@ -18,19 +20,19 @@ import logging
 from dbos import DBOS
 
 from contracts import INTENT_QUEUE
-from ledger import Database, executors, storage_full
-from worker.durable._cancel import sweep as sweep_cancelled
+from ledger import Conn, Database, cancels, executors, storage_full, stretches
+from worker.durable._cancel import end_cancelled
 from worker.durable._dbos import recover_pending_workflows
 from worker.durable._expiry import expire_waits
-from worker.runtime import Runtime, Upkeep, resumed, stranded_now
+from worker.runtime import Pass, Runtime, Upkeep, resumed, stranded_now
 
 __all__ = [
     "UPKEEP",
+    "due",
     "hand_over",
     "pending",
     "requeue_orphaned",
     "resume_stranded",
-    "sweep",
 ]
 
 _log = logging.getLogger("gatehouse.storage")
@@ -76,17 +78,16 @@ def resume_stranded(db: Database) -> list[str]:
     return done
 
 
-def requeue_orphaned(db: Database, app_version: str) -> list[str]:
-    """Put back on the queue the runs of ``app_version`` that DBOS ended in ``ERROR``
-    for a full disk and that never ended, whoever's they were. ``stranded`` notes a
-    run in its worker's memory only (the disk is full: nothing can be written), so a
-    worker that dies before space is freed would leave its runs ``running`` for good;
-    the reaper's leader calls this every tick. While the disk is still full nothing
-    changes, and it tries again next tick."""
+def requeue_orphaned(db: Database, workflow_ids: list[str]) -> list[str]:
+    """Put back on the queue these workflows, found ended in ``ERROR`` for a full disk
+    while their runs never ended (``executors.errored_on_full_disk``), whoever's they
+    were. ``stranded`` notes a run in its worker's memory only (the disk is full:
+    nothing can be written), so a worker that dies before space is freed would leave
+    its runs ``running`` for good. While the disk is still full nothing changes, and
+    the next tick finds them again."""
     try:
         with db.engine.begin() as conn:
-            found = executors.errored_on_full_disk(conn, app_version)
-            requeued = [w for w in found if executors.requeue_errored(conn, w, INTENT_QUEUE)]
+            requeued = [w for w in workflow_ids if executors.requeue_errored(conn, w, INTENT_QUEUE)]
     except Exception as exc:
         if not storage_full(exc):
             raise
@@ -96,12 +97,24 @@ def requeue_orphaned(db: Database, app_version: str) -> list[str]:
     return requeued
 
 
-def sweep(rt: Runtime) -> list[str]:
-    """The reaper leader's pass: runs whose workflow was cancelled through DBOS cannot
-    end themselves, nor can runs a full disk ended in DBOS whose worker died meanwhile,
-    nor parked runs whose wait is over."""
-    ended = sweep_cancelled(rt)
-    return ended + requeue_orphaned(rt.db, rt.settings.app_version) + expire_waits(rt)
+def due(conn: Conn, app_version: str) -> Pass | None:
+    """What the leader's pass would do now, read in the tick's own transaction (three
+    indexed reads, so an idle worker's tick stays one transaction); None: nothing."""
+    cancelled = cancels.cancelled_in_dbos(conn)
+    errored = executors.errored_on_full_disk(conn, app_version)
+    expired = stretches.expired(conn)
+    if not (cancelled or errored or expired):
+        return None
+
+    def run(rt: Runtime) -> list[str]:
+        # Runs whose workflow was cancelled through DBOS cannot end themselves, nor
+        # can runs a full disk ended in DBOS whose worker died meanwhile, nor parked
+        # runs whose wait is over.
+        ended = end_cancelled(rt, cancelled) if cancelled else []
+        requeued = requeue_orphaned(rt.db, errored) if errored else []
+        return ended + requeued + (expire_waits(rt, expired) if expired else [])
+
+    return run
 
 
-UPKEEP = Upkeep(resume_stranded=resume_stranded, sweep=sweep, hand_over=hand_over, pending=pending)
+UPKEEP = Upkeep(resume_stranded=resume_stranded, due=due, hand_over=hand_over, pending=pending)

@@ -13,7 +13,7 @@ No workflow code here: what the reaper has DBOS do it is given (``Upkeep``).
 
 from worker.runtime._crash import CALL_POINTS, POINTS, RUN, RUN_POINTS, TURN_POINTS, maybe_crash
 from worker.runtime._liveness import Silence
-from worker.runtime._reaper import LEASE, Reaper, Upkeep, beating, heartbeat, say_stopped
+from worker.runtime._reaper import LEASE, Pass, Reaper, Upkeep, beating, heartbeat, say_stopped
 from worker.runtime._settings import (
     DEFAULT_OPENCODE_DIR,
     WorkerSettings,
@@ -35,6 +35,7 @@ __all__ = [
     "RUN",
     "RUN_POINTS",
     "TURN_POINTS",
+    "Pass",
     "Reaper",
     "Runtime",
     "Silence",

@@ -58,7 +58,7 @@ from worker.runtime._liveness import Silence
 from worker.runtime._settings import WorkerSettings
 from worker.runtime._state import Runtime
 
-__all__ = ["Reaper", "Upkeep", "beating", "heartbeat", "say_stopped"]
+__all__ = ["Pass", "Reaper", "Upkeep", "beating", "heartbeat", "say_stopped"]
 
 _log = logging.getLogger("gatehouse.reaper")
 
@@ -66,15 +66,19 @@ _log = logging.getLogger("gatehouse.reaper")
 def heartbeat(settings: WorkerSettings, db: Database) -> None:
     """Say this worker is alive now (and clear a reaped mark: it came back)."""
     with db.engine.begin() as conn:
-        executors.heartbeat(
-            conn,
-            executor_id=settings.executor_id,
-            app_version=settings.app_version,
-            hostname=socket.gethostname(),
-            pid=os.getpid(),
-            now=None,  # the database's clock: a stepped worker clock must not age the row
-            planners=settings.planners(),
-        )
+        _beat(settings, conn)
+
+
+def _beat(settings: WorkerSettings, conn: Conn) -> None:
+    executors.heartbeat(
+        conn,
+        executor_id=settings.executor_id,
+        app_version=settings.app_version,
+        hostname=socket.gethostname(),
+        pid=os.getpid(),
+        now=None,  # the database's clock: a stepped worker clock must not age the row
+        planners=settings.planners(),
+    )
 
 
 def say_stopped(settings: WorkerSettings, db: Database) -> None:
@@ -115,6 +119,9 @@ def beating(settings: WorkerSettings, db: Database) -> Iterator[None]:
 
 LEASE = "reaper"  # each application version has its own: reaper:<version>
 
+# The leader's pass over what its tick's look found (the runs it acted on).
+Pass = Callable[[Runtime], list[str]]
+
 
 @dataclass(frozen=True)
 class Upkeep:
@@ -123,9 +130,12 @@ class Upkeep:
     # Every tick, once the database took the heartbeat: put back on a queue the
     # runs a full disk stopped in this process.
     resume_stranded: Callable[[Database], list[str]]
-    # Every tick, while leader: end the runs whose workflow was cancelled behind
-    # Gatehouse's back; re-queue runs a full disk ended whose worker died.
-    sweep: Callable[[Runtime], list[str]]
+    # Every tick, while leader, inside the tick's transaction (its connection and this
+    # worker's application version): what the leader's pass has to do — end the runs
+    # whose workflow was cancelled behind Gatehouse's back, re-queue runs a full disk
+    # ended whose worker died, end waits that are over. None: nothing; else the pass,
+    # run once that transaction has committed.
+    due: Callable[[Conn, str], Pass | None]
     # A dead worker's runs: re-enqueued for the living, the ids handed over.
     hand_over: Callable[[list[str]], list[str]]
     # How many workflows of (executor id, application version) are still PENDING.
@@ -175,10 +185,20 @@ class Reaper(threading.Thread):
             self.stop.wait(self.tick_s)
 
     def tick(self) -> list[str]:
-        """One heartbeat, and — when leader — one pass over dead workers. Returns adopted ids."""
+        """One heartbeat, and — when leader — one pass over dead workers. Returns adopted ids.
+
+        An idle tick is one transaction: the heartbeat, the lease, the other workers'
+        counters and the leader's look for work (``Upkeep.due``) together."""
         s = self.rt.settings
-        heartbeat(s, self.rt.db)
         mono = self._clock()
+        now_dt = datetime.now(UTC)
+        now = iso(now_dt)  # wall clock: written for people to read, never compared
+        until = iso(now_dt + timedelta(seconds=3 * self.tick_s))
+        with self.rt.db.engine.begin() as conn:
+            _beat(s, conn)
+            leader = self._lead(conn, until)
+            counters = executors.beats(conn, app_version=s.app_version, me=s.executor_id)
+            work = self.upkeep.due(conn, s.app_version) if leader else None
         if (
             self._last_ok is None
             or self._healthy_since is None
@@ -188,18 +208,9 @@ class Reaper(threading.Thread):
             self._workers.forget()
             self._lease.forget()
         self._last_ok = mono
-        now_dt = datetime.now(UTC)
-        now = iso(now_dt)  # wall clock: written for people to read, never compared
-        until = iso(now_dt + timedelta(seconds=3 * self.tick_s))
-        with self.rt.db.engine.begin() as conn:
-            leader = self._lead(conn, until)
-        with self.rt.db.engine.connect() as conn:
-            counters = executors.beats(conn, app_version=s.app_version, me=s.executor_id)
         silent = self._workers.see_all(counters)
-        if leader:
-            # Runs whose workflow was cancelled through DBOS cannot end themselves,
-            # nor can runs a full disk ended in DBOS whose worker died meanwhile.
-            self.upkeep.sweep(self.rt)
+        if work is not None:
+            work(self.rt)
         if not leader or mono - self._healthy_since < self.dead_after_s:
             return []
         adopted: list[str] = []
