@@ -12,11 +12,9 @@ import json
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
+from typing import TYPE_CHECKING
 
-import jsonschema
 from pydantic import BaseModel
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from contracts._errors import ErrorCode, GatehouseError
 from contracts._json import JsonObject, JsonValue
@@ -32,6 +30,13 @@ from contracts.recipe import Recipe
 from contracts.replay import CallResolution, ForkRequest, ReplayReport
 from contracts.run import ApprovalRequest, CallView, RunView
 from contracts.tool_pool import PolicyProfile, ToolPool
+
+if TYPE_CHECKING:
+    import jsonschema
+    from referencing import Registry
+
+# jsonschema and referencing are imported when a schema is first used, not with the
+# package: a client command that only parses answers starts without them.
 
 __all__ = ["SCHEMA_MODELS", "render_schema", "schema_id", "schema_registry", "validate_instance"]
 
@@ -85,6 +90,9 @@ def _load(name: str) -> JsonObject:
 
 @cache
 def schema_registry() -> Registry[bool | Mapping[str, object]]:
+    from referencing import Registry, Resource  # noqa: PLC0415  (see above)
+    from referencing.jsonschema import DRAFT202012  # noqa: PLC0415
+
     registry: Registry[bool | Mapping[str, object]] = Registry()
     for name in SCHEMA_MODELS:
         registry = registry.with_resource(
@@ -131,6 +139,8 @@ def _inlined(node: JsonValue, root: JsonObject, seen: tuple[str, ...]) -> JsonVa
 
 @cache
 def _validator(name: str) -> jsonschema.Draft202012Validator:
+    import jsonschema  # noqa: PLC0415  (see above)
+
     schema = _load(name)
     try:
         flat = _inlined(schema, schema, ())

@@ -15,11 +15,10 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ledger import CONFIG_FILE, DEFAULT_DATABASE_URL, resolve_database_url
 from shim.cli.client import Client
 from shim.cli.errors import UsageError
 from shim.cli.output import note
-from shim.local import running_stack
+from shim.stackfile import running_stack
 
 __all__ = [
     "DEFAULT_TOKENS_FILE",
@@ -122,7 +121,14 @@ def wait_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+# ``ledger`` (SQLAlchemy and more) is imported by the options that need it, when a
+# command that has them builds its parser: a command that only talks HTTP starts
+# without it.
+
+
 def database_option(p: argparse.ArgumentParser) -> None:
+    from ledger import CONFIG_FILE, DEFAULT_DATABASE_URL  # noqa: PLC0415  (heavy; see above)
+
     p.add_argument(
         "--database-url",
         help="sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
@@ -134,6 +140,8 @@ def database_option(p: argparse.ArgumentParser) -> None:
 
 def database_url(args: argparse.Namespace) -> tuple[str, str]:
     """(url, where it came from): the flag, the variable, dbos-config.yaml, the default."""
+    from ledger import resolve_database_url  # noqa: PLC0415  (heavy; see above)
+
     if args.database_url is not None:
         return args.database_url, "--database-url"
     if not os.environ.get("GATEHOUSE_DATABASE_URL", "").strip():
@@ -144,6 +152,8 @@ def database_url(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def tls_options(p: argparse.ArgumentParser) -> None:
+    from ledger import CONFIG_FILE  # noqa: PLC0415  (heavy; see above)
+
     where = f"else tls.{{}} in ./{CONFIG_FILE}; neither: plain HTTP"
     p.add_argument(
         "--tls-cert",

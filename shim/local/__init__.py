@@ -8,7 +8,6 @@ CLI; the CLI's ``up``, ``demo`` and ``shim`` commands call it.
 
     _procs.py    start and stop the shim (served one way: shim_command) and workers
     _up.py       run_up: the supervisor; in_use: why a second stack must not start
-    _stack.py    var/stack.json: where a second terminal finds the stack up runs
     _demo.py     demo_stack: the demo's processes and its two people
     _fixture.py  InventoryService: a small HTTP service on loopback for the demo and tests
 """
@@ -26,7 +25,6 @@ from shim.local._procs import (
     stop,
     wait_healthy,
 )
-from shim.local._stack import RunningStack, running_stack
 from shim.local._up import StackInUseError, in_use, run_up
 
 __all__ = [
@@ -34,13 +32,11 @@ __all__ = [
     "INVENTORY",
     "DemoStack",
     "InventoryService",
-    "RunningStack",
     "StackInUseError",
     "demo_stack",
     "free_port",
     "in_use",
     "run_up",
-    "running_stack",
     "serve_shim",
     "served_certificate",
     "shim_command",

@@ -23,8 +23,8 @@ import httpx
 from contracts import Role
 from ledger import Tls, database_unreachable, executors, open_database, pending_migrations
 from shim.local._procs import start_shim, start_worker, stop, wait_healthy
-from shim.local._stack import forget_stack, note_stack, process_alive
 from shim.settings import ShimSettings
+from shim.stackfile import forget_stack, note_stack, process_alive
 from shim.tokens import add_token
 
 __all__ = ["StackInUseError", "in_use", "run_up"]

@@ -44,7 +44,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "tokens": frozenset(),
 }
 # Modules at the top of the package, shared by every sub-package but tokens.
-TOP_LEVEL = frozenset({"shim", "shim.settings"})
+TOP_LEVEL = frozenset({"shim", "shim.settings", "shim.stackfile"})
 MAY_IMPORT_TOP_LEVEL = frozenset({"api", "cli", "client", "local"})
 
 
