@@ -204,6 +204,10 @@ def test_a_batch_archive_runs_packs_its_output_and_chains(
     assert chained.history is not None and len(chained.history.messages) == 4
 
 
+# How a turn ends when OpenCode went quiet past the profile's limits.
+STALLED = ("oc_stalled", "oc_timeout")
+
+
 def test_an_autonomous_archive_stops_at_its_turn_budget(
     oc_stack: Stack, pki: Pki, trust: Path
 ) -> None:
@@ -225,29 +229,36 @@ def test_an_autonomous_archive_stops_at_its_turn_budget(
         title="autonomous",
         execution_mode=opa.ExecutionMode.AUTONOMOUS,
     )
-    # opencode-quick holds autonomous archives to three model turns
-    run_id = submit_archive(
-        stack, signed, "auto.opa", recipe="model-plan", profile="opencode-quick"
-    )
-    done = _approved(stack, run_id, AUTONOMOUS_PLAN, status="failed")
+    # opencode-quick holds autonomous archives to three model turns. Its stall
+    # detector is short (4 s of silence): on a loaded machine a turn can stall and be
+    # tried again, or the run end on the stall before the budget is reached. Such a
+    # run proves nothing about the budget, so it is tried once more (the second run
+    # must reach the budget).
+    for attempt in (1, 2):
+        run_id = submit_archive(
+            stack, signed, "auto.opa", recipe="model-plan", profile="opencode-quick"
+        )
+        done = _approved(stack, run_id, AUTONOMOUS_PLAN, status="failed")
+        if done["error_code"] not in STALLED or attempt == 2:
+            break
     assert done["opa"]["signer"]["subject"] == "CN=archive signer"
     assert done["budgets"]["limits"]["max_model_turns"] == 3
     assert (done["error_code"], done["budgets"]["exceeded"]) == (
         "budget_exceeded",
         "max_model_turns",
     )
-    # the compile and two turns spend the three model turns, and the third turn is
+    # The compile and two turns spend the three model turns, and the third turn is
     # refused before it is sent (a turn3 step, budget_exceeded). A turn for which
-    # OpenCode asked the model once more (as it may on a loaded machine: the gate's run
-    # once saw it) crosses the budget during turn2: the run ends there, turn3 never
-    # begun. Either way no turn is sent past the budget (the calls, below).
+    # OpenCode asked the model once more, or tried again after a stall, spends one
+    # of them too: the run then ends at turn2, refused before it is sent, or during
+    # it. Whichever way, two turns were sent and none past the budget.
     steps = [s["step_id"] for s in done["steps"]]
-    if steps == ["turn1", "turn2", "turn3"]:
+    assert steps in (["turn1", "turn2", "turn3"], ["turn1", "turn2"]), steps
+    if len(steps) == 3:
         assert done["steps"][2]["error_code"] == "budget_exceeded"
-    else:
-        assert steps == ["turn1", "turn2"], steps
     calls = stack.sql("SELECT step_id FROM calls WHERE run_id = :r AND kind = 'tool'", r=run_id)
-    assert sorted(c[0] for c in calls) == ["turn1", "turn2"]
+    sent = sorted(c[0] for c in calls)
+    assert sent in (["turn1", "turn2"], ["turn1", "turn1"]), sent
     # the output archive says how the run ended
     out = _read(_output(stack, run_id), trust, "auto-out")
     assert out.history is not None
