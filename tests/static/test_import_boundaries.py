@@ -256,6 +256,7 @@ PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
     ("worker/durable/_dbos.py", "dbos._core"): "dequeue_now: the queue thread's dispatch",
     ("worker/durable/_dbos.py", "dbos._dbos"): "dequeue_now: the DBOS instance",
     ("worker/durable/_dbos.py", "dbos._utils"): "dequeue_now: the executor id and version",
+    ("worker/durable/_dbos.py", "dbos._sys_db"): "dequeue_now: the queue settings it holds",
 }
 
 

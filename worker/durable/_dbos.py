@@ -6,7 +6,9 @@ why no public name does the job; a DBOS upgrade checks these first.
 
 from __future__ import annotations
 
-from dbos import DBOS, SQLAlchemyDatasource
+import time
+
+from dbos import DBOS, Queue, SQLAlchemyDatasource
 
 # One pass of the queue's claim and dispatch (``dequeue_now``): the calls DBOS's
 # queue thread makes, which DBOS does not expose.
@@ -16,6 +18,7 @@ from dbos._core import execute_dequeued_workflow
 # takes in ``run_tx_step`` but does not export.
 from dbos._datasource import DatasourceOptions
 from dbos._dbos import _get_dbos_instance
+from dbos._sys_db import SystemDatabase
 from dbos._utils import GlobalParams, generate_uuid
 from sqlalchemy.exc import DBAPIError
 
@@ -48,6 +51,27 @@ def wait_out_full_disk(ds: SQLAlchemyDatasource) -> None:
     setattr(ds, "_is_serialization_error", transient)  # noqa: B010  (an instance's hook)
 
 
+# The queue's settings as last read, and when (monotonic): a pass on every hand-off
+# need not read the row each time (a round trip on approve → first step). DBOS's own
+# poll re-reads it each pass, so a change reaches this cache within _QUEUE_TTL_S.
+_QUEUE_TTL_S = 5.0
+# Held per DBOS instance: a process that launches DBOS again (tests do) reads anew.
+_queues: dict[str, tuple[float, SystemDatabase, Queue]] = {}
+
+
+def _queue(sys_db: SystemDatabase, name: str) -> Queue | None:
+    now = time.monotonic()
+    held = _queues.get(name)
+    if held is not None and held[1] is sys_db and now - held[0] < _QUEUE_TTL_S:
+        return held[2]
+    queue = sys_db.get_queue(name)
+    if queue is None:
+        _queues.pop(name, None)
+        return None
+    _queues[name] = (now, sys_db, queue)
+    return queue
+
+
 def dequeue_now(queue_name: str) -> bool:
     """One pass of DBOS's own queue poll for ``queue_name``, now, in this thread: the
     queued workflows this worker has room for (its ``worker_concurrency``) claimed
@@ -59,7 +83,7 @@ def dequeue_now(queue_name: str) -> bool:
     True when more may be waiting: the worker was full, or took all it had room for."""
     dbos = _get_dbos_instance()
     sys_db = dbos._sys_db
-    queue = sys_db.get_queue(queue_name)
+    queue = _queue(sys_db, queue_name)
     if queue is None:
         return False
     running = dbos._active_workflows_set.count_for_queue(queue_name)
