@@ -185,6 +185,7 @@ def profile(backend: str, url: str, tmp: Path, runs: int, keep: Path) -> dict[st
 def section(found: dict[str, dict[str, object]], runs: int) -> str:
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
+        BEGIN,
         "## Where a run's time goes: sampled profiles (issue 29)",
         "",
         "Written by `npx -y @jdxcode/mise run bench:profile` (`bench/hitl/profile.py`);"
@@ -234,8 +235,24 @@ def section(found: dict[str, dict[str, object]], runs: int) -> str:
             lines += [
                 f"  * {p.share(p.caller, key):.1f} % `{key}`" for key, _ in p.caller.most_common(10)
             ]
-    lines.append("")
+    lines += ["", NOTES, END, ""]
     return "\n".join(lines)
+
+
+NOTES = """What the figures mean:
+
+* `sqlalchemy` includes the SQLite engine's own work: `sqlite3` is C code called from
+  SQLAlchemy's frames, so on SQLite it is most of that share.
+* `AnswerBoundConnection.wait` is Gatehouse's bound on psycopg's wait for the server's
+  answer (`ledger/_net.py`): time in it is the database's round trips, not CPU.
+* `(no Gatehouse frame)`: DBOS's own threads (its queue poll, the step records it
+  writes around each step, its notifier) and the HTTP server's.
+* The pool's pre-ping is SQLAlchemy checking a connection as it is taken from the
+  pool (`pool_pre_ping`, DBOS's default too): one round trip per transaction, there so
+  that a connection the database dropped (a restart) is replaced, not failed on.
+* The benchmark's own statement counters (`bench/hitl/_counting.py`) run in both
+  processes and take 1 to 4 % of the samples.
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
