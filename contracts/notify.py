@@ -38,7 +38,7 @@ __all__ = ["NotifyConfig", "NotifyEvent", "Sink", "SmtpServer"]
 
 NotifyEvent = Literal[
     "waiting_approval", "needs_operator", "finished", "failed", "security_event",
-    "approval_escalated",
+    "approval_escalated", "approval_reminder",
 ]  # fmt: skip
 
 

@@ -199,6 +199,10 @@ class Approval(Closed):
     # A plan still waiting this long is announced again, to the notifications
     # file's escalation_sinks (event approval_escalated). None: never.
     escalate_after_s: float | None = Field(default=None, gt=0)
+    # A plan still waiting is announced again every this many seconds, to the sinks
+    # that asked for approval_reminder: the n-th reminder n times this long after the
+    # wait began (a notifier that was away sends the latest one only). None: never.
+    remind_every_s: float | None = Field(default=None, gt=0)
 
 
 # Every OpenCode permission class. The server config sets each one explicitly

@@ -155,6 +155,50 @@ def test_an_approval_waiting_too_long_is_escalated_once(
     stack.wait(run_id, {"rejected"})
 
 
+def test_an_approval_waiting_is_reminded_every_interval(
+    told: tuple[Stack, WebhookReceiver, MailReceiver, NotifyConfig],
+) -> None:
+    stack, hook, _, config = told
+    plan = noop_plan(1)
+    r = stack.submit({"recipe": "echo", "objective": "remind", "mode": "run-plan", "plan": plan})
+    run_id = r.json()["run_id"]
+    stack.wait(run_id, {"waiting_approval"})
+    # the on-call sink asks for reminders too (same id and address as the worker's, so
+    # either notifier may send what the other wrote)
+    sinks = [
+        s.model_copy(update={"events": [*s.events, "approval_reminder"]}) if s.id == "oncall" else s
+        for s in config.sinks
+    ]
+    reminding = config.model_copy(update={"sinks": sinks})
+
+    def reminders() -> list[dict[str, Any]]:
+        got = [json.loads(r.body) for r in hook.on("/oncall") if run_id in r.body.decode()]
+        return [g for g in got if g["event"] == "approval_reminder"]
+
+    db = open_database(stack.database_url)
+    try:  # profiles that remind every 0.3 s, and every hour (the shipped ones never do)
+        eager = Notifier(db, reminding, "test-reminder", remind_every=lambda _: 0.3)
+        hourly = Notifier(db, reminding, "test-hourly", remind_every=lambda _: 3600.0)
+        assert hourly.remind() == 0  # not an hour yet
+        deadline = time.monotonic() + 20
+        while len({g["reminder"] for g in reminders()}) < 2:
+            eager.remind()
+            eager.deliver()
+            assert time.monotonic() < deadline, "no second reminder was delivered"
+            time.sleep(0.1)
+        got = reminders()
+        # each reminder its own delivery, numbered by how many intervals the wait lasted
+        ids = {g["reminder"]: g["delivery_id"] for g in got}
+        assert len(set(ids.values())) == len(ids) and min(ids) >= 1
+        assert all(g["waiting_since"] and g["plan_digest"] for g in got)
+        stack.client.post(f"/reject/{run_id}", json={"plan_digest": digest_of_plan(plan)})
+        stack.wait(run_id, {"rejected"})
+        time.sleep(0.4)
+        assert eager.remind() == 0  # decided: no more reminders
+    finally:
+        db.dispose()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_worker_killed_mid_delivery_is_followed_by_the_same_delivery(
     backend: str, tmp_path: Path

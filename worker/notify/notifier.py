@@ -5,9 +5,12 @@ Each pass (every ``poll_s``):
 1. fan out: every ``run_events`` row still marked ``notify_pending`` becomes one
    delivery row per sink that asked for what it announces, and loses its mark,
    in one transaction (two workers doing it at once write each row once);
-2. escalate: a run waiting for approval longer than its profile's
+2. escalate and remind: a run waiting for approval longer than its profile's
    ``approval.escalate_after_s`` gets one ``approval_escalated`` delivery per
-   escalation sink (at most once per wait);
+   escalation sink (at most once per wait); one waiting n times its profile's
+   ``approval.remind_every_s`` gets its n-th ``approval_reminder`` delivery per
+   sink that asked for reminders (each once, whichever worker writes it; a
+   notifier that was away writes the latest only, not the ones it missed);
 3. deliver: due deliveries are claimed with a lease, sent, and marked delivered,
    or retried after ``backoff_s * 2^(n-1)`` (at most ``max_backoff_s``), or given up
    after ``max_attempts``. A worker killed mid-send loses its lease when it passes
@@ -58,6 +61,14 @@ def _profile_escalation(profile_id: str) -> float | None:
         return None
 
 
+def _profile_reminders(profile_id: str) -> float | None:
+    try:
+        return catalog.profile(profile_id).model.approval.remind_every_s
+    except GatehouseError:
+        _log.warning("notifier: no profile %s to remind by", profile_id)
+        return None
+
+
 class Notifier(threading.Thread):
     def __init__(
         self,
@@ -65,15 +76,19 @@ class Notifier(threading.Thread):
         config: NotifyConfig,
         owner: str,
         escalate_after: Callable[[str], float | None] | None = None,
+        remind_every: Callable[[str], float | None] | None = None,
     ) -> None:
-        """``escalate_after``: a profile id's escalation time (default: the profile's
-        ``approval.escalate_after_s`` from the policy catalog)."""
+        """``escalate_after``, ``remind_every``: a profile id's escalation time and
+        reminder interval (default: the profile's ``approval.escalate_after_s`` and
+        ``approval.remind_every_s`` from the policy catalog)."""
         super().__init__(name="gatehouse-notifier", daemon=True)
         self.escalate_after = escalate_after or _profile_escalation
+        self.remind_every = remind_every or _profile_reminders
         self.db = db
         self.config = config
         self.owner = owner
         self.sinks: dict[str, Sink] = {s.id: s for s in config.sinks}
+        self.reminded = [s for s in config.sinks if "approval_reminder" in s.events]
         self.stop = threading.Event()
         self._escalated_at = 0.0
 
@@ -91,6 +106,7 @@ class Notifier(threading.Thread):
         if time.monotonic() - self._escalated_at >= _ESCALATION_EVERY_S:
             self._escalated_at = time.monotonic()
             self.escalate()
+            self.remind()
         return self.deliver()
 
     def fan_out(self) -> int:
@@ -125,6 +141,27 @@ class Notifier(threading.Thread):
                     data = payload(self.config, sink, "approval_escalated", waiting)
                     added += add_delivery(conn, run_id=waiting.run_id, seq=waiting.seq,
                                           event="approval_escalated", sink_id=sink_id,
+                                          payload=data)  # fmt: skip
+        return added
+
+    def remind(self) -> int:
+        """The reminders now due (for each waiting run, its latest); how many were new."""
+        if not self.reminded:
+            return 0
+        added = 0
+        with self.db.engine.begin() as conn:
+            now = db_clock(conn)
+            for waiting in waiting_approvals(conn):
+                every = self.remind_every(waiting.policy_profile)
+                if every is None:
+                    continue
+                nth = int((now - _parse(waiting.since)).total_seconds() // every)
+                if nth < 1:
+                    continue
+                for sink in self.reminded:
+                    data = payload(self.config, sink, "approval_reminder", waiting, nth)
+                    added += add_delivery(conn, run_id=waiting.run_id, seq=waiting.seq,
+                                          event="approval_reminder", sink_id=sink.id,
                                           payload=data)  # fmt: skip
         return added
 

@@ -39,8 +39,14 @@ def event_name(event: PendingEvent) -> str | None:
 
 
 def payload(
-    config: NotifyConfig, sink: Sink, name: str, event: PendingEvent | WaitingApproval
+    config: NotifyConfig,
+    sink: Sink,
+    name: str,
+    event: PendingEvent | WaitingApproval,
+    nth: int | None = None,
 ) -> JsonObject:
+    """What ``sink`` is sent about ``event``; ``nth``: the n-th of a repeated
+    announcement (a reminder), which is a delivery of its own."""
     base = config.dashboard_url.rstrip("/")
     body: JsonObject = {}
     if isinstance(event, PendingEvent):
@@ -51,7 +57,9 @@ def payload(
         k: v for k, v in body.items() if k in ("status", "phase", "error_code", "episode_id")
     }
     out: JsonObject = {
-        "delivery_id": delivery_id(event.run_id, seq, name, sink.id),
+        "delivery_id": delivery_id(
+            event.run_id, seq, name if nth is None else f"{name}#{nth}", sink.id
+        ),
         "event": name,
         "run_id": event.run_id,
         "seq": seq,
@@ -68,6 +76,8 @@ def payload(
     }
     if isinstance(event, WaitingApproval):
         out["waiting_since"] = event.since
+    if nth is not None:
+        out["reminder"] = nth
     return out
 
 
