@@ -9,10 +9,10 @@ notification (however many arrived together) runs one pass of DBOS's queue
 claim now (``_dbos.dequeue_now``) instead of at the next poll. While the worker
 is full (or took all it had room for), it looks again every ``_BACKLOG_S`` until
 a pass finds room and nothing more: a slot that frees up is filled at once,
-not at the next poll. The poll stays,
-at ``GATEHOUSE_QUEUE_POLL_S``, as the fallback: work queued while this
-connection was being reopened, or queued by DBOS itself (a dead worker's
-runs re-enqueued), is found there. SQLite has no notifications: there the
+not at the next poll. Each time the connection starts listening (the worker's
+start, a reconnect) one pass runs at once for what was queued meanwhile. The
+poll stays, at ``GATEHOUSE_QUEUE_POLL_S``, as the fallback: work queued by DBOS
+itself (a dead worker's runs re-enqueued) is found there. SQLite has no notifications: there the
 poll is the pick-up (its default interval is short for that reason).
 """
 
@@ -56,7 +56,10 @@ class WorkWake:
             try:
                 with pg_connect(self._url, self._timeouts, autocommit=True) as conn:
                     conn.execute(f"LISTEN {stretches.WORK_CHANNEL}")
-                    backlog = False
+                    # work queued before this connection listened (a worker starting
+                    # on a backlog, or back after a reconnect): claimed at once, not at
+                    # the next poll
+                    backlog = True
                     while not self._stop.is_set():
                         # one pass for every batch of notifications that arrived together
                         wait = _BACKLOG_S if backlog else 1.0
