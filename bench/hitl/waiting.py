@@ -46,6 +46,8 @@ BEGIN = "<!-- bench:waiting begin -->"
 END = "<!-- bench:waiting end -->"
 BACKENDS = ("postgres", "sqlite")
 TIMED = 20  # template runs timed idle, and again beside the waiting plans
+QUICK_TIMED = 5  # --quick: the harness proved, nothing judged
+TX_WINDOW_S = 10.0  # how long the transactions per second are counted over (--quick: 2 s)
 
 
 def _threads(pid: int) -> int:
@@ -74,7 +76,7 @@ def _parked(url: str) -> int:
     return int(_one(url, "SELECT COUNT(*) FROM runs WHERE parked_wait IS NOT NULL") or 0)
 
 
-def _tx_per_s(url: str, seconds: float = 10.0) -> float | None:
+def _tx_per_s(url: str, seconds: float = TX_WINDOW_S) -> float | None:
     """Transactions the database committed or rolled back per second (PostgreSQL)."""
     if url.startswith("sqlite"):
         return None
@@ -104,7 +106,11 @@ def _until(check: Any, what: str, timeout: float) -> None:
         time.sleep(0.5)
 
 
-def waiting(backend: str, url: str, tmp: Path, plans: int, approve: int) -> dict[str, Any]:
+def waiting(
+    backend: str, url: str, tmp: Path, plans: int, approve: int, *, quick: bool = False
+) -> dict[str, Any]:
+    timed_n = QUICK_TIMED if quick else TIMED
+    window = 2.0 if quick else TX_WINDOW_S
     g = GatehouseSystem(backend, url, tmp / "waiting")
     try:
         pid = g.pids()[1]
@@ -112,8 +118,8 @@ def waiting(backend: str, url: str, tmp: Path, plans: int, approve: int) -> dict
             g.one_run()  # warm
         time.sleep(2)
         idle_rss, idle_threads = rss_mib(pid), _threads(pid)
-        idle_tx = _tx_per_s(url)
-        idle_ms, idle_runs = _timed(g, TIMED)
+        idle_tx = _tx_per_s(url, window)
+        idle_ms, idle_runs = _timed(g, timed_n)
         to_card = _to_card(url, [r["run_id"] for r in idle_runs])
 
         began = time.monotonic()
@@ -124,8 +130,8 @@ def waiting(backend: str, url: str, tmp: Path, plans: int, approve: int) -> dict
         time.sleep(2)
         held = _unfinished_workflows(backend, url)
         full_rss, full_threads = rss_mib(pid), _threads(pid)
-        beside_tx = _tx_per_s(url)
-        beside_ms, timed = _timed(g, TIMED)
+        beside_tx = _tx_per_s(url, window)
+        beside_ms, timed = _timed(g, timed_n)
         phases = g.phases(timed)
         # kill -9 with the plans waiting and some approved in flight
         chosen = ids[:approve]
@@ -305,7 +311,9 @@ def main(argv: list[str] | None = None) -> int:
             url = fresh_database_url(backend, tmp / backend)
             try:
                 print(f"{backend}: {args.waiting:,} plans left waiting", flush=True)
-                found[backend] = waiting(backend, url, tmp / backend, args.waiting, args.approve)
+                found[backend] = waiting(
+                    backend, url, tmp / backend, args.waiting, args.approve, quick=args.quick
+                )
                 print(f"  {found[backend]}", flush=True)
             finally:
                 drop_database(url)
