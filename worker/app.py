@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping
 
 from contracts import DriverKind, GatehouseError
@@ -148,22 +149,42 @@ def launch(
         return rt
 
 
-def shutdown() -> None:
+def shutdown(at: list[str] | None = None) -> None:
+    """Stop the reaper, the notifier, DBOS and the OpenCode server, say so, let go of
+    the database. ``at`` (its one item) is kept saying which part is being stopped."""
+    where = at if at is not None else [""]
     rt = runtime()
+    where[0] = "the reaper"
     while _reapers:
         reaper = _reapers.pop()
         reaper.stop.set()
         reaper.join(timeout=10)
+    where[0] = "the notifier"
     while _notifiers:
         notifier = _notifiers.pop()
         notifier.stop.set()
         notifier.join(timeout=30)
+    where[0] = "DBOS"
     stop_dbos()
+    where[0] = "the OpenCode server"
     stop_running_server()  # the OpenCode server stops with its worker
+    where[0] = "the clean-stop mark"
     say_stopped(rt.settings, rt.db)
+    where[0] = "the database connections"
     rt.db.dispose()
     if rt.sys_engine is not None:
         rt.sys_engine.dispose()  # DBOS does not dispose of an engine it was given
+
+
+# A stop that takes longer than this ends the process where it is, saying which part
+# held it up: inside `gatehouse up`'s 10 s grace, so the worker exits rather than
+# being killed. Everything a run needs is in the database already (as after kill -9).
+SHUTDOWN_LIMIT_S = 8.0
+
+
+def _cut_short(at: list[str]) -> None:
+    os.write(2, f"worker: stopping {at[0]} took too long; exiting now\n".encode())
+    os._exit(0)
 
 
 def main() -> None:
@@ -184,7 +205,14 @@ def main() -> None:
         os._exit(0)
     _log.info("worker %s ready (version %s)", settings.executor_id, settings.app_version)
     stop.wait()
-    shutdown()
+    at = [""]
+    limit = threading.Timer(SHUTDOWN_LIMIT_S, _cut_short, args=(at,))
+    limit.daemon = True
+    limit.start()
+    started = time.monotonic()
+    shutdown(at)
+    limit.cancel()
+    _log.info("worker %s stopped in %.1f s", settings.executor_id, time.monotonic() - started)
     logging.shutdown()
     # A workflow blocked in a durable wait keeps a DBOS thread for up to the
     # profile's recheck_s. Its state is in the database and any worker with this
