@@ -31,6 +31,7 @@ from datetime import datetime
 from contracts import GatehouseError, NotifyConfig, Sink
 from ledger import Database, db_clock
 from ledger.notifications import (
+    WaitingApproval,
     add_delivery,
     claim_due,
     clear_pending,
@@ -47,6 +48,9 @@ __all__ = ["Notifier"]
 
 _log = logging.getLogger("gatehouse.notify")
 _ESCALATION_EVERY_S = 2.0
+
+# What a waiting run is owed now: the sinks, the event, which reminder (None: not one).
+_Due = tuple[list[Sink], str, int | None]
 
 
 def _parse(at: str) -> datetime:
@@ -125,44 +129,48 @@ class Notifier(threading.Thread):
         return added
 
     def escalate(self) -> int:
+        """The escalations now due (once per wait); how many were new."""
         if not self.config.escalation_sinks:
             return 0
+        sinks = [self.sinks[sink_id] for sink_id in self.config.escalation_sinks]
+
+        def due(waiting: WaitingApproval, waited_s: float) -> _Due | None:
+            after = self.escalate_after(waiting.policy_profile)
+            return (
+                None if after is None or waited_s < after else (sinks, "approval_escalated", None)
+            )
+
+        return self._waiting_pass(due)
+
+    def remind(self) -> int:
+        """The reminders now due (for each waiting run, its latest); how many were new."""
+        if not self.reminded:
+            return 0
+
+        def due(waiting: WaitingApproval, waited_s: float) -> _Due | None:
+            every = self.remind_every(waiting.policy_profile)
+            nth = 0 if every is None else int(waited_s // every)
+            return None if nth < 1 else (self.reminded, "approval_reminder", nth)
+
+        return self._waiting_pass(due)
+
+    def _waiting_pass(self, due: Callable[[WaitingApproval, float], _Due | None]) -> int:
+        """For each run waiting for a decision, what ``due`` says is owed (given how long
+        it has waited) written as one delivery per sink; how many were new."""
         added = 0
         with self.db.engine.begin() as conn:
             # One clock for every worker that checks; the wait's start (``since``) is
             # still as the worker that wrote its event stamped it.
             now = db_clock(conn)
             for waiting in waiting_approvals(conn):
-                after = self.escalate_after(waiting.policy_profile)
-                if after is None or (now - _parse(waiting.since)).total_seconds() < after:
+                owed = due(waiting, (now - _parse(waiting.since)).total_seconds())
+                if owed is None:
                     continue
-                for sink_id in self.config.escalation_sinks:
-                    sink = self.sinks[sink_id]
-                    data = payload(self.config, sink, "approval_escalated", waiting)
+                sinks, event, nth = owed
+                for sink in sinks:
+                    data = payload(self.config, sink, event, waiting, nth)
                     added += add_delivery(conn, run_id=waiting.run_id, seq=waiting.seq,
-                                          event="approval_escalated", sink_id=sink_id,
-                                          payload=data)  # fmt: skip
-        return added
-
-    def remind(self) -> int:
-        """The reminders now due (for each waiting run, its latest); how many were new."""
-        if not self.reminded:
-            return 0
-        added = 0
-        with self.db.engine.begin() as conn:
-            now = db_clock(conn)
-            for waiting in waiting_approvals(conn):
-                every = self.remind_every(waiting.policy_profile)
-                if every is None:
-                    continue
-                nth = int((now - _parse(waiting.since)).total_seconds() // every)
-                if nth < 1:
-                    continue
-                for sink in self.reminded:
-                    data = payload(self.config, sink, "approval_reminder", waiting, nth)
-                    added += add_delivery(conn, run_id=waiting.run_id, seq=waiting.seq,
-                                          event="approval_reminder", sink_id=sink.id,
-                                          payload=data)  # fmt: skip
+                                          event=event, sink_id=sink.id, payload=data)  # fmt: skip
         return added
 
     def deliver(self) -> int:
