@@ -190,7 +190,6 @@ class Reaper(threading.Thread):
         An idle tick is one transaction: the heartbeat, the lease, the other workers'
         counters and the leader's look for work (``Upkeep.due``) together."""
         s = self.rt.settings
-        mono = self._clock()
         now_dt = datetime.now(UTC)
         now = iso(now_dt)  # wall clock: written for people to read, never compared
         until = iso(now_dt + timedelta(seconds=3 * self.tick_s))
@@ -199,6 +198,7 @@ class Reaper(threading.Thread):
             leader = self._lead(conn, until)
             counters = executors.beats(conn, app_version=s.app_version, me=s.executor_id)
             work = self.upkeep.due(conn, s.app_version) if leader else None
+        mono = self._clock()  # the database has taken this tick
         if (
             self._last_ok is None
             or self._healthy_since is None
