@@ -129,14 +129,20 @@ def test_every_sink_is_told_with_retries_and_signatures(
     assert pending[0][0] == 0
 
 
+def _waiting(stack: Stack, objective: str) -> tuple[str, dict[str, Any]]:
+    """A run submitted and waiting at its plan card: its id and plan."""
+    plan = noop_plan(1)
+    r = stack.submit({"recipe": "echo", "objective": objective, "mode": "run-plan", "plan": plan})
+    run_id = str(r.json()["run_id"])
+    stack.wait(run_id, {"waiting_approval"})
+    return run_id, plan
+
+
 def test_an_approval_waiting_too_long_is_escalated_once(
     told: tuple[Stack, WebhookReceiver, MailReceiver, NotifyConfig],
 ) -> None:
     stack, hook, _, config = told
-    plan = noop_plan(1)
-    r = stack.submit({"recipe": "echo", "objective": "slow", "mode": "run-plan", "plan": plan})
-    run_id = r.json()["run_id"]
-    stack.wait(run_id, {"waiting_approval"})
+    run_id, plan = _waiting(stack, "slow")
     db = open_database(stack.database_url)
     try:  # a notifier whose profiles escalate at once (the shipped ones never do)
         eager = Notifier(db, config, "test-escalator", escalate_after=lambda _: 0.0)
@@ -159,10 +165,7 @@ def test_an_approval_waiting_is_reminded_every_interval(
     told: tuple[Stack, WebhookReceiver, MailReceiver, NotifyConfig],
 ) -> None:
     stack, hook, _, config = told
-    plan = noop_plan(1)
-    r = stack.submit({"recipe": "echo", "objective": "remind", "mode": "run-plan", "plan": plan})
-    run_id = r.json()["run_id"]
-    stack.wait(run_id, {"waiting_approval"})
+    run_id, plan = _waiting(stack, "remind")
     # the on-call sink asks for reminders too (same id and address as the worker's, so
     # either notifier may send what the other wrote)
     sinks = [
