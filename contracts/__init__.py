@@ -39,10 +39,12 @@ from contracts.durable import (
     EXPLAIN_WORKFLOW,
     INTENT_QUEUE,
     INTENT_WORKFLOW,
+    LEGACY_PARTITION,
     REPLAY_WORKFLOW,
     RESOLUTION_TOPIC,
     STRETCH_WORKFLOW,
     Step,
+    queue_partition,
 )
 from contracts.episode import DataRef, EnvelopeRef, Episode, Executor, SecurityEpisode
 from contracts.explain import (
@@ -106,6 +108,7 @@ __all__ = [
     "EXPLAIN_WORKFLOW",
     "INTENT_QUEUE",
     "INTENT_WORKFLOW",
+    "LEGACY_PARTITION",
     "PLACEHOLDER_KEY",
     "POLICY_CHANNELS",
     "REPLAY_WORKFLOW",
@@ -194,6 +197,7 @@ __all__ = [
     "canonical",
     "canonical_json",
     "digest_of",
+    "queue_partition",
     "render_schema",
     "schema_id",
     "schema_registry",

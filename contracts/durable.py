@@ -22,14 +22,30 @@ __all__ = [
     "EXPLAIN_WORKFLOW",
     "INTENT_QUEUE",
     "INTENT_WORKFLOW",
+    "LEGACY_PARTITION",
     "REPLAY_WORKFLOW",
     "RESOLUTION_TOPIC",
     "STRETCH_WORKFLOW",
     "Step",
+    "queue_partition",
 ]
 
-# The queue every workflow is enqueued on.
+# The queue every workflow is enqueued on. It is partitioned by whom the work is
+# for (``queue_partition``): DBOS claims partition by partition in a random
+# order, and a worker runs at most its share (``GATEHOUSE_WORKER_SHARE``) of one
+# partition's workflows at once, so one submitter's backlog cannot hold every
+# slot while another's run waits.
 INTENT_QUEUE: Final = "intentQ"
+# The partition of work queued before the queue was partitioned (DBOS never
+# claims a workflow without one from a partitioned queue; workers give these it).
+LEGACY_PARTITION: Final = "(before partitions)"
+
+
+def queue_partition(identity: str) -> str:
+    """The queue partition of work done for ``identity``: a run's submitter (all of
+    its stretches), or whoever asked for a fork, a replay or an explain."""
+    return identity
+
 
 # Workflows.
 INTENT_WORKFLOW: Final = "gatehouse.intent"  # one run: compile → … → evidence

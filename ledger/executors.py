@@ -44,6 +44,7 @@ __all__ = [
     "beats",
     "errored_on_full_disk",
     "heartbeat",
+    "key_unkeyed",
     "lease",
     "list_executors",
     "mark_reaped",
@@ -52,6 +53,7 @@ __all__ = [
     "requeue_errored",
     "seize_lease",
     "unfinished_by_version",
+    "unkeyed",
 ]
 
 
@@ -295,3 +297,30 @@ def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[
          **{f"t{i}": f"%{text}%" for i, text in enumerate(_FULL_DISK_TEXT)}},
     ).all()  # fmt: skip
     return [str(r[0]) for r in rows]
+
+
+# Unfinished workflows of a queue that carry no partition key: queued before the
+# queue was partitioned (an older release's, or recovered from one).
+_UNKEYED = (
+    " WHERE queue_name = :q AND status IN ('ENQUEUED', 'PENDING') AND queue_partition_key IS NULL"
+)
+
+
+def unkeyed(conn: Conn, queue_name: str) -> bool:
+    """Whether any unfinished workflow of ``queue_name`` has no partition key: DBOS
+    never claims one from a partitioned queue (``key_unkeyed`` gives them one)."""
+    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    query = f"SELECT 1 FROM {wf}{_UNKEYED} LIMIT 1"  # noqa: S608  (fixed names)
+    found = conn.execute(sa.text(query), {"q": queue_name}).first()
+    return found is not None
+
+
+def key_unkeyed(conn: Conn, queue_name: str, partition: str) -> int:
+    """Put the unfinished workflows of ``queue_name`` that have no partition key in
+    ``partition``; how many. Work an older release queued is claimed again."""
+    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    done = conn.execute(
+        sa.text(f"UPDATE {wf} SET queue_partition_key = :p{_UNKEYED}"),  # noqa: S608  (fixed names)
+        {"q": queue_name, "p": partition},
+    )
+    return rows_changed(done)

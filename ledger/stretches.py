@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, StretchJob
+from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, StretchJob, queue_partition
 from ledger._db import Conn, is_postgres, iso, now_iso
 
 if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
-    from dbos import DBOSClient
+    from dbos import DBOSClient, EnqueueOptions
 
 __all__ = [
     "WORK_CHANNEL",
@@ -31,6 +31,7 @@ __all__ = [
     "Parked",
     "answered",
     "deadline_passed",
+    "enqueue_options",
     "expired",
     "hand_off",
     "is_split",
@@ -44,15 +45,32 @@ __all__ = [
     "workflow_ids",
 ]
 
-# Where workers hear of new queued work (PostgreSQL NOTIFY, delivered at commit).
+# Where workers hear of new queued work (PostgreSQL NOTIFY, delivered at commit);
+# the payload is the queue partition the work was put in.
 WORK_CHANNEL = "gatehouse_work"
 
 
-def notify_work(conn: Conn, what: str) -> None:
-    """Inside the transaction that queues work for workers: tell them when it
-    commits (PostgreSQL; on SQLite the workers' queue poll finds it)."""
+def enqueue_options(
+    workflow_name: str, workflow_id: str, app_version: str, partition: str
+) -> EnqueueOptions:
+    """How a workflow is put on ``INTENT_QUEUE``: in the partition of whoever it
+    runs for (``contracts.queue_partition``), so each worker gives one submitter at
+    most its share of slots (``GATEHOUSE_WORKER_SHARE``)."""
+    return {
+        "workflow_name": workflow_name,
+        "queue_name": INTENT_QUEUE,
+        "workflow_id": workflow_id,
+        "app_version": app_version,
+        "queue_partition_key": partition,
+    }
+
+
+def notify_work(conn: Conn, partition: str) -> None:
+    """Inside the transaction that queues work for workers, in this queue
+    partition: tell them when it commits (PostgreSQL; on SQLite the workers'
+    queue poll finds it)."""
     if is_postgres(conn):
-        conn.execute(sa.text("SELECT pg_notify(:c, :w)"), {"c": WORK_CHANNEL, "w": what})
+        conn.execute(sa.text("SELECT pg_notify(:c, :w)"), {"c": WORK_CHANNEL, "w": partition})
 
 
 @dataclass(frozen=True)
@@ -65,6 +83,7 @@ class Parked:
     at: str
     until: str | None
     version: str | None  # the application version of the stretch that parked it
+    partition: str  # the queue partition its stretches run in (its submitter's)
 
 
 @dataclass(frozen=True)
@@ -86,6 +105,7 @@ class Handoff:
     wait: int
     until: str | None
     version: str | None
+    partition: str
 
     @property
     def workflow_id(self) -> str:
@@ -120,13 +140,14 @@ def lock(conn: Conn, run_id: str) -> Locked | None:
     found = conn.execute(
         sa.text(
             "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
-            " RETURNING stretch, parked_wait, parked_at, parked_until, parked_version"
+            " RETURNING stretch, parked_wait, parked_at, parked_until, parked_version,"
+            " submitted_by"
         ),
         {"r": run_id},
     ).first()
     if found is None:
         return None
-    stretch, wait, at, deadline, version = tuple(found)
+    stretch, wait, at, deadline, version, submitter = tuple(found)
     if wait is None:
         return Locked(stretch is not None, None)
     return Locked(
@@ -138,6 +159,7 @@ def lock(conn: Conn, run_id: str) -> Locked | None:
             str(at),
             None if deadline is None else str(deadline),
             None if version is None else str(version),
+            queue_partition(str(submitter)),
         ),
     )
 
@@ -174,7 +196,10 @@ def take(conn: Conn, run_id: str) -> HandedOff:
         ),
         {"n": nxt, "r": run_id},
     )
-    return HandedOff(True, Handoff(run_id, nxt, found.wait, found.until, found.version))
+    return HandedOff(
+        True,
+        Handoff(run_id, nxt, found.wait, found.until, found.version, found.partition),
+    )
 
 
 def answered(conn: Conn, run_id: str) -> None:
@@ -228,15 +253,15 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
     )
     client.enqueue_in_transaction(
         conn,
-        {
-            "workflow_name": STRETCH_WORKFLOW,
-            "queue_name": INTENT_QUEUE,
-            "workflow_id": handoff.workflow_id,
-            "app_version": handoff.version or app_version,
-        },
+        enqueue_options(
+            STRETCH_WORKFLOW,
+            handoff.workflow_id,
+            handoff.version or app_version,
+            handoff.partition,
+        ),
         job.model_dump(mode="json"),
     )
-    notify_work(conn, handoff.workflow_id)
+    notify_work(conn, handoff.partition)
     return taken
 
 

@@ -6,7 +6,9 @@ why no public name does the job; a DBOS upgrade checks these first.
 
 from __future__ import annotations
 
+import random
 import time
+from collections.abc import Collection
 
 from dbos import DBOS, Queue, SQLAlchemyDatasource
 
@@ -72,37 +74,69 @@ def _queue(sys_db: SystemDatabase, name: str) -> Queue | None:
     return queue
 
 
-def dequeue_now(queue_name: str) -> bool:
+def dequeue_now(queue_name: str, partitions: Collection[str] | None = None) -> bool:
     """One pass of DBOS's own queue poll for ``queue_name``, now, in this thread: the
-    queued workflows this worker has room for (its ``worker_concurrency``) claimed
-    and started; how many. DBOS's queue thread polls at a fixed interval and has no
-    way to be woken (its wait is on the process's stop event), so a worker told of
-    new work (``worker.durable._wake``) claims it here with the calls that thread
-    makes: the same claim (rows locked, counted against the same limits), the same
-    dispatch. A pass that meets the poll thread's lock leaves the work to it.
-    True when more may be waiting: the worker was full, or took all it had room for."""
+    queued workflows this worker has room for (its ``worker_concurrency``, and for
+    each partition its ``partition_worker_concurrency``) claimed and started. DBOS's
+    queue thread polls at a fixed interval and has no way to be woken (its wait is
+    on the process's stop event), so a worker told of new work
+    (``worker.durable._wake``) claims it here with the calls that thread makes:
+    the same claims (rows locked, counted against the same limits), partition by
+    partition in a random order as that thread goes, the same dispatch. Only
+    ``partitions`` are looked at when named (those the notifications named), else
+    every partition with queued work. A claim that meets another's lock leaves
+    that partition to it. True when more may be waiting: the worker or a
+    partition was full, or took all it had room for."""
     dbos = _get_dbos_instance()
     sys_db = dbos._sys_db
     queue = _queue(sys_db, queue_name)
     if queue is None:
         return False
-    running = dbos._active_workflows_set.count_for_queue(queue_name)
+    active = dbos._active_workflows_set
+    running = active.count_for_queue(queue_name)
     limit = queue._worker_concurrency
     if limit is not None and running >= limit:
         return True
+    if not queue._has_partition_limits():
+        return _claim(dbos, queue, None, running, 0)[1]
+    keys = list(sys_db.get_queue_partitions(queue_name) if partitions is None else partitions)
+    random.shuffle(keys)
+    more = False
+    for key in keys:
+        if limit is not None and running >= limit:
+            return True
+        theirs = active.count_for_partition(queue_name, key)
+        claimed, full = _claim(dbos, queue, key, running, theirs)
+        running += claimed
+        more = more or full
+    return more
+
+
+def _claim(
+    dbos: DBOS, queue: Queue, key: str | None, running: int, theirs: int
+) -> tuple[int, bool]:
+    """Claim and start what this worker has room for in one partition (``key``; None:
+    an unpartitioned queue), given how many of the queue's (``running``) and the
+    partition's (``theirs``) workflows it runs; (how many, whether it was full or
+    took all it had room for)."""
+    sys_db = dbos._sys_db
+    rooms = [] if queue._worker_concurrency is None else [queue._worker_concurrency - running]
+    share = None if key is None else queue._partition_worker_concurrency
+    rooms += [] if share is None else [share - theirs]
     owner = generate_uuid()
     try:
-        ids, _ = sys_db.start_queued_workflows(
-            queue, GlobalParams.executor_id, GlobalParams.app_version, None, running,
+        ids, stopped = sys_db.start_queued_workflows(
+            queue, GlobalParams.executor_id, GlobalParams.app_version, key, running, theirs,
             owner_xid=owner,
         )  # fmt: skip
     except DBAPIError as exc:
         if sys_db.is_lock_conflict(exc) or sys_db.is_serialization_conflict(exc):
-            return True  # the poll thread is claiming right now: look again soon
+            return 0, True  # another claim holds it right now: look again soon
         raise
     found = {st["workflow_uuid"]: st for st in sys_db.get_workflow_statuses(ids)} if ids else {}
     for workflow_id in ids:
         status = found.get(workflow_id) or sys_db.get_workflow_status(workflow_id)
         if status is not None:
             execute_dequeued_workflow(dbos, status, owner)
-    return limit is not None and bool(ids) and running + len(ids) >= limit
+    full = stopped is not None or (bool(rooms) and bool(ids) and len(ids) >= min(rooms))
+    return len(ids), full

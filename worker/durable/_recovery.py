@@ -7,10 +7,11 @@ What the reaper (``worker.runtime``) has DBOS do, given to it as its ``Upkeep``:
 * ``resume_stranded`` — workflows a full disk stopped in this process put back
   on the queue once the database takes writes again;
 * ``due`` — the leader's look, read inside the reaper's tick transaction: runs
-  cancelled through DBOS, runs a full disk ended in DBOS whose worker died, and
-  parked runs whose wait is over; when any is found, the pass that ends the
-  first, re-queues the second and hands the third to the stretch that ends
-  them (``_expiry``), run after that transaction.
+  cancelled through DBOS, runs a full disk ended in DBOS whose worker died,
+  parked runs whose wait is over, and work queued with no partition key (an
+  older release's); when any is found, the pass that ends the first, re-queues
+  the second, hands the third to the stretch that ends them (``_expiry``) and
+  puts the fourth in ``LEGACY_PARTITION``, run after that transaction.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import logging
 
 from dbos import DBOS
 
-from contracts import INTENT_QUEUE
+from contracts import INTENT_QUEUE, LEGACY_PARTITION
 from ledger import Conn, Database, cancels, executors, storage_full, stretches
 from worker.durable._cancel import end_cancelled
 from worker.durable._dbos import recover_pending_workflows
@@ -98,18 +99,23 @@ def requeue_orphaned(db: Database, workflow_ids: list[str]) -> list[str]:
 
 
 def due(conn: Conn, app_version: str) -> Pass | None:
-    """What the leader's pass would do now, read in the tick's own transaction (three
+    """What the leader's pass would do now, read in the tick's own transaction (four
     indexed reads, so an idle worker's tick stays one transaction); None: nothing."""
     cancelled = cancels.cancelled_in_dbos(conn)
     errored = executors.errored_on_full_disk(conn, app_version)
     expired = stretches.expired(conn)
-    if not (cancelled or errored or expired):
+    unkeyed = executors.unkeyed(conn, INTENT_QUEUE)
+    if not (cancelled or errored or expired or unkeyed):
         return None
 
     def run(rt: Runtime) -> list[str]:
         # Runs whose workflow was cancelled through DBOS cannot end themselves, nor
         # can runs a full disk ended in DBOS whose worker died meanwhile, nor parked
-        # runs whose wait is over.
+        # runs whose wait is over; work an older release queued (no partition key)
+        # is never claimed from the partitioned queue until it has one.
+        if unkeyed:
+            with rt.db.engine.begin() as c:
+                executors.key_unkeyed(c, INTENT_QUEUE, LEGACY_PARTITION)
         ended = end_cancelled(rt, cancelled) if cancelled else []
         requeued = requeue_orphaned(rt.db, errored) if errored else []
         return ended + requeued + (expire_waits(rt, expired) if expired else [])

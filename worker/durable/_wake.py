@@ -6,14 +6,18 @@ intent, a decision's hand-off to a run's next stretch, a fork, the expiry sweep'
 hand-off) or right after it (a replay or explain request, which DBOS's client
 queues in a transaction of its own). Each worker listens on one connection; a
 notification (however many arrived together) runs one pass of DBOS's queue
-claim now (``_dbos.dequeue_now``) instead of at the next poll. While the worker
-is full (or took all it had room for), it looks again every ``_BACKLOG_S`` until
-a pass finds room and nothing more: a slot that frees up is filled at once,
-not at the next poll. Each time the connection starts listening (the worker's
-start, a reconnect) one pass runs at once for what was queued meanwhile. The
-poll stays, at ``GATEHOUSE_QUEUE_POLL_S``, as the fallback: work queued by DBOS
-itself (a dead worker's runs re-enqueued) is found there. SQLite has no notifications: there the
-poll is the pick-up (its default interval is short for that reason).
+claim now (``_dbos.dequeue_now``), in the queue partitions the notifications
+name (each names the partition its work was put in), instead of at the next
+poll. While the worker
+is full (or took all it had room for, or a partition was at its share), it
+looks again, at every partition, every ``_BACKLOG_S`` until a pass finds room
+and nothing more: a slot that frees up is filled at once, not at the next
+poll. Each time the connection starts listening (the worker's start, a
+reconnect) one pass runs at once for what was queued meanwhile. The poll
+stays, at ``GATEHOUSE_QUEUE_POLL_S``, as the fallback: work queued by DBOS
+itself (a dead worker's runs re-enqueued) is found there. SQLite has no
+notifications: there the poll is the pick-up (its default interval is short
+for that reason).
 """
 
 from __future__ import annotations
@@ -63,19 +67,24 @@ class WorkWake:
                     while not self._stop.is_set():
                         # one pass for every batch of notifications that arrived together
                         wait = _BACKLOG_S if backlog else 1.0
-                        told = any(True for _ in conn.notifies(timeout=wait, stop_after=1))
+                        told = {n.payload for n in conn.notifies(timeout=wait, stop_after=1)}
                         if told:
                             self.woken += 1
+                            # the rest of the batch, without waiting
+                            told |= {n.payload for n in conn.notifies(timeout=0)}
                         if told or backlog:
-                            backlog = self._claim()
+                            # a backlog pass looks at every partition; a notification
+                            # at the partitions it names
+                            backlog = self._claim(None if backlog else told)
             except psycopg.Error as exc:
                 _log.warning("wake: the listening connection failed (%s); reopening", exc)
                 self._stop.wait(_RETRY_S)
 
-    def _claim(self) -> bool:
-        """One claim pass; True when more queued work may be waiting."""
+    def _claim(self, partitions: set[str] | None) -> bool:
+        """One claim pass (in these queue partitions; None: all); True when more
+        queued work may be waiting."""
         try:
-            return dequeue_now(INTENT_QUEUE)
+            return dequeue_now(INTENT_QUEUE, partitions)
         except Exception as exc:  # noqa: BLE001  (the poll picks the work up instead)
             if not self._stop.is_set():
                 _log.warning("wake: claiming queued work failed (%s); the poll will", exc)

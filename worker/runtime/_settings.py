@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_OPENCODE_DIR",
     "WorkerSettings",
     "anchor_file",
+    "default_share",
     "evidence_key",
     "notifications",
     "notifications_file",
@@ -46,6 +47,8 @@ class WorkerSettings:
     model_name: str
     model_api_key: str | None
     worker_concurrency: int
+    # How many of its slots one queue partition (one submitter's work) may hold at once.
+    worker_share: int
     queue_poll_s: float  # how often this worker looks for queued work (PostgreSQL: a fallback)
     # SQLite only (PostgreSQL wakes waits by LISTEN/NOTIFY): how often a waiting
     # run looks for the message that wakes it (an approval, a cancel, a reply).
@@ -93,12 +96,14 @@ class WorkerSettings:
     def from_env(cls, env: dict[str, str] | None = None) -> WorkerSettings:
         e = dict(os.environ) if env is None else env
         url = resolve_database_url(e)[0]
-        try:
-            concurrency = int(e.get("GATEHOUSE_WORKER_CONCURRENCY", "16"))
-        except ValueError as exc:
+        concurrency = max(1, _count(e, "GATEHOUSE_WORKER_CONCURRENCY", 16))
+        share = _count(e, "GATEHOUSE_WORKER_SHARE", default_share(concurrency))
+        if not 1 <= share <= concurrency:
             raise GatehouseError(
-                ErrorCode.INVALID_REQUEST, "GATEHOUSE_WORKER_CONCURRENCY must be an integer"
-            ) from exc
+                ErrorCode.INVALID_REQUEST,
+                f"GATEHOUSE_WORKER_SHARE must be from 1 to GATEHOUSE_WORKER_CONCURRENCY"
+                f" ({concurrency}); it is {share}",
+            )
         # PostgreSQL tells workers of new work (worker.durable's wake): there the poll
         # is only the fallback. SQLite has no notifications: the poll is the pick-up.
         sqlite = url.startswith("sqlite")
@@ -119,7 +124,8 @@ class WorkerSettings:
             model_base_url=e.get("GATEHOUSE_MODEL_BASE_URL") or None,
             model_name=e.get("GATEHOUSE_MODEL_NAME", "planner"),
             model_api_key=e.get("GATEHOUSE_MODEL_API_KEY") or None,
-            worker_concurrency=max(1, concurrency),
+            worker_concurrency=concurrency,
+            worker_share=share,
             queue_poll_s=min(10.0, max(0.01, queue_poll)),
             wake_poll_s=min(5.0, max(0.005, wake_poll)),
             heartbeat_s=heartbeat,
@@ -163,6 +169,19 @@ def opencode_dir(env: dict[str, str]) -> Path:
 def anchor_file(env: dict[str, str]) -> Path:
     """GATEHOUSE_ANCHOR_FILE: where chain checkpoints are appended."""
     return Path(env.get("GATEHOUSE_ANCHOR_FILE") or DEFAULT_ANCHOR_FILE).resolve()
+
+
+def default_share(concurrency: int) -> int:
+    """One submitter's share of a worker's slots unless told: all but a quarter,
+    which stay free for everyone else's work (all of them below 4 slots)."""
+    return concurrency - concurrency // 4
+
+
+def _count(env: dict[str, str], name: str, default: int) -> int:
+    try:
+        return int(env.get(name, str(default)))
+    except ValueError as exc:
+        raise GatehouseError(ErrorCode.INVALID_REQUEST, f"{name} must be an integer") from exc
 
 
 def _seconds(env: dict[str, str], name: str, default: str) -> float:

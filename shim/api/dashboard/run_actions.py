@@ -81,7 +81,7 @@ async def replay_form(
     request: Request, me: Operator, service: ServiceDep, run_id: RunId
 ) -> Response:
     await checked_form(request)
-    report = await run_in_threadpool(operators.replay, service, run_id)
+    report = await run_in_threadpool(operators.replay, service, run_id, me)
     verdict = (f"replayed {report.calls} calls from the ledger, "
                f"{report.outbound_calls} outbound: "
                + ("the trace matches" if report.match else "it DIVERGED"))  # fmt: skip

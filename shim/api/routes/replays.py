@@ -26,4 +26,4 @@ def replay(
     """Replay under the profile and tool pool versions the run ran under, or under
     today's files (``rules=current``: would it still pass?)."""
     # Sync: FastAPI runs it in a worker thread while a worker replays the run.
-    return model_response(operators.replay(service, run_id, rules))
+    return model_response(operators.replay(service, run_id, caller, rules))

@@ -56,11 +56,12 @@ class Service:
         place, and the caller wakes it with a ``send`` once this commits."""
         return stretches.hand_off(conn, self.client, self.settings.app_version, run_id).split
 
-    def work_queued(self, what: str) -> None:
-        """After work was queued outside a transaction of ours (a replay, an explain):
-        tell the workers now rather than at their next queue poll."""
+    def work_queued(self, partition: str) -> None:
+        """After work was queued in this queue partition outside a transaction of
+        ours (a replay, an explain): tell the workers now rather than at their next
+        queue poll."""
         with self.db.engine.begin() as conn:
-            stretches.notify_work(conn, what)
+            stretches.notify_work(conn, partition)
 
     def close(self) -> None:
         self.watch.close()

@@ -15,12 +15,13 @@ from dbos import WorkflowHandle
 
 from contracts import (
     EXPLAIN_WORKFLOW,
-    INTENT_QUEUE,
     ErrorCode,
     ExplainView,
     GatehouseError,
     JsonValue,
+    queue_partition,
 )
+from ledger import stretches
 from shim.api.services import reads
 from shim.api.services.core import Service
 from shim.tokens import Identity
@@ -40,16 +41,17 @@ def explain(service: Service, run_id: str, who: Identity) -> ExplainView:
             f"run {run_id!r} is {view.status.value}; only a finished run can be explained",
             {"status": view.status.value},
         )
+    partition = queue_partition(who.name)
     handle: WorkflowHandle[JsonValue] = service.client.enqueue(
-        {
-            "workflow_name": EXPLAIN_WORKFLOW,
-            "queue_name": INTENT_QUEUE,
-            "workflow_id": f"explain_{run_id}_{uuid.uuid4().hex[:12]}",
-            "app_version": service.settings.app_version,
-        },
+        stretches.enqueue_options(
+            EXPLAIN_WORKFLOW,
+            f"explain_{run_id}_{uuid.uuid4().hex[:12]}",
+            service.settings.app_version,
+            partition,
+        ),
         run_id,
     )
-    service.work_queued(handle.get_workflow_id())
+    service.work_queued(partition)
     deadline = time.monotonic() + EXPLAIN_WAIT_S
     while handle.get_status().status not in ("SUCCESS", "ERROR"):
         if time.monotonic() >= deadline:

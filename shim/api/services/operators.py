@@ -9,7 +9,6 @@ from dbos import WorkflowHandle
 from sqlalchemy.engine import Connection
 
 from contracts import (
-    INTENT_QUEUE,
     INTENT_WORKFLOW,
     REPLAY_WORKFLOW,
     RESOLUTION_TOPIC,
@@ -24,6 +23,7 @@ from contracts import (
     JsonValue,
     ReplayReport,
     RunStatus,
+    queue_partition,
 )
 from ledger import calls, evidence, forks, intents, now_iso, opa_runs, runs, stretches
 from policies.episodes import episode
@@ -93,8 +93,9 @@ def resolve(service: Service, op_key: str, body: CallResolution, who: Identity) 
     )
 
 
-def replay(service: Service, run_id: str, rules: str = "recorded") -> ReplayReport:
-    """Ask a worker to replay a finished run from its ledger, and wait for the report."""
+def replay(service: Service, run_id: str, who: Identity, rules: str = "recorded") -> ReplayReport:
+    """Ask a worker to replay a finished run from its ledger, and wait for the report
+    (queued in the partition of ``who``, who asked)."""
     db, client, settings = service.db, service.client, service.settings
     with db.engine.connect() as conn:
         status = runs.run_status(conn, run_id)
@@ -106,17 +107,18 @@ def replay(service: Service, run_id: str, rules: str = "recorded") -> ReplayRepo
             f"run {run_id!r} is {status.value}; only a finished run can be replayed",
             {"status": status.value},
         )
+    partition = queue_partition(who.name)
     handle: WorkflowHandle[JsonValue] = client.enqueue(
-        {
-            "workflow_name": REPLAY_WORKFLOW,
-            "queue_name": INTENT_QUEUE,
-            "workflow_id": f"replay_{run_id}_{uuid.uuid4().hex[:12]}",
-            "app_version": settings.app_version,
-        },
+        stretches.enqueue_options(
+            REPLAY_WORKFLOW,
+            f"replay_{run_id}_{uuid.uuid4().hex[:12]}",
+            settings.app_version,
+            partition,
+        ),
         run_id,
         rules,
     )
-    service.work_queued(handle.get_workflow_id())
+    service.work_queued(partition)
     deadline = time.monotonic() + _REPLAY_WAIT_S
     while time.monotonic() < deadline:
         if handle.get_status().status in ("SUCCESS", "ERROR"):
@@ -204,17 +206,13 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
         )
         # A run of its own: it gates the parent's plan again and waits on its own
         # plan card for someone other than its requester and the parent's submitter.
+        partition = queue_partition(who.name)
         client.enqueue_in_transaction(
             conn,
-            {
-                "workflow_name": INTENT_WORKFLOW,
-                "queue_name": INTENT_QUEUE,
-                "workflow_id": new_id,
-                "app_version": settings.app_version,
-            },
+            stretches.enqueue_options(INTENT_WORKFLOW, new_id, settings.app_version, partition),
             job.model_dump(mode="json"),
         )
-        stretches.notify_work(conn, new_id)
+        stretches.notify_work(conn, partition)
     return ForkAccepted(
         run_id=new_id,
         parent_run_id=run_id,

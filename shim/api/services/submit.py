@@ -11,7 +11,6 @@ import uuid
 from sqlalchemy.exc import IntegrityError
 
 from contracts import (
-    INTENT_QUEUE,
     INTENT_WORKFLOW,
     Episode,
     ErrorCode,
@@ -21,6 +20,7 @@ from contracts import (
     IntentRequest,
     Plan,
     RunStatus,
+    queue_partition,
     validate_instance,
 )
 from ledger import Database, evidence, intents, now_iso, opa_runs, runs, stretches
@@ -119,17 +119,13 @@ def submit(
             if opa is not None:
                 opa_runs.put_input(conn, run_id, opa)
                 evidence.put_episode(conn, run_id, None, _archive_episode(run_id, opa, who))
+            partition = queue_partition(request.submitted_by)
             client.enqueue_in_transaction(
                 conn,
-                {
-                    "workflow_name": INTENT_WORKFLOW,
-                    "queue_name": INTENT_QUEUE,
-                    "workflow_id": run_id,
-                    "app_version": settings.app_version,
-                },
+                stretches.enqueue_options(INTENT_WORKFLOW, run_id, settings.app_version, partition),
                 job.model_dump(mode="json"),
             )
-            stretches.notify_work(conn, run_id)
+            stretches.notify_work(conn, partition)
     except IntegrityError:
         # Two requests with one Idempotency-Key raced; the other one won.
         if key is None:

@@ -1,4 +1,4 @@
-"""Worker settings that can be wrong: the OPA signing key pair."""
+"""Worker settings that can be wrong: the OPA signing key pair, a submitter's share."""
 
 from __future__ import annotations
 
@@ -46,3 +46,23 @@ def test_the_signing_key_needs_its_certificate(tmp_path: Path) -> None:
     missing = {**both, "GATEHOUSE_OPA_SIGNING_KEY": str(tmp_path / "absent.pem")}
     with pytest.raises(GatehouseError):
         WorkerSettings.from_env(missing)
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "share"), [(None, 12), ("16", 12), ("4", 3), ("3", 3), ("1", 1), ("40", 30)]
+)
+def test_a_submitters_share_is_all_but_a_quarter_unless_told(
+    concurrency: str | None, share: int
+) -> None:
+    env = {} if concurrency is None else {"GATEHOUSE_WORKER_CONCURRENCY": concurrency}
+    assert WorkerSettings.from_env(env).worker_share == share
+    told = WorkerSettings.from_env({**env, "GATEHOUSE_WORKER_SHARE": "1"})
+    assert told.worker_share == 1
+
+
+@pytest.mark.parametrize("share", ["0", "17", "-1", "half"])
+def test_a_share_outside_the_slots_is_refused(share: str) -> None:
+    with pytest.raises(GatehouseError) as refused:
+        WorkerSettings.from_env({"GATEHOUSE_WORKER_SHARE": share})
+    assert refused.value.code is ErrorCode.INVALID_REQUEST
+    assert "GATEHOUSE_WORKER_SHARE" in refused.value.message
