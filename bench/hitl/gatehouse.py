@@ -56,14 +56,30 @@ def _ms_of(iso: str) -> float:
 
 
 class GatehouseSystem:
-    def __init__(self, backend: str, url: str, tmp: Path, *, worker: bool = True) -> None:
-        """The shim and (unless ``worker`` is False: nothing runs, runs stay queued) a worker."""
+    def __init__(
+        self,
+        backend: str,
+        url: str,
+        tmp: Path,
+        *,
+        worker: bool = True,
+        share: int | None = WORKER_CONCURRENCY,
+    ) -> None:
+        """The shim and (unless ``worker`` is False: nothing runs, runs stay queued) a worker.
+
+        ``share``: GATEHOUSE_WORKER_SHARE, how many slots one submitter's runs may
+        hold; by default every one, as the peers' runs may (the benchmark's runs
+        come from one submitter); None: the shipped default."""
         self.backend, self.url = backend, url
         folder = tmp / f"gh-{backend}{'' if worker else '-shim'}"
         folder.mkdir(parents=True)
         tokens = folder / "tokens.json"
         self._sub = {"Authorization": f"Bearer {add_token(tokens, 'bench-sub', [Role.SUBMITTER])}"}
         self._app = {"Authorization": f"Bearer {add_token(tokens, 'bench-ok', [Role.APPROVER])}"}
+        # another submitter, for what one submitter's backlog costs the next one's run
+        self.other = {
+            "Authorization": f"Bearer {add_token(tokens, 'bench-other', [Role.SUBMITTER])}"
+        }
         self.count_files = [folder / "shim.counts", folder / "worker.counts"]
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
@@ -76,6 +92,8 @@ class GatehouseSystem:
             "GATEHOUSE_OPENCODE_STATE": str(folder / "oc"),
             "GATEHOUSE_WORKER_CONCURRENCY": str(WORKER_CONCURRENCY),
         }
+        if share is not None:
+            self._env["GATEHOUSE_WORKER_SHARE"] = str(share)
         if not worker:
             # Intake alone is measured: the door's per-caller rate limits and the queue's
             # bound (which a shim with no worker fills at once) are lifted for it.
@@ -110,8 +128,11 @@ class GatehouseSystem:
         self.procs[1].kill()
         self.procs[1].wait()
 
-    def restart_worker(self) -> None:
-        """A new worker process under the same executor id: DBOS recovers its runs."""
+    def restart_worker(self, share: int | None = None) -> None:
+        """A new worker process under the same executor id: DBOS recovers its runs;
+        with ``share``, a worker given that GATEHOUSE_WORKER_SHARE."""
+        if share is not None:
+            self._env["GATEHOUSE_WORKER_SHARE"] = str(share)
         self.procs[1] = self._spawn("worker")
 
     def close(self) -> None:
@@ -119,20 +140,25 @@ class GatehouseSystem:
             c.close()
         stop(self.procs)
 
-    def submit(self, c: httpx.Client, steps: int = 3) -> httpx.Response:
-        """POST /intent: a ``run-plan`` of ``steps`` noop steps (retryable answers retried)."""
+    def submit(
+        self, c: httpx.Client, steps: int = 3, who: dict[str, str] | None = None
+    ) -> httpx.Response:
+        """POST /intent: a ``run-plan`` of ``steps`` noop steps (retryable answers retried),
+        as the benchmark's submitter unless ``who`` (auth headers) says otherwise."""
         body = {"recipe": "echo", "objective": "bench", "mode": "run-plan", "plan": _plan(steps)}
-        return self._call(c, "POST", "/intent", self._sub, body)
+        return self._call(c, "POST", "/intent", who or self._sub, body)
 
-    def one_run(self, steps: int = 3, client: httpx.Client | None = None) -> dict[str, Any]:
+    def one_run(
+        self, steps: int = 3, client: httpx.Client | None = None, who: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """One run, submit → succeeded; its id, client-side ms and wall-clock end."""
         c = client or self.client
         started = time.perf_counter()
-        r = self.submit(c, steps)
+        r = self.submit(c, steps, who)
         run_id = str(r.json()["run_id"])
-        run = self.until(run_id, "waiting_approval", c)
+        run = self.until(run_id, "waiting_approval", c, who)
         self.approve(run_id, run["plan_card"]["plan_digest"], c)
-        self.until(run_id, "succeeded", c)
+        self.until(run_id, "succeeded", c, who)
         ms = (time.perf_counter() - started) * 1000
         return {"run_id": run_id, "ms": ms, "seen_at_ms": time.time() * 1000}
 
@@ -158,13 +184,19 @@ class GatehouseSystem:
         body = {"plan_digest": digest}
         self._call(client or self.client, "POST", f"/approve/{run_id}", self._app, body)
 
-    def until(self, run_id: str, status: str, client: httpx.Client | None = None) -> dict[str, Any]:
+    def until(
+        self,
+        run_id: str,
+        status: str,
+        client: httpx.Client | None = None,
+        who: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         """The run once it has ``status`` (long polls); raises if it ends otherwise."""
         c = client or self.client
         deadline = time.monotonic() + 60
         path = f"/runs/{run_id}/wait?until={status}&timeout_s=30"
         while time.monotonic() < deadline:
-            run: dict[str, Any] = self._call(c, "GET", path, self._sub).json()
+            run: dict[str, Any] = self._call(c, "GET", path, who or self._sub).json()
             if run["status"] == status:
                 return run
             if run["status"] in ("failed", "rejected", "cancelled"):

@@ -14,6 +14,14 @@ slots), both backends, a fresh database each:
 * **kill -9** — ``--approve`` of the waiting plans approved, the worker killed at
   once (some of them mid-plan) and a new one started: every approved run ends
   ``succeeded`` with each of its tool calls once, and every other plan still waits.
+* **behind a backlog** — one submitter's runs (64 of 10 noop steps) approved at
+  once, then another submitter's template run: its time, and how many of the
+  backlog's runs ended before it; on the worker as shipped (the queue partitioned
+  by submitter, each holding at most its share of slots) and again on a worker
+  whose share is every slot (first queued, first run).
+
+The template runs timed are another submitter's than the waiting plans' and the
+backlog's.
 
 Results go between this module's markers in ``--out`` (``docs/benchmarks.md``);
 targets are reported, never an exit code.
@@ -34,11 +42,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from bench.hitl._proc_stats import rss_mib
-from bench.hitl.gatehouse import GatehouseSystem
+from bench.hitl.gatehouse import WORKER_CONCURRENCY, GatehouseSystem
 from bench.hitl.report import write_section
 from bench.hitl.soak import rows_of_runs, tool_calls_once
 from ledger import open_database
 from tests.support.stack import drop_database, fresh_database_url, postgres_available
+from worker.runtime import default_share
 
 __all__ = ["main", "waiting"]
 
@@ -48,6 +57,8 @@ BACKENDS = ("postgres", "sqlite")
 TIMED = 20  # template runs timed idle, and again beside the waiting plans
 QUICK_TIMED = 5  # --quick: the harness proved, nothing judged
 TX_WINDOW_S = 10.0  # how long the transactions per second are counted over (--quick: 2 s)
+BACKLOG = (64, 10)  # one submitter's runs approved at once, and each one's noop steps
+SHIPPED_SHARE = default_share(WORKER_CONCURRENCY)
 
 
 def _threads(pid: int) -> int:
@@ -90,8 +101,29 @@ def _tx_per_s(url: str, seconds: float = TX_WINDOW_S) -> float | None:
 
 
 def _timed(g: GatehouseSystem, n: int) -> tuple[float, list[dict[str, Any]]]:
-    runs = [g.one_run() for _ in range(n)]
+    """n template runs one after another, from a submitter other than the waiting
+    plans' (the target is another submitter's run); p50 ms, and the runs."""
+    runs = [g.one_run(who=g.other) for _ in range(n)]
     return statistics.median(r["ms"] for r in runs), runs
+
+
+def _behind_backlog(g: GatehouseSystem, backlog: int, steps: int) -> dict[str, float]:
+    """One submitter's ``backlog`` runs of ``steps`` noop steps approved at once, then
+    another submitter's template run: its ms, and how many of the backlog's runs
+    ended before it did (all of them: it waited behind the whole backlog)."""
+    ended = "SELECT COUNT(*) FROM runs WHERE submitted_by = 'bench-sub' AND status = 'succeeded'"
+    before = int(_one(g.url, ended) or 0)
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(
+            pool.map(lambda _: str(g.submit(g.client, steps).json()["run_id"]), range(backlog))
+        )
+        cards = list(pool.map(lambda r: g.until(r, "waiting_approval")["plan_card"], ids))
+        list(pool.map(lambda a: g.approve(a[0], a[1]["plan_digest"]), zip(ids, cards, strict=True)))
+    theirs = g.one_run(who=g.other)
+    ahead = int(_one(g.url, ended) or 0) - before
+    for run_id in ids:
+        g.until(run_id, "succeeded")
+    return {"ms": float(theirs["ms"]), "ahead": float(ahead)}
 
 
 def _p50(values: list[float]) -> float:
@@ -111,7 +143,7 @@ def waiting(
 ) -> dict[str, Any]:
     timed_n = QUICK_TIMED if quick else TIMED
     window = 2.0 if quick else TX_WINDOW_S
-    g = GatehouseSystem(backend, url, tmp / "waiting")
+    g = GatehouseSystem(backend, url, tmp / "waiting", share=None)
     try:
         pid = g.pids()[1]
         for _ in range(5):
@@ -145,6 +177,13 @@ def waiting(
             g.until(run_id, "succeeded")
         recovered_s = time.monotonic() - killed
         still = _parked(url)
+        # one submitter's backlog, and another's run: the shipped share, then a worker
+        # whose share is every slot (what the queue did before it was partitioned)
+        backlog, steps = (16, 3) if quick else BACKLOG
+        fair = _behind_backlog(g, backlog, steps)
+        g.kill_worker()
+        g.restart_worker(share=WORKER_CONCURRENCY)
+        unfair = _behind_backlog(g, backlog, steps)
     finally:
         g.close()
     return {
@@ -165,6 +204,10 @@ def waiting(
         "recovered_s": recovered_s,
         "calls_once": tool_calls_once(url, chosen),
         "still_waiting": still,
+        "backlog": backlog,
+        "backlog_steps": steps,
+        "fair": fair,
+        "unfair": unfair,
     }
 
 
@@ -226,6 +269,22 @@ def section(found: dict[str, dict[str, Any]], quick: bool) -> str:
             f" | {'yes' if r['calls_once'] else '**no**'} | {r['still_waiting']:,}"
             f" of {r['plans'] - r['approved']:,} |"
         )
+    lines += [
+        "",
+        "| backend | one submitter's backlog, approved at once | share of a worker's"
+        f" {WORKER_CONCURRENCY} slots | another submitter's template run, ms | vs idle"
+        " | backlog runs ended before it |",
+        "|---|---|---|---|---|---|",
+    ]
+    for b, r in found.items():
+        for name, share in (("fair", SHIPPED_SHARE), ("unfair", WORKER_CONCURRENCY)):
+            m = r[name]
+            lines.append(
+                f"| {b} | {r['backlog']} runs of {r['backlog_steps']} noop steps | {share}"
+                f"{' (shipped)' if share == SHIPPED_SHARE else ' (every slot)'}"
+                f" | {m['ms']:.0f} | {m['ms'] / r['idle_ms']:.1f}x"
+                f" | {m['ahead']:.0f} of {r['backlog']} |"
+            )
     if not quick:
         lines += ["", "| target (issue 28) | measured | met |", "|---|---|---|"]
         for b, r in found.items():
@@ -286,7 +345,13 @@ def section(found: dict[str, dict[str, Any]], quick: bool) -> str:
         " and run from"
         " the ledger up to the decision. Submit → plan card is a run submitted alone on the idle"
         " stack (pick-up, compile, gate, the card). Worker threads are alive, not held: DBOS's"
-        " pool keeps the threads a burst of stretches started.",
+        " pool keeps the threads a burst of stretches started. The template runs timed idle"
+        " and beside the plans are another submitter's than the plans'. Behind a backlog:"
+        " one submitter's runs approved at once, then another submitter's run, on the"
+        f" worker as shipped (`GATEHOUSE_WORKER_SHARE` {SHIPPED_SHARE}: the queue is"
+        " partitioned by submitter) and on one restarted with a share of every slot"
+        " (`GATEHOUSE_WORKER_SHARE` 16, the queue as it was before: first queued, first"
+        " run); the last column counts the backlog's runs that ended first.",
         END,
     ]
     return "\n".join(lines) + "\n"
