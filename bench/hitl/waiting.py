@@ -39,13 +39,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
+from bench.hitl._db import one, tx_per_s
 from bench.hitl._proc_stats import rss_mib
 from bench.hitl.gatehouse import WORKER_CONCURRENCY, GatehouseSystem
 from bench.hitl.report import write_section
 from bench.hitl.soak import rows_of_runs, tool_calls_once
-from ledger import open_database
 from tests.support.stack import drop_database, fresh_database_url, postgres_available
 from worker.runtime import default_share
 
@@ -68,36 +66,14 @@ def _threads(pid: int) -> int:
     return 0
 
 
-def _one(url: str, query: str, **params: Any) -> Any:
-    db = open_database(url)
-    try:
-        with db.engine.connect() as conn:
-            return conn.execute(sa.text(query), params).scalar()
-    finally:
-        db.dispose()
-
-
 def _unfinished_workflows(backend: str, url: str) -> int:
     wf = "dbos.workflow_status" if backend == "postgres" else "workflow_status"
-    found = _one(url, f"SELECT COUNT(*) FROM {wf} WHERE status IN ('PENDING', 'ENQUEUED')")
+    found = one(url, f"SELECT COUNT(*) FROM {wf} WHERE status IN ('PENDING', 'ENQUEUED')")
     return int(found or 0)
 
 
 def _parked(url: str) -> int:
-    return int(_one(url, "SELECT COUNT(*) FROM runs WHERE parked_wait IS NOT NULL") or 0)
-
-
-def _tx_per_s(url: str, seconds: float = TX_WINDOW_S) -> float | None:
-    """Transactions the database committed or rolled back per second (PostgreSQL)."""
-    if url.startswith("sqlite"):
-        return None
-    name = url.rsplit("/", 1)[1]
-    query = "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = :d"
-    before = float(_one(url, query, d=name) or 0)
-    time.sleep(seconds)
-    after = float(_one(url, query, d=name) or 0)
-    # the two reads are transactions too, and the statistics lag by up to 0.5 s
-    return max(0.0, after - before - 1) / seconds
+    return int(one(url, "SELECT COUNT(*) FROM runs WHERE parked_wait IS NOT NULL") or 0)
 
 
 def _timed(g: GatehouseSystem, n: int) -> tuple[float, list[dict[str, Any]]]:
@@ -112,7 +88,7 @@ def _behind_backlog(g: GatehouseSystem, backlog: int, steps: int) -> dict[str, f
     another submitter's template run: its ms, and how many of the backlog's runs
     ended before it did (all of them: it waited behind the whole backlog)."""
     ended = "SELECT COUNT(*) FROM runs WHERE submitted_by = 'bench-sub' AND status = 'succeeded'"
-    before = int(_one(g.url, ended) or 0)
+    before = int(one(g.url, ended) or 0)
     with ThreadPoolExecutor(8) as pool:
         ids = list(
             pool.map(lambda _: str(g.submit(g.client, steps).json()["run_id"]), range(backlog))
@@ -120,7 +96,7 @@ def _behind_backlog(g: GatehouseSystem, backlog: int, steps: int) -> dict[str, f
         cards = list(pool.map(lambda r: g.until(r, "waiting_approval")["plan_card"], ids))
         list(pool.map(lambda a: g.approve(a[0], a[1]["plan_digest"]), zip(ids, cards, strict=True)))
     theirs = g.one_run(who=g.other)
-    ahead = int(_one(g.url, ended) or 0) - before
+    ahead = int(one(g.url, ended) or 0) - before
     for run_id in ids:
         g.until(run_id, "succeeded")
     return {"ms": float(theirs["ms"]), "ahead": float(ahead)}
@@ -150,7 +126,7 @@ def waiting(
             g.one_run()  # warm
         time.sleep(2)
         idle_rss, idle_threads = rss_mib(pid), _threads(pid)
-        idle_tx = _tx_per_s(url, window)
+        idle_tx = tx_per_s(url, window)
         idle_ms, idle_runs = _timed(g, timed_n)
         to_card = _to_card(url, [r["run_id"] for r in idle_runs])
 
@@ -162,7 +138,7 @@ def waiting(
         time.sleep(2)
         held = _unfinished_workflows(backend, url)
         full_rss, full_threads = rss_mib(pid), _threads(pid)
-        beside_tx = _tx_per_s(url, window)
+        beside_tx = tx_per_s(url, window)
         beside_ms, timed = _timed(g, timed_n)
         phases = g.phases(timed)
         # kill -9 with the plans waiting and some approved in flight
