@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench:quick: the three benchmark harnesses once each, a few runs each, at the same
+# bench:quick: the benchmark harnesses once each, a few runs each, at the same
 # time (they prove the harnesses run; their quick figures judge nothing and are not
 # written anywhere). Each one's output is printed whole once all have ended; the exit
 # status is the first failure's, if any.
@@ -7,8 +7,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
-names=(hitl soak waiting)
-modules=(bench.hitl bench.hitl.soak bench.hitl.waiting)
+names=(hitl soak waiting cluster)
+modules=(bench.hitl bench.hitl.soak bench.hitl.waiting bench.hitl.cluster)
 pids=()
 for i in "${!names[@]}"; do
   .venv/bin/python -m "${modules[$i]}" --quick > "$logs/${names[$i]}.log" 2>&1 &

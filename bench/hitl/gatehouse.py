@@ -104,6 +104,7 @@ class GatehouseSystem:
                 "GATEHOUSE_MAX_QUEUED_PER_SUBMITTER": "100000000",
             }
         self.procs: list[subprocess.Popen[bytes]] = [self._spawn("shim")]
+        self._more_shims: list[int] = []  # pids of the shims add_shim started
         wait_healthy(self.base, self.procs[0])
         if worker:
             self.procs.append(self._spawn("worker"))
@@ -113,15 +114,37 @@ class GatehouseSystem:
         self.retried: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def _spawn(self, role: str) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, role: str, name: str | None = None, port: int | None = None, **env: str
+    ) -> subprocess.Popen[bytes]:
+        """The shim or a worker as a process of its own; ``name`` (another shim or
+        worker beside the first two) its log's and SQL counts' file name."""
         counts = self.count_files[0 if role == "shim" else 1]
-        with (self._folder / f"{role}.log").open("ab") as log:
+        if name is not None:
+            counts = self._folder / f"{name}.counts"
+            self.count_files.append(counts)
+        with (self._folder / f"{name or role}.log").open("ab") as log:
             return subprocess.Popen(
-                [sys.executable, "-m", "bench.hitl._gh_proc", role, str(self._port)],
-                env={**os.environ, **self._env, "BENCH_COUNT_FILE": str(counts)},
+                [sys.executable, "-m", "bench.hitl._gh_proc", role, str(port or self._port)],
+                env={**os.environ, **self._env, **env, "BENCH_COUNT_FILE": str(counts)},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+
+    def add_shim(self) -> str:
+        """Another shim on the same database, on a port of its own; its base URL."""
+        port = free_port()
+        self.procs.append(self._spawn("shim", f"shim{len(self.procs)}", port))
+        self._more_shims.append(self.procs[-1].pid)
+        base = f"http://127.0.0.1:{port}"
+        wait_healthy(base, self.procs[-1])
+        return base
+
+    def add_worker(self) -> None:
+        """Another worker on the same database, under an executor id of its own."""
+        name = f"worker{len(self.procs)}"
+        executor = f"{self._env['GATEHOUSE_EXECUTOR_ID']}-{name}"
+        self.procs.append(self._spawn("worker", name, GATEHOUSE_EXECUTOR_ID=executor))
 
     def kill_worker(self) -> None:
         """SIGKILL the worker (no shutdown of any kind), as a crash would."""
@@ -220,6 +243,10 @@ class GatehouseSystem:
     def pids(self) -> list[int]:
         """The shim's and the worker's process ids (the CPU this system is charged)."""
         return [p.pid for p in self.procs]
+
+    def shim_pids(self) -> list[int]:
+        """The shims' process ids (the first, and any ``add_shim`` started)."""
+        return [self.procs[0].pid, *self._more_shims]
 
     def counts(self) -> dict[str, dict[str, int]]:
         return {f.stem: read_counts(f) for f in self.count_files}
