@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, StretchJob, queue_partition
+from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, JsonValue, StretchJob, queue_partition
 from ledger._db import Conn, is_postgres, iso, now_iso
 
 if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
@@ -38,6 +38,7 @@ __all__ = [
     "lock",
     "notify_work",
     "park",
+    "queue_in_transaction",
     "run_of",
     "take",
     "until",
@@ -63,6 +64,18 @@ def enqueue_options(
         "app_version": app_version,
         "queue_partition_key": partition,
     }
+
+
+def queue_in_transaction(
+    conn: Conn,
+    client: DBOSClient,
+    options: EnqueueOptions,
+    *args: JsonValue,
+) -> None:
+    """Queue a workflow (``enqueue_options``) in the transaction ``conn`` is in, and
+    tell the workers when it commits (``notify_work``, in its partition)."""
+    client.enqueue_in_transaction(conn, options, *args)
+    notify_work(conn, options["queue_partition_key"])
 
 
 def notify_work(conn: Conn, partition: str) -> None:
@@ -251,17 +264,9 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
     job = StretchJob(
         run_id=run_id, stretch=handoff.stretch, resume_wait=handoff.wait, until=handoff.until
     )
-    client.enqueue_in_transaction(
-        conn,
-        enqueue_options(
-            STRETCH_WORKFLOW,
-            handoff.workflow_id,
-            handoff.version or app_version,
-            handoff.partition,
-        ),
-        job.model_dump(mode="json"),
-    )
-    notify_work(conn, handoff.partition)
+    version = handoff.version or app_version
+    options = enqueue_options(STRETCH_WORKFLOW, handoff.workflow_id, version, handoff.partition)
+    queue_in_transaction(conn, client, options, job.model_dump(mode="json"))
     return taken
 
 

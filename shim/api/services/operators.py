@@ -206,13 +206,9 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
         )
         # A run of its own: it gates the parent's plan again and waits on its own
         # plan card for someone other than its requester and the parent's submitter.
-        partition = queue_partition(who.name)
-        client.enqueue_in_transaction(
-            conn,
-            stretches.enqueue_options(INTENT_WORKFLOW, new_id, settings.app_version, partition),
-            job.model_dump(mode="json"),
-        )
-        stretches.notify_work(conn, partition)
+        version, partition = settings.app_version, queue_partition(who.name)
+        options = stretches.enqueue_options(INTENT_WORKFLOW, new_id, version, partition)
+        stretches.queue_in_transaction(conn, client, options, job.model_dump(mode="json"))
     return ForkAccepted(
         run_id=new_id,
         parent_run_id=run_id,

@@ -120,12 +120,10 @@ def submit(
                 opa_runs.put_input(conn, run_id, opa)
                 evidence.put_episode(conn, run_id, None, _archive_episode(run_id, opa, who))
             partition = queue_partition(request.submitted_by)
-            client.enqueue_in_transaction(
-                conn,
-                stretches.enqueue_options(INTENT_WORKFLOW, run_id, settings.app_version, partition),
-                job.model_dump(mode="json"),
+            options = stretches.enqueue_options(
+                INTENT_WORKFLOW, run_id, settings.app_version, partition
             )
-            stretches.notify_work(conn, partition)
+            stretches.queue_in_transaction(conn, client, options, job.model_dump(mode="json"))
     except IntegrityError:
         # Two requests with one Idempotency-Key raced; the other one won.
         if key is None:
