@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, SQLAlchemyDatasource
 
-from contracts import INTENT_QUEUE, LEGACY_PARTITION
-from ledger import Database, add_missing_views, executors
+from contracts import INTENT_QUEUE
+from ledger import Database, add_missing_views
 from worker.durable._dbos import wait_out_full_disk
 from worker.durable._expiry import close_client
 from worker.durable._state import set_datasource
@@ -77,8 +77,6 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
             partition_worker_concurrency=settings.worker_share,
             polling_interval_sec=settings.queue_poll_s,
         )
-        with db.engine.begin() as conn:  # an older release's queued work is claimed again
-            executors.key_unkeyed(conn, INTENT_QUEUE, LEGACY_PARTITION)
         if not db.is_sqlite:  # told of new work at once; the poll is the fallback
             wake = WorkWake(settings.database_url, settings.pg_timeouts)
             wake.start()

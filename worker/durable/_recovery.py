@@ -100,7 +100,8 @@ def requeue_orphaned(db: Database, workflow_ids: list[str]) -> list[str]:
 
 def due(conn: Conn, app_version: str) -> Pass | None:
     """What the leader's pass would do now, read in the tick's own transaction (four
-    indexed reads, so an idle worker's tick stays one transaction); None: nothing."""
+    reads on indexes, the last over the queue's unfinished entries only, so an idle
+    worker's tick stays one transaction); None: nothing."""
     cancelled = cancels.cancelled_in_dbos(conn)
     errored = executors.errored_on_full_disk(conn, app_version)
     expired = stretches.expired(conn)
