@@ -201,7 +201,9 @@ class Watch:
         deadline, quiet_until = now + _DRAIN_MAX_S, now + _DRAIN_QUIET_S
         while (now := time.monotonic()) < min(deadline, quiet_until):
             event = feed.get(quiet_until - now)
-            if event is not None and _session_of(event) == self.session_id:
+            if event is not None and (
+                _session_of(event) == self.session_id or event.get("type") == "file.edited"
+            ):  # file.edited names no session, and may trail the idle status too
                 quiet_until = time.monotonic() + _DRAIN_QUIET_S
                 self.note(event)
                 self.handle(event)
