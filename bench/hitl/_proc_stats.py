@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cpu_s", "postgres_cpu_s", "rss_mib"]
+__all__ = ["cpu_s", "postgres_cpu_s", "postgres_server_cpu_s", "rss_mib"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -39,6 +39,44 @@ def postgres_cpu_s(database: str) -> float:
         if title[:1] == [b"postgres:"] and database.encode() in title[1:5]:
             total += cpu_s(int(entry.name))
     return total
+
+
+def postgres_server_cpu_s() -> float:
+    """CPU seconds of the whole local PostgreSQL server: its postmaster, every live
+    child and every child already gone (the kernel adds a reaped child's CPU to its
+    parent's ``cutime``/``cstime``). Counts backends a pool closed mid-window, which
+    ``postgres_cpu_s`` loses, and whatever else the server did meanwhile."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name, fields = stat.split("(", 1)[1].rsplit(")", 1)[0], stat.rsplit(")", 1)[1].split()
+        if name == "postgres" and _is_root(fields):
+            own = sum(int(f) for f in fields[11:15]) / _TICK  # utime stime cutime cstime
+            return own + sum(cpu_s(child) for child in _children(int(entry.name)))
+    return 0.0
+
+
+def _is_root(fields: list[str]) -> bool:
+    """A postgres process whose parent is not postgres: the postmaster."""
+    try:
+        parent = Path(f"/proc/{fields[1]}/stat").read_text()
+    except OSError:
+        return True
+    return parent.split("(", 1)[1].rsplit(")", 1)[0] != "postgres"
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
 
 
 def rss_mib(pid: int) -> float:

@@ -168,8 +168,17 @@ class GatehouseSystem:
     ) -> httpx.Response:
         """POST /intent: a ``run-plan`` of ``steps`` noop steps (retryable answers retried),
         as the benchmark's submitter unless ``who`` (auth headers) says otherwise."""
-        body = {"recipe": "echo", "objective": "bench", "mode": "run-plan", "plan": _plan(steps)}
-        return self._call(c, "POST", "/intent", who or self._sub, body)
+        return self._call(c, "POST", "/intent", who or self._sub, self.intent_body(steps))
+
+    @staticmethod
+    def intent_body(steps: int = 3) -> dict[str, Any]:
+        """The benchmark's intent: a ``run-plan`` of ``steps`` noop steps."""
+        return {"recipe": "echo", "objective": "bench", "mode": "run-plan", "plan": _plan(steps)}
+
+    @property
+    def submitter_headers(self) -> dict[str, str]:
+        """The benchmark's submitter's auth header."""
+        return dict(self._sub)
 
     def one_run(
         self, steps: int = 3, client: httpx.Client | None = None, who: dict[str, str] | None = None

@@ -1,10 +1,11 @@
 """Ingest under load and replay speed, for the side-by-side report.
 
 * ``ingest`` — a shim with no worker (so nothing but the intake is measured
-  and nothing runs), this process posting intents from ``clients`` threads
-  for ``seconds``: accepted intents per second, latency p50 / p99, and the
-  proof that nothing accepted was lost: every 202 has its run row and its
-  DBOS queue entry.
+  and nothing runs), a load generator in a process of its own posting intents
+  on ``clients`` connections for ``seconds``: accepted intents per second,
+  latency p50 / p99, the CPU the shim, the generator and PostgreSQL spent per
+  intent, and the proof that nothing accepted was lost: every 202 has its run
+  row and its DBOS queue entry.
 * ``replay_long`` — one run of the longest plan the default profile allows,
   replayed again and again until ``steps`` tool calls have been served: the
   steady rate of a long replay, where per-run reads no longer dominate.
@@ -14,8 +15,12 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
-import threading
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,13 +28,15 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from bench.hitl._proc_stats import cpu_s, postgres_server_cpu_s
 from bench.hitl.gatehouse import GatehouseSystem
 from ledger import open_database
 from shim.cli.client import KEEPALIVE
+from tests.support.stack import drop_database, fresh_database_url, postgres_available
 from worker.replay import replay_run
 from worker.runtime import WorkerSettings
 
-__all__ = ["ingest", "replay_all", "replay_long"]
+__all__ = ["ingest", "main", "replay_all", "replay_long"]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -38,40 +45,40 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def ingest(backend: str, url: str, tmp: Path, clients: int, seconds: float) -> dict[str, Any]:
+    """Intents posted for ``seconds`` by ``clients`` connections of a load generator in
+    a process of its own (``bench.hitl._ingest_client``); the CPU each process spent
+    per accepted intent (the shim, the generator, PostgreSQL's backends)."""
     shim = GatehouseSystem(backend, url, tmp, worker=False)
-    latencies: list[float] = []
-    accepted: list[str] = []
-    refused: list[int] = []
-    lock = threading.Lock()
+    spec_file, out_file = tmp / f"ingest-{backend}.json", tmp / f"ingest-{backend}.out.json"
     try:
         with httpx.Client(base_url=shim.base, timeout=60, limits=KEEPALIVE) as warm:
-            shim.submit(warm, 3)  # connections, imports, the first plan: not measured
-        deadline = time.monotonic() + seconds
-
-        def client() -> None:
-            with httpx.Client(base_url=shim.base, timeout=60, limits=KEEPALIVE) as c:
-                while time.monotonic() < deadline:
-                    began = time.perf_counter()
-                    try:
-                        r = shim.submit(c, 3)
-                    except RuntimeError:
-                        with lock:
-                            refused.append(1)
-                        continue
-                    took = (time.perf_counter() - began) * 1000
-                    with lock:
-                        latencies.append(took)
-                        accepted.append(str(r.json()["run_id"]))
-
-        began = time.monotonic()
-        threads = [threading.Thread(target=client) for _ in range(clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.monotonic() - began
+            for _ in range(clients):  # connections, imports, the first plans: not measured
+                shim.submit(warm, 3)
+        address = httpx.URL(shim.base)
+        spec = {
+            "host": address.host,
+            "port": address.port,
+            "headers": shim.submitter_headers,
+            "body": shim.intent_body(3),
+            "clients": clients,
+            "seconds": seconds,
+        }
+        spec_file.write_text(json.dumps(spec))
+        pg = backend == "postgres"
+        shim_pid = shim.shim_pids()[0]
+        shim_cpu, pg_cpu = cpu_s(shim_pid), postgres_server_cpu_s() if pg else 0.0
+        subprocess.run(
+            [sys.executable, "-m", "bench.hitl._ingest_client", str(spec_file), str(out_file)],
+            check=True,
+        )
+        shim_cpu = cpu_s(shim_pid) - shim_cpu
+        pg_cpu = (postgres_server_cpu_s() - pg_cpu) if pg else 0.0
+        got: dict[str, Any] = json.loads(out_file.read_text())
     finally:
         shim.close()
+    accepted = [str(r) for r in got["accepted"]]
+    latencies = [float(x) for x in got["latencies_ms"]]
+    elapsed = float(got["elapsed_s"])
     db = open_database(url)
     wf = "dbos.workflow_status" if backend == "postgres" else "workflow_status"
     try:
@@ -85,15 +92,21 @@ def ingest(backend: str, url: str, tmp: Path, clients: int, seconds: float) -> d
             }
     finally:
         db.dispose()
+    per = max(1, len(accepted))
     return {
         "clients": clients,
         "seconds": round(elapsed, 1),
         "accepted": len(accepted),
-        "refused": len(refused),
+        "refused": len(got["refused"]),
         "per_s": len(accepted) / elapsed,
         "p50_ms": _pct(latencies, 0.5),
         "p99_ms": _pct(latencies, 0.99),
         "lost": len(set(accepted) - have) + len(set(accepted) - queued),
+        "cpu_ms": {
+            "shim": 1000 * shim_cpu / per,
+            "generator": 1000 * float(got["cpu_s"]) / per,
+            "postgres": 1000 * pg_cpu / per,
+        },
     }
 
 
@@ -158,3 +171,35 @@ def replay_long(url: str, tmp: Path, run_id: str, steps: int) -> dict[str, Any]:
         "calls_per_s": served / elapsed if elapsed else 0.0,
         "mismatched": mismatched,
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.hitl.load``: the ingest alone, on each database, printed (the
+    side-by-side report, ``bench:hitl``, runs it too and writes the table)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.hitl.load", description=main.__doc__)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--backend", choices=["postgres", "sqlite"], action="append")
+    args = parser.parse_args(argv)
+    backends = args.backend or (["postgres", "sqlite"] if postgres_available() else ["sqlite"])
+    with tempfile.TemporaryDirectory(prefix="gh-ingest-") as tmpdir:
+        tmp = Path(tmpdir)
+        for backend in backends:
+            url = fresh_database_url(backend, tmp)
+            try:
+                got = ingest(backend, url, tmp, args.clients, args.seconds)
+            finally:
+                drop_database(url)
+            cpu = got["cpu_ms"]
+            print(
+                f"{backend}: {got['per_s']:.0f} intents/s ({got['accepted']} in {got['seconds']} s,"
+                f" {got['refused']} refused, {got['lost']} lost), p50 {got['p50_ms']:.1f} ms,"
+                f" p99 {got['p99_ms']:.1f} ms; CPU ms per intent: shim {cpu['shim']:.2f},"
+                f" generator {cpu['generator']:.2f}, PostgreSQL {cpu['postgres']:.2f}",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -224,22 +224,25 @@ def section(r: Results) -> str:
         "",
         "Ingest under load: a shim with no worker (only the intake is measured; nothing"
         " runs; its rate limits and queue bound lifted, which a queue nobody drains would"
-        " hit at once), intents posted over HTTP from the benchmark's own process by several"
-        " clients at once; afterwards every accepted intent is looked up: its run row and"
-        " its DBOS queue entry. Replay: every succeeded Gatehouse run of the comparison,"
-        " replayed from its ledger in the benchmark's process (each tool call served from"
-        " the ledger is a step); the long replay is in the targets above.",
+        " hit at once), intents posted over HTTP by a load generator in a process of its own"
+        " (one kept-alive connection per client); CPU per intent is the shim's, the"
+        " generator's and the whole PostgreSQL server's over the load; afterwards every accepted"
+        " intent is looked up: its run row and its DBOS queue entry. Replay: every succeeded"
+        " Gatehouse run of the comparison, replayed from its ledger in the benchmark's"
+        " process (each tool call served from the ledger is a step); the long replay is in"
+        " the targets above.",
         "",
         "| backend | clients | seconds | accepted | intents/s | p50 ms | p99 ms | lost"
+        " | CPU ms per intent: shim / generator / PostgreSQL"
         " | replayed runs | steps/s | ms per run (median) | diverged | long replay, steps/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for backend in r.ingest:
         i, p = r.ingest[backend], r.replay.get(backend, {})
         lines.append(
             f"| {backend} | {i['clients']} | {i['seconds']} | {i['accepted']}"
             f" | {i['per_s']:.0f} | {i['p50_ms']:.1f} | {i['p99_ms']:.1f} | {i['lost']}"
-            f" | {p.get('runs', 0)} | {p.get('calls_per_s', 0.0):.0f}"
+            f" | {_ingest_cpu(i)} | {p.get('runs', 0)} | {p.get('calls_per_s', 0.0):.0f}"
             f" | {p.get('median_ms_per_run', 0.0):.1f} | {p.get('mismatched', 0)}"
             f" | {r.replay_long[backend]['calls_per_s']:.0f} |"
         )
@@ -304,3 +307,11 @@ def write_section(path: Path, text: str, begin: str = BEGIN, end: str = END) -> 
     else:
         new = old.rstrip("\n") + "\n\n" + text
     path.write_text(new, encoding="utf-8")
+
+
+def _ingest_cpu(ingested: dict[str, Any]) -> str:
+    """The ingest's CPU per intent by process (an older result without it: a dash)."""
+    cpu = ingested.get("cpu_ms")
+    if not isinstance(cpu, dict):
+        return "—"
+    return f"{cpu['shim']:.2f} / {cpu['generator']:.2f} / {cpu['postgres']:.2f}"
