@@ -32,14 +32,10 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 import httpx2
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import PaginatedRequestParams
 from pydantic import ValidationError
 
 from contracts import (
@@ -62,6 +58,10 @@ from worker.handlers._base import HandlerResult, answer, describe_invalid, limit
 from worker.handlers.http import pin_url
 from worker.sandbox import Sandbox, limits_for
 from worker.sandbox.bwrap import current as current_sandbox
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters
 
 __all__ = ["LiveTool", "list_live_tools", "run"]
 
@@ -126,7 +126,7 @@ def _text(value: object) -> str:
     return str(value).replace("\x00", "\ufffd")
 
 
-Use = Callable[[ClientSession], Awaitable[object]]
+Use = Callable[["ClientSession"], Awaitable[object]]
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,12 @@ class _Target:
 
 async def _with_session(target: _Target, use: Use) -> object:
     """Start or reach the server, initialize a session, run ``use`` on it, shut down."""
+    # The MCP SDK takes ~0.5 s to import: a worker pays it at its first MCP step, not
+    # at every start.
+    from mcp import ClientSession  # noqa: PLC0415
+    from mcp.client.stdio import StdioServerParameters  # noqa: PLC0415
+    from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
+
     server = target.server
     if server.transport == "stdio":
         if server.command is None:  # pragma: no cover - the contract requires it
@@ -185,6 +191,9 @@ async def _with_session(target: _Target, use: Use) -> object:
 
 
 async def _stdio(params: StdioServerParameters, errlog: TextIO, use: Use) -> object:
+    from mcp import ClientSession  # noqa: PLC0415  (see _with_session)
+    from mcp.client.stdio import stdio_client  # noqa: PLC0415
+
     async with (
         stdio_client(params, errlog=errlog) as (read, write),
         ClientSession(read, write) as session,
@@ -194,6 +203,8 @@ async def _stdio(params: StdioServerParameters, errlog: TextIO, use: Use) -> obj
 
 
 async def _live_tools(session: ClientSession) -> list[LiveTool]:
+    from mcp.types import PaginatedRequestParams  # noqa: PLC0415  (see _with_session)
+
     found: list[LiveTool] = []
     cursor: str | None = None
     for _ in range(100):  # a server that pages forever is cut off
