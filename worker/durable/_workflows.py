@@ -97,7 +97,9 @@ def _stretch(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
         return {"run_id": run_id, "status": "parked", "at": parked.at, "wait": parked.wait}
     except Exception as exc:
         if storage_full(exc):
-            stranded(run_id)  # resumed from its checkpoints once space is freed
+            # resumed from its checkpoints once space is freed: this workflow, which
+            # for a later stretch is RUN_ID:N, not the run's first (RUN_ID)
+            stranded(DBOS.workflow_id or run_id)
         raise
 
 
