@@ -17,6 +17,7 @@ class Entry:
     decision: str | None = None  # "approved" | "rejected", as the shim accepted it
     status: str = "queued"  # last status seen
     error_code: str | None = None
+    error_message: str | None = None
     case: str | None = None  # the crash-point case this run carried, if any
 
 

@@ -147,6 +147,7 @@ class Scenario:
         if entry is not None:
             entry.status = str(view["status"])
             entry.error_code = view.get("error_code")
+            entry.error_message = view.get("error_message")
         return str(view["status"])
 
     def wait_terminal(self, run_ids: list[str], timeout: float) -> list[str]:
@@ -220,8 +221,8 @@ class Scenario:
             want = {"approved": "succeeded", "rejected": "rejected"}.get(entry.decision or "", "?")
             if status != want:
                 self.figures.fail(
-                    f"run {entry.run_id} ({entry.planned.tag}) is {status} ({entry.error_code});"
-                    f" its decision was {entry.decision}"
+                    f"run {entry.run_id} ({entry.planned.tag}) is {status} ({entry.error_code}:"
+                    f" {entry.error_message}); its decision was {entry.decision}"
                 )
             observations.extend(seen)
             extra_flags.extend(unresolved)
