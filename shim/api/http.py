@@ -207,11 +207,14 @@ def _too_large(size: int, limit: int, *, at_least: bool = False) -> GatehouseErr
 _PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
-def known_query(request: Request) -> None:
+async def known_query(request: Request) -> None:
     """Refuse query parameters an API route does not take (an app-wide dependency): a
     misspelt ``limt=5`` is an error the caller hears about, not a silent default.
     Not checked: the dashboard's pages (browsers add what they like) and the probes
-    (load balancers and scrapers add cache-busting parameters)."""
+    (load balancers and scrapers add cache-busting parameters). ``async`` though it
+    awaits nothing: FastAPI would run a plain function in a thread, for every request."""
+    if not request.query_params:
+        return
     route = request.scope.get("route")
     if not isinstance(route, APIRoute) or route.path.startswith("/dashboard"):
         return
