@@ -17,7 +17,8 @@ Each takes one JSON input; the shim enqueues them by name.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from dbos import DBOS
 
@@ -85,20 +86,31 @@ def stretch_workflow(raw: JsonObject) -> JsonObject:
     def job_of(_run_id: str) -> JsonObject:
         return recorded_job(db, chain, stretched=True).model_dump(mode="json")
 
-    job = IntentJob.model_validate(DBOS.run_step(retried(Step.STRETCH_JOB), job_of, resume.run_id))
+    with _noted_if_the_disk_fills(resume.run_id):
+        recorded = DBOS.run_step(retried(Step.STRETCH_JOB), job_of, resume.run_id)
+    job = IntentJob.model_validate(recorded)
     return _stretch(job, resume.run_id, stretch_ports(resume.run_id, resume, chain=chain))
 
 
 def _stretch(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
     try:
-        return run_intent(job, run_id, ports)
+        with _noted_if_the_disk_fills(run_id):
+            return run_intent(job, run_id, ports)
     except Parked as parked:
         # Waiting is data: the run's row says where it waits; this workflow is done.
         return {"run_id": run_id, "status": "parked", "at": parked.at, "wait": parked.wait}
+
+
+@contextmanager
+def _noted_if_the_disk_fills(run_id: str) -> Iterator[None]:
+    """A checkpoint DBOS writes itself that finds the disk full ends the workflow, and
+    DBOS cannot record that on the same disk: noted (``stranded``), the workflow is
+    resumed from its checkpoints once space is freed. Noted by this workflow's own id,
+    which for a later stretch is RUN_ID:N, not the run's first (RUN_ID)."""
+    try:
+        yield
     except Exception as exc:
         if storage_full(exc):
-            # resumed from its checkpoints once space is freed: this workflow, which
-            # for a later stretch is RUN_ID:N, not the run's first (RUN_ID)
             stranded(DBOS.workflow_id or run_id)
         raise
 
