@@ -40,6 +40,7 @@ __all__ = [
     "park",
     "queue_in_transaction",
     "run_of",
+    "stretch_of",
     "take",
     "until",
     "waiting_until",
@@ -102,10 +103,18 @@ class Parked:
 @dataclass(frozen=True)
 class Locked:
     """A run's row, locked: whether it is split at its decisions (False: begun before
-    version 18, it waits in place in one workflow) and where it is parked, if it is."""
+    version 18, it waits in place in one workflow), where it is parked, if it is, and
+    the stretch it is in (None: not split)."""
 
     split: bool
     parked: Parked | None
+    stretch: int | None = None
+
+    def superseded(self, stretch: int) -> bool:
+        """Whether a later stretch than ``stretch`` has the run: a decision handed it
+        on. An execution of ``stretch`` that finds this is a stale one (DBOS ran a
+        step of it again after its park was taken) and must do nothing more."""
+        return self.stretch is not None and self.stretch > stretch
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,12 @@ def run_of(workflow_id: str) -> str:
     return workflow_id.split(":", 1)[0]
 
 
+def stretch_of(workflow_id: str) -> int:
+    """Which stretch of its run a workflow is: N for ``RUN_ID:N``, 0 for ``RUN_ID``."""
+    _, colon, n = workflow_id.partition(":")
+    return int(n) if colon and n.isdigit() else 0
+
+
 def until(seconds: float | None) -> str | None:
     """The expiry of a wait that starts now and lasts ``seconds`` (None: never)."""
     return None if seconds is None else iso(datetime.now(UTC) + timedelta(seconds=seconds))
@@ -161,19 +176,21 @@ def lock(conn: Conn, run_id: str) -> Locked | None:
     if found is None:
         return None
     stretch, wait, at, deadline, version, submitter = tuple(found)
+    current = None if stretch is None else int(str(stretch))
     if wait is None:
-        return Locked(stretch is not None, None)
+        return Locked(stretch is not None, None, current)
     return Locked(
         True,
         Parked(
             run_id,
-            int(str(stretch or 0)),
+            current or 0,
             int(str(wait)),
             str(at),
             None if deadline is None else str(deadline),
             None if version is None else str(version),
             queue_partition(str(submitter)),
         ),
+        current,
     )
 
 

@@ -26,6 +26,8 @@ from shim.local import start_worker, stop
 from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.stack import Stack, shim_client, wait_for_status
 from worker.durable import wakes_heard
+from worker.records import SUPERSEDED, decision_or_park
+from worker.runtime import WorkerSettings
 
 # Fewer slots than waiting plans: were a waiting plan to hold one, nothing else would run.
 SLOTS = 2
@@ -178,3 +180,31 @@ def test_workers_hear_of_new_work_at_once(stack: Stack) -> None:
     before = wakes_heard()
     stack.finished_run(steps=1)
     assert wakes_heard() > before
+
+
+def test_a_stale_execution_of_a_handed_on_stretch_does_nothing(db_url: str, tmp_path: Path) -> None:
+    """DBOS runs a wait's step again when its checkpoint was lost (a full disk) after
+    the park it wrote committed; by then a decision may have handed the run to its
+    next stretch. That stale execution must end there: going on too would run the
+    run's calls a second time, beside the stretch that has them."""
+    with shim_client(db_url) as client, _worker(db_url, tmp_path, "only"):
+        run_id, digest = _submit(client)
+        _until(lambda: _parked(db_url) == 1, "the run is parked at its decision")
+        ok = client.post(f"/approve/{run_id}", json={"plan_digest": digest})
+        assert ok.status_code == 200, ok.text
+        assert _wait(client, run_id, {"succeeded", "failed"})["status"] == "succeeded"
+    before = _sql(db_url, "SELECT * FROM runs WHERE run_id = :r", r=run_id)
+    me = WorkerSettings.from_env({"GATEHOUSE_DATABASE_URL": db_url})
+    arg: dict[str, Any] = {"run_id": run_id, "plan_digest": digest, "at": "@approval"}
+    wait = {"wait": 0, "timeout_s": None, "until": None}
+    db = open_database(db_url)
+    try:
+        with db.engine.begin() as conn:  # the first stretch's wait, run again
+            assert decision_or_park(conn, {**arg, **wait, "stretch": 0}, me) == SUPERSEDED
+        with db.engine.begin() as conn:  # the stretch the run was handed to reads on
+            taken = decision_or_park(conn, {**arg, **wait, "stretch": 1}, me)
+            assert taken["decision"] == "approved" and "superseded" not in taken
+            conn.rollback()
+    finally:
+        db.dispose()
+    assert _sql(db_url, "SELECT * FROM runs WHERE run_id = :r", r=run_id) == before

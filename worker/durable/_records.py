@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dbos import DBOS
+
 from contracts import JsonObject, Mode, PolicyProfile, RunStatus, Step, ToolPool
+from ledger import stretches
 from worker import records
 from worker.durable._tx import atomic_tx, tx
 from worker.flow import BeginResult, GateResult, RunEnd, StepRecord
@@ -190,7 +193,14 @@ class Wait:
     until: str | None
 
     def arg(self) -> JsonObject:
-        return {"wait": self.index, "timeout_s": self.timeout_s, "until": self.until}
+        """The wait, and the stretch asking (``records.superseded``): this workflow's,
+        RUN_ID:N for stretch N, RUN_ID for the first."""
+        return {
+            "wait": self.index,
+            "timeout_s": self.timeout_s,
+            "until": self.until,
+            "stretch": stretches.stretch_of(DBOS.workflow_id or ""),
+        }
 
 
 def decision_or_park(run_id: str, plan_digest: str, at: str, wait: Wait) -> JsonObject:

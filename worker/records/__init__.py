@@ -16,6 +16,7 @@ tamper check), ``_decisions`` (people's decisions, in-doubt resolutions),
 from worker.records._begin import begin
 from worker.records._cancels import cancel_episode, check_boundary, observe_cancel
 from worker.records._decisions import (
+    SUPERSEDED,
     decision_or_park,
     expire_plan_card,
     needs_operator,
@@ -31,6 +32,7 @@ from worker.records._steps import record_step, step_verdict, write_step
 
 __all__ = [
     "FINISH",
+    "SUPERSEDED",
     "begin",
     "cancel_episode",
     "check_boundary",

@@ -11,12 +11,14 @@ from worker.records._gate import plan_check
 from worker.runtime import WorkerSettings
 
 __all__ = [
+    "SUPERSEDED",
     "decision_or_park",
     "expire_plan_card",
     "needs_operator",
     "read_resolution",
     "resolution_or_park",
     "resume_after_resolution",
+    "superseded",
     "take_decision",
     "wait_deadline",
 ]
@@ -84,7 +86,9 @@ def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject
     the wait's expiry when the stretch resumes at it; a first arrival sets it
     ``timeout_s`` from now."""
     run_id = str(arg["run_id"])
-    stretches.lock(s, run_id)  # a decision commits wholly before this or after it
+    locked = stretches.lock(s, run_id)  # a decision commits wholly before this or after it
+    if superseded(locked, arg):
+        return SUPERSEDED
     out = take_decision(s, arg, me)
     if out["decision"] is not None or out["cancelled"] is not None:
         stretches.answered(s, run_id)
@@ -105,6 +109,19 @@ def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject
     return {**out, "parked": True}
 
 
+# What a stale execution of a stretch is told at a wait a later stretch has taken
+# over: nothing written; it ends as if it had parked there (``parked``).
+SUPERSEDED: JsonObject = {"parked": True, "superseded": True}
+
+
+def superseded(locked: stretches.Locked | None, arg: JsonObject) -> bool:
+    """Whether the run (its row locked) is in a later stretch than ``arg["stretch"]``,
+    the stretch asking: DBOS ran this wait's step again after the park it wrote was
+    handed on (its checkpoint was lost to a full disk), and the stretch it was
+    handed to runs the rest; going on too would run the run's calls twice."""
+    return locked is not None and locked.superseded(int(str(arg.get("stretch") or 0)))
+
+
 def wait_deadline(arg: JsonObject) -> str | None:
     """A wait's expiry: ``until`` when a stretch resumes at it, else ``timeout_s`` from now."""
     given = arg.get("until")
@@ -119,7 +136,8 @@ def resolution_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObje
     ``{resolution}`` once an operator has resolved it (the run goes on); else the
     call marked in doubt (once) and the run parked at ``wait`` (``parked``)."""
     run_id, op_key = str(arg["run_id"]), str(arg["op_key"])
-    stretches.lock(s, run_id)
+    if superseded(stretches.lock(s, run_id), arg):
+        return SUPERSEDED
     row = calls.lookup(s, op_key)
     if row is not None and row.status in calls.RESOLVED:
         stretches.answered(s, run_id)
