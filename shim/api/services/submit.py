@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from contracts import (
@@ -100,7 +101,6 @@ def submit(
         missing = planner_missing(db, s.app_version, s.dead_after_s, request.recipe, planner)
         if missing is not None:
             raise missing
-    _check_backlog(db, settings, request.submitted_by)
     run_id = "run_" + uuid.uuid4().hex
     intent_id = "int_" + uuid.uuid4().hex
     opa_job = None if opa is None else opa.job
@@ -109,6 +109,9 @@ def submit(
     )
     try:
         with db.engine.begin() as conn:
+            # First, in the same transaction: a refusal rolls it back with nothing
+            # written, and the intake takes one connection, not two.
+            _check_backlog(conn, settings, request.submitted_by)
             intents.insert_intent_and_run(
                 conn,
                 intent_id=intent_id,
@@ -140,14 +143,13 @@ def submit(
     )
 
 
-def _check_backlog(db: Database, settings: ShimSettings, submitter: str) -> None:
+def _check_backlog(conn: Connection, settings: ShimSettings, submitter: str) -> None:
     """Refuse an intent the queue has no room for, before anything is stored: past
     ``max_queued`` runs for everyone (503), past ``max_queued_per_submitter`` for
     this submitter (429), so one submitter cannot fill the queue for the others.
     Counted, not locked: concurrent submissions may pass the bound by a few."""
     s = settings
-    with db.engine.connect() as conn:
-        total, theirs = runs.backlog(conn, submitter)
+    total, theirs = runs.backlog(conn, submitter)
     if theirs >= s.max_queued_per_submitter:
         raise GatehouseError(
             ErrorCode.QUEUE_SHARE_EXCEEDED,
