@@ -14,6 +14,7 @@ from contracts import (
     RunStatus,
     canonical_json,
     digest_of,
+    sha256_hex,
 )
 from ledger import events
 from ledger._db import Conn, now_iso
@@ -73,7 +74,7 @@ def insert_intent_and_run(
     idempotency_key: str | None,
 ) -> None:
     now = now_iso()
-    body = request.model_dump(mode="json")
+    spelled = canonical_json(request.model_dump(mode="json"))  # stored, and its digest
     conn.execute(
         sa.text(
             "INSERT INTO intents (intent_id, idempotency_key, request_json, request_digest,"
@@ -84,8 +85,8 @@ def insert_intent_and_run(
             "k": None
             if idempotency_key is None
             else scoped_key(request.submitted_by, idempotency_key),
-            "j": canonical_json(body),
-            "d": digest_of(body),
+            "j": spelled,
+            "d": sha256_hex(spelled.encode("utf-8")),
             "s": request.submitted_by,
             "t": now,
         },
