@@ -193,7 +193,7 @@ class Wait:
     until: str | None
 
     def arg(self) -> JsonObject:
-        """The wait, and the stretch asking (``records.superseded``): this workflow's,
+        """The wait, and the stretch asking (``records.stale``): this workflow's,
         RUN_ID:N for stretch N, RUN_ID for the first."""
         return {
             "wait": self.index,

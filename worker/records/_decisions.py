@@ -18,7 +18,7 @@ __all__ = [
     "read_resolution",
     "resolution_or_park",
     "resume_after_resolution",
-    "superseded",
+    "stale",
     "take_decision",
     "wait_deadline",
 ]
@@ -86,9 +86,8 @@ def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject
     the wait's expiry when the stretch resumes at it; a first arrival sets it
     ``timeout_s`` from now."""
     run_id = str(arg["run_id"])
-    locked = stretches.lock(s, run_id)  # a decision commits wholly before this or after it
-    if superseded(locked, arg):
-        return SUPERSEDED
+    if stale(s, arg):  # the row lock: a decision commits wholly before this or after it
+        return dict(SUPERSEDED)
     out = take_decision(s, arg, me)
     if out["decision"] is not None or out["cancelled"] is not None:
         stretches.answered(s, run_id)
@@ -110,15 +109,18 @@ def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject
 
 
 # What a stale execution of a stretch is told at a wait a later stretch has taken
-# over: nothing written; it ends as if it had parked there (``parked``).
+# over: nothing written; it ends as if it had parked there (``parked``). Read-only:
+# answer a copy.
 SUPERSEDED: JsonObject = {"parked": True, "superseded": True}
 
 
-def superseded(locked: stretches.Locked | None, arg: JsonObject) -> bool:
-    """Whether the run (its row locked) is in a later stretch than ``arg["stretch"]``,
-    the stretch asking: DBOS ran this wait's step again after the park it wrote was
-    handed on (its checkpoint was lost to a full disk), and the stretch it was
-    handed to runs the rest; going on too would run the run's calls twice."""
+def stale(s: Conn, arg: JsonObject) -> bool:
+    """Take the run's row lock, then answer whether the run is in a later stretch than
+    ``arg["stretch"]``, the stretch asking: DBOS ran this wait's step again after the
+    park it wrote was handed on (its record of the step was lost to a full disk), and
+    the stretch it was handed to runs the rest; going on too would run the run's
+    calls twice."""
+    locked = stretches.lock(s, str(arg["run_id"]))
     return locked is not None and locked.superseded(int(str(arg.get("stretch") or 0)))
 
 
@@ -136,8 +138,8 @@ def resolution_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObje
     ``{resolution}`` once an operator has resolved it (the run goes on); else the
     call marked in doubt (once) and the run parked at ``wait`` (``parked``)."""
     run_id, op_key = str(arg["run_id"]), str(arg["op_key"])
-    if superseded(stretches.lock(s, run_id), arg):
-        return SUPERSEDED
+    if stale(s, arg):
+        return dict(SUPERSEDED)
     row = calls.lookup(s, op_key)
     if row is not None and row.status in calls.RESOLVED:
         stretches.answered(s, run_id)

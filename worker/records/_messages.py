@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contracts import JsonObject, RunStatus
 from ledger import Conn, cancels, messages, runs, stretches
-from worker.records._decisions import SUPERSEDED, superseded, wait_deadline
+from worker.records._decisions import SUPERSEDED, stale, wait_deadline
 from worker.runtime import WorkerSettings
 
 __all__ = ["message_or_park", "read_message", "took_message", "wait_for_input"]
@@ -34,8 +34,8 @@ def message_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     on); None with ``cancelled`` or ``expired`` when a cancel came or the wait is
     over (the session ends); else the run parked at ``wait`` (``parked``)."""
     run_id, turn = str(arg["run_id"]), int(str(arg["turn"]))
-    if superseded(stretches.lock(s, run_id), arg):
-        return SUPERSEDED
+    if stale(s, arg):
+        return dict(SUPERSEDED)
     found = messages.get(s, run_id, turn)
     if found is not None:
         stretches.answered(s, run_id)
