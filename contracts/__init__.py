@@ -5,6 +5,7 @@ Imports nothing else of Gatehouse; every other package imports this one.
 
 from contracts._base import Closed
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
+from contracts._files import load_settings_file
 from contracts._json import (
     PLACEHOLDER_KEY,
     JsonObject,
@@ -82,6 +83,15 @@ from contracts.run import (
     StepView,
 )
 from contracts.run_events import RunEvent, RunEventKind
+from contracts.slack import (
+    APPROVE_ACTION,
+    DECISION_ACTIONS,
+    REJECT_ACTION,
+    DecisionButton,
+    SlackConfig,
+    SlackUserId,
+    decision_button_value,
+)
 from contracts.tool_pool import (
     Approval,
     CommandRule,
@@ -99,8 +109,10 @@ from contracts.visible import canonical, shown_input, visible
 
 __all__ = [
     "APPROVAL_TOPIC",
+    "APPROVE_ACTION",
     "APP_VERSION",
     "BUDGET_KINDS",
+    "DECISION_ACTIONS",
     "DURABLE_NAMES",
     "EPISODES_CHANNELS",
     "EXPLAIN_CHANNELS",
@@ -111,6 +123,7 @@ __all__ = [
     "LEGACY_PARTITION",
     "PLACEHOLDER_KEY",
     "POLICY_CHANNELS",
+    "REJECT_ACTION",
     "REPLAY_WORKFLOW",
     "RESOLUTION_TOPIC",
     "RUN_VIEW_CHANNELS",
@@ -136,6 +149,7 @@ __all__ = [
     "DataRef",
     "Decision",
     "DecisionAccepted",
+    "DecisionButton",
     "Destination",
     "DriverKind",
     "EnvelopeRef",
@@ -184,6 +198,8 @@ __all__ = [
     "RunView",
     "SecurityEpisode",
     "Sink",
+    "SlackConfig",
+    "SlackUserId",
     "SmtpServer",
     "Step",
     "StepView",
@@ -196,7 +212,9 @@ __all__ = [
     "Verb",
     "canonical",
     "canonical_json",
+    "decision_button_value",
     "digest_of",
+    "load_settings_file",
     "queue_partition",
     "render_schema",
     "schema_id",

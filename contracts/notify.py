@@ -6,13 +6,15 @@ Example::
     sinks:
       - id: ops
         kind: webhook                 # JSON, signed: Gatehouse-Signature v1=HMAC-SHA256
-        url: https://hooks.example.com/gatehouse
+        url: https://hooks.example.com/gatehouse    # (signing: standard-webhooks for the
+                                                    # Standard Webhooks headers, CloudEvents)
         secret_env: GATEHOUSE_WEBHOOK_SECRET
         events: [waiting_approval, needs_operator, failed, security_event]
       - id: chat
         kind: slack                   # Slack-compatible incoming-webhook payload
         url: https://hooks.slack.com/services/...
         events: [waiting_approval]
+        buttons: true                 # Approve / Reject in the message (GATEHOUSE_SLACK)
       - id: approvers
         kind: email
         smtp: {host: smtp.example.com, port: 587, starttls: true,
@@ -68,6 +70,12 @@ class Sink(Closed):
     sender: str | None = Field(default=None, max_length=320)
     to: list[str] = Field(default_factory=list, max_length=100)
     timeout_s: float = Field(default=10, gt=0, le=120)
+    # webhook: how the request is signed (Gatehouse's own headers, or the Standard
+    # Webhooks ones with CloudEvents attributes; the secret is then a whsec_ key).
+    signing: Literal["gatehouse", "standard-webhooks"] = "gatehouse"
+    # slack: a waiting plan's message carries Approve and Reject buttons, answered
+    # by the shim's Slack route (the Slack file, GATEHOUSE_SLACK).
+    buttons: bool = False
 
     @model_validator(mode="after")
     def _complete(self) -> Sink:
@@ -77,6 +85,10 @@ class Sink(Closed):
             raise ValueError(f"sink {self.id}: a webhook sink needs secret_env (it is signed)")
         if self.kind == "email" and (self.smtp is None or self.sender is None or not self.to):
             raise ValueError(f"sink {self.id}: an email sink needs smtp, sender and to")
+        if self.buttons and self.kind != "slack":
+            raise ValueError(f"sink {self.id}: only a slack sink has buttons")
+        if self.signing != "gatehouse" and self.kind != "webhook":
+            raise ValueError(f"sink {self.id}: only a webhook sink takes signing")
         return self
 
 

@@ -121,6 +121,8 @@ class ShimSettings:
     max_queued_per_submitter: int = 200
     # GATEHOUSE_PG_*: how long a PostgreSQL connection may go unanswered (ledger._net).
     pg_timeouts: PgTimeouts = field(default_factory=PgTimeouts)
+    # GATEHOUSE_SLACK: the Slack file; set, the shim takes decisions from Slack buttons.
+    slack_file: Path | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
@@ -150,6 +152,7 @@ class ShimSettings:
             tokens_file=Path(e["GATEHOUSE_TOKENS_FILE"])
             if e.get("GATEHOUSE_TOKENS_FILE")
             else None,
+            slack_file=Path(e["GATEHOUSE_SLACK"]) if e.get("GATEHOUSE_SLACK") else None,
         )
 
 

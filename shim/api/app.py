@@ -1,9 +1,10 @@
 """``create_app``: the HTTP API composed — routers, the door, error handlers, OpenAPI.
 
-It registers no route itself (``shim.api.routes`` and ``shim.api.dashboard``
-do) and holds no state but what its lifespan opens: the tokens file, followed
-live (no tokens, no shim: there is no anonymous mode to fall back to), and
-the ``Service`` the routes share (``app.state``), closed when the app stops.
+It registers no route itself (``shim.api.routes``, ``shim.api.dashboard`` and
+``shim.api.slack`` do) and holds no state but what its lifespan opens: the
+tokens file, followed live (no tokens, no shim: there is no anonymous mode to
+fall back to), the Slack file when there is one, and the ``Service`` the routes
+share (``app.state``), closed when the app stops.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from shim.api import dashboard, routes
+from contracts import GatehouseError
+from shim.api import dashboard, routes, slack
 from shim.api.deps import names_of
 from shim.api.door import Door, DoorMiddleware
 from shim.api.errors import install_error_handlers, refusal_recorder
@@ -33,12 +35,17 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tokens = LiveTokens.open(settings.tokens_file)
+        try:
+            slack_door = slack.open_slack(settings.slack_file)
+        except GatehouseError as exc:  # as a missing tokens file: no shim
+            raise RuntimeError(exc.message) from exc
         service = service_factory(settings)
         # A lifespan started while another runs (a second test client on one app) leaves
         # the first one's tokens and service serving, and in place when it ends.
         first = getattr(app.state, "service", None) is None
         if first:
             app.state.tokens, app.state.service = tokens, service
+            app.state.slack = slack_door
         stopping = asyncio.Event()
         flusher = asyncio.create_task(door.run(stopping))
         try:
@@ -48,7 +55,7 @@ def create_app(
             await flusher  # its write in flight, then the rate-limited refusals still held
             service.close()
             if first:
-                app.state.tokens = app.state.service = None
+                app.state.tokens = app.state.service = app.state.slack = None
 
     app = FastAPI(
         title="Gatehouse",
@@ -63,7 +70,7 @@ def create_app(
     app.state.door = door
     app.add_middleware(DoorMiddleware, door=door, routes=lambda: served_routes(app))
     install_error_handlers(app)
-    for router in (*routes.ROUTERS, *dashboard.ROUTERS):
+    for router in (*routes.ROUTERS, *dashboard.ROUTERS, *slack.ROUTERS):
         app.include_router(router)
     install_openapi(app)
     return app

@@ -94,6 +94,17 @@ class TokenStore:
             )
         return Identity(found.identity, frozenset(found.roles), token_id)
 
+    def named(self, name: str) -> Identity | None:
+        """The identity ``name`` with the roles its tokens that may be honoured now
+        (active, or rotated and in their grace) carry; None when it has none. For a
+        person who acts through another door (Slack) as this identity."""
+        now = self._clock()
+        roles: set[Role] = set()
+        for entry in self._entries:
+            if entry.identity == name and state_of(entry, now) in ("active", "rotating"):
+                roles.update(entry.roles)
+        return Identity(name, frozenset(roles)) if roles else None
+
     def identify(self, token: str) -> Identity | None:
         """The token's identity, or None whatever the reason it is refused."""
         try:

@@ -29,7 +29,7 @@ from types import ModuleType
 import pytest
 from fastapi.routing import APIRoute
 
-from shim.api import create_app, dashboard, routes
+from shim.api import create_app, dashboard, routes, slack
 from shim.api.http import served_routes
 from shim.cli import COMMANDS
 from shim.cli.commands import load
@@ -230,7 +230,7 @@ def test_create_app_only_composes() -> None:
         for r in served_routes(app)
         if isinstance(r, APIRoute) and r.path not in own
     }
-    routers = (*routes.ROUTERS, *dashboard.ROUTERS)
+    routers = (*routes.ROUTERS, *dashboard.ROUTERS, *slack.ROUTERS)
     declared = {
         (r.path, frozenset(r.methods or ()), r.endpoint)
         for router in routers

@@ -5,19 +5,45 @@ delivery, so every retry sends the same body (only the timestamp header is
 new). Webhooks are signed: ``Gatehouse-Signature: v1=<hex HMAC-SHA256 of
 "<Gatehouse-Timestamp>.<body>" under the sink's secret>``, so a receiver can
 check the sender and refuse a replayed request whose timestamp is old;
-``Gatehouse-Delivery`` is the id to drop repeats by.
+``Gatehouse-Delivery`` is the id to drop repeats by. A webhook sink with
+``signing: standard-webhooks`` is signed as Standard Webhooks specifies
+(``webhook-id``, ``webhook-timestamp``, ``webhook-signature``, by the
+``standardwebhooks`` library) and carries CloudEvents' attributes as ``ce-``
+headers (binary content mode), so a receiver's stock verifier and event router
+take it as it is.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from datetime import UTC, datetime
 from email.message import EmailMessage
 
-from contracts import JsonObject, JsonValue, NotifyConfig, RunStatus, Sink, canonical_json
+from standardwebhooks import Webhook
+
+from contracts import (
+    APPROVE_ACTION,
+    REJECT_ACTION,
+    JsonObject,
+    JsonValue,
+    NotifyConfig,
+    RunStatus,
+    Sink,
+    canonical_json,
+    decision_button_value,
+)
 from ledger.notifications import PendingEvent, WaitingApproval, delivery_id
 
-__all__ = ["email_message", "event_name", "payload", "signature", "slack_body", "webhook_headers"]
+__all__ = [
+    "email_message",
+    "event_name",
+    "payload",
+    "signature",
+    "slack_body",
+    "standard_webhook_headers",
+    "webhook_headers",
+]
 
 _FINISHED = {RunStatus.SUCCEEDED, RunStatus.PLANNED, RunStatus.REJECTED, RunStatus.CANCELLED}
 
@@ -101,6 +127,30 @@ def webhook_headers(
     return headers
 
 
+def standard_webhook_headers(
+    data: JsonObject, body: bytes, timestamp: int, secret: str
+) -> dict[str, str]:
+    """Standard Webhooks' three headers (``secret``: a ``whsec_`` base64 key) and
+    CloudEvents' required and run attributes; ``timestamp``: Unix seconds."""
+    at = datetime.fromtimestamp(timestamp, UTC)
+    msg_id = str(data["delivery_id"])
+    links = data["links"]
+    source = str(links["api"]) if isinstance(links, dict) else "gatehouse"
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": "gatehouse-notifier/1",
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": Webhook(secret).sign(msg_id, at, body.decode("utf-8")),
+        "ce-specversion": "1.0",
+        "ce-id": msg_id,
+        "ce-source": source,
+        "ce-type": f"com.gatehouse.run.{data['event']}",
+        "ce-subject": str(data["run_id"]),
+        "ce-time": str(data["at"]),
+    }
+
+
 def _line(data: JsonObject) -> str:
     event = str(data["event"]).replace("_", " ")
     code = f" ({data['error_code']})" if data.get("error_code") else ""
@@ -111,20 +161,48 @@ def _slack_escape(text: JsonValue) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def slack_body(data: JsonObject) -> bytes:
-    """A Slack incoming-webhook message: text plus one section with the link."""
+# The events a decision button is offered with: the plan is waiting for one.
+_DECIDABLE = ("waiting_approval", "approval_reminder", "approval_escalated")
+
+
+def _buttons(data: JsonObject) -> JsonObject:
+    """Approve and Reject, each carrying the run and the digest of the plan the
+    message announces (``contracts.decision_button_value``)."""
+    value = decision_button_value(str(data["run_id"]), str(data["plan_digest"]))
+    confirm: JsonObject = {
+        "title": {"type": "plain_text", "text": "Approve this plan?"},
+        "text": {"type": "mrkdwn", "text": (
+            f"Its steps run as planned (digest `{str(data['plan_digest'])[:12]}`).")},
+        "confirm": {"type": "plain_text", "text": "Approve"},
+        "deny": {"type": "plain_text", "text": "Not yet"},
+    }  # fmt: skip
+    return {
+        "type": "actions",
+        "block_id": "gatehouse_decision",
+        "elements": [
+            {"type": "button", "action_id": APPROVE_ACTION, "style": "primary", "value": value,
+             "text": {"type": "plain_text", "text": "Approve"}, "confirm": confirm},
+            {"type": "button", "action_id": REJECT_ACTION, "style": "danger", "value": value,
+             "text": {"type": "plain_text", "text": "Reject"}},
+        ],
+    }  # fmt: skip
+
+
+def slack_body(data: JsonObject, buttons: bool = False) -> bytes:
+    """A Slack incoming-webhook message: text plus one section with the link, and
+    with ``buttons`` Approve and Reject when the plan is waiting for a decision."""
     links = data["links"]
     link = str(links["dashboard"]) if isinstance(links, dict) else ""
     text = _slack_escape(_line(data))
-    message: JsonObject = {
-        "text": text,
-        "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": (
-                f"*{text}*\nObjective: {_slack_escape(data.get('objective'))}\n"
-                f"<{link}|Open the run in the dashboard>")}},
-        ],
-        "gatehouse": data,
-    }  # fmt: skip
+    blocks: list[JsonValue] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": (
+            f"*{text}*\nObjective: {_slack_escape(data.get('objective'))}\n"
+            f"Submitted by: {_slack_escape(data.get('submitted_by'))}\n"
+            f"<{link}|Open the run in the dashboard>")}},
+    ]  # fmt: skip
+    if buttons and data.get("event") in _DECIDABLE and data.get("plan_digest"):
+        blocks.append(_buttons(data))
+    message: JsonObject = {"text": text, "blocks": blocks, "gatehouse": data}
     return canonical_json(message).encode("utf-8")
 
 

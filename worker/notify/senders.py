@@ -12,9 +12,15 @@ import smtplib
 import time
 
 import httpx
+from standardwebhooks.webhooks import EmptyWebhookSecretError
 
 from contracts import JsonObject, Sink, canonical_json
-from worker.notify.payload import email_message, slack_body, webhook_headers
+from worker.notify.payload import (
+    email_message,
+    slack_body,
+    standard_webhook_headers,
+    webhook_headers,
+)
 
 __all__ = ["DeliveryError", "send"]
 
@@ -32,8 +38,20 @@ def _secret(sink: Sink) -> bytes | None:
     return value.encode("utf-8")
 
 
+def _headers(sink: Sink, data: JsonObject, body: bytes) -> dict[str, str]:
+    if sink.signing == "gatehouse":
+        return webhook_headers(data, body, str(int(time.time())), _secret(sink))
+    secret = _secret(sink) or b""
+    try:
+        return standard_webhook_headers(data, body, int(time.time()), secret.decode("utf-8"))
+    except (ValueError, EmptyWebhookSecretError) as exc:  # not a whsec_ base64 key
+        raise DeliveryError(
+            f"the secret in {sink.secret_env} is not a Standard Webhooks key (whsec_<base64>)"
+        ) from exc
+
+
 def _post(sink: Sink, data: JsonObject, body: bytes) -> None:
-    headers = webhook_headers(data, body, str(int(time.time())), _secret(sink))
+    headers = _headers(sink, data, body)
     try:
         with httpx.Client(timeout=sink.timeout_s, trust_env=False, follow_redirects=False) as c:
             answer = c.post(str(sink.url), content=body, headers=headers)
@@ -68,6 +86,6 @@ def send(sink: Sink, data: JsonObject) -> None:
     if sink.kind == "webhook":
         _post(sink, data, canonical_json(data).encode("utf-8"))
     elif sink.kind == "slack":
-        _post(sink, data, slack_body(data))
+        _post(sink, data, slack_body(data, sink.buttons))
     else:
         _mail(sink, data)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import time
 from pathlib import Path
 
 import pytest
+from standardwebhooks import Webhook
 
 from contracts import ErrorCode, GatehouseError, JsonObject, NotifyConfig
 from ledger.notifications import PendingEvent, delivery_id
@@ -18,6 +20,7 @@ from worker.notify.payload import (
     payload,
     signature,
     slack_body,
+    standard_webhook_headers,
     webhook_headers,
 )
 
@@ -88,6 +91,10 @@ def test_payloads_are_stable_and_signed() -> None:
         ("sinks: [{id: a, kind: slack, events: [nope], url: 'http://h'}]", "events"),
         ("sinks: [{id: a, kind: slack, events: [failed], url: 'http://h'}]\n"
          "escalation_sinks: [b]", "unknown sinks: b"),
+        ("sinks: [{id: a, kind: webhook, events: [failed], url: 'http://h', secret_env: S,"
+         " buttons: true}]", "only a slack sink has buttons"),
+        ("sinks: [{id: a, kind: slack, events: [failed], url: 'http://h',"
+         " signing: standard-webhooks}]", "only a webhook sink takes signing"),
     ],
 )  # fmt: skip
 def test_a_bad_notifications_file_is_refused_with_its_reason(
@@ -101,3 +108,39 @@ def test_a_bad_notifications_file_is_refused_with_its_reason(
     assert problem in refused.value.message
     with pytest.raises(GatehouseError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("status", "name", "buttons", "shown"),
+    [
+        ("waiting_approval", "waiting_approval", True, True),
+        ("waiting_approval", "approval_reminder", True, True),
+        ("waiting_approval", "waiting_approval", False, False),  # the sink did not ask
+        ("failed", "failed", True, False),  # nothing to decide
+    ],
+)
+def test_a_slack_message_has_decision_buttons_only_for_a_waiting_plan(
+    status: str, name: str, buttons: bool, shown: bool
+) -> None:
+    config = NotifyConfig.model_validate(SINKS)
+    data = payload(config, config.sinks[0], name, _event("run.phase", {"status": status}))
+    blocks = json.loads(slack_body(data, buttons))["blocks"]
+    actions = [b for b in blocks if b["type"] == "actions"]
+    assert bool(actions) is shown
+    if shown:
+        values = {e["action_id"]: json.loads(e["value"]) for e in actions[0]["elements"]}
+        both = {"run_id": "run_1", "plan_digest": "ab" * 32}
+        assert values == {"gatehouse_approve": both, "gatehouse_reject": both}
+
+
+def test_a_standard_webhook_verifies_with_the_standard_library() -> None:
+    config = NotifyConfig.model_validate(SINKS)
+    data = payload(config, config.sinks[0], "failed", _event("run.phase", {"status": "failed"}))
+    body = json.dumps(data).encode()
+    key = "whsec_" + "c2VjcmV0LWtleS1mb3ItdGVzdHMtMzItYnl0ZXMhIQ=="
+    headers = standard_webhook_headers(data, body, int(time.time()), key)
+    assert Webhook(key).verify(body, headers) == data
+    assert headers["webhook-id"] == headers["ce-id"] == data["delivery_id"]
+    assert headers["ce-type"] == "com.gatehouse.run.failed" and headers["ce-subject"] == "run_1"
+    with pytest.raises(Exception, match="too old"):
+        Webhook(key).verify(body, standard_webhook_headers(data, body, 1_000_000_000, key))

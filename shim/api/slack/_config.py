@@ -1,0 +1,57 @@
+"""The Slack file (``GATEHOUSE_SLACK``) and the secret it names, checked at start."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from slack_sdk.signature import SignatureVerifier
+
+from contracts import ErrorCode, GatehouseError, SlackConfig, load_settings_file
+
+__all__ = ["SlackDoor", "open_slack"]
+
+
+@dataclass(frozen=True)
+class SlackDoor:
+    """What the Slack route needs: the file's settings and the app's verifier."""
+
+    config: SlackConfig
+    verifier: SignatureVerifier
+
+    def identity_of(self, slack_user: str) -> str | None:
+        return self.config.users.get(slack_user)
+
+    def may_reply_to(self, url: str) -> bool:
+        """Whether ``url`` is a response_url the message may be updated at: https on
+        one of ``response_hosts`` (plain http only to a loopback address)."""
+        parts = urlsplit(url)
+        host = parts.netloc.lower()
+        if host not in self.config.response_hosts or parts.username or parts.password:
+            return False
+        if parts.scheme == "https":
+            return True
+        try:
+            loopback = ipaddress.ip_address(parts.hostname or "").is_loopback
+        except ValueError:
+            loopback = False
+        return parts.scheme == "http" and loopback
+
+
+def open_slack(path: Path | None, env: dict[str, str] | None = None) -> SlackDoor | None:
+    """The Slack door of the file at ``path`` (None: no file, no Slack route), or
+    ``config_invalid``: a bad file, or the signing secret's variable unset."""
+    if path is None:
+        return None
+    config = load_settings_file(path, SlackConfig, "the Slack file")
+    secret = (os.environ if env is None else env).get(config.signing_secret_env, "")
+    if not secret.strip():
+        raise GatehouseError(
+            ErrorCode.CONFIG_INVALID,
+            f"the Slack file {path} names {config.signing_secret_env} for the app's signing"
+            " secret, and that variable is not set",
+        )
+    return SlackDoor(config, SignatureVerifier(secret))
