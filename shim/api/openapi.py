@@ -61,6 +61,7 @@ class Op:
     ok: int = 200
     answer: type[BaseModel] | Schema | str | None = None  # a model, a schema, or a media type
     body: type[BaseModel] | None = None
+    form: Schema | None = None  # a form body (application/x-www-form-urlencoded) instead
     archive: bool = False  # also takes an OPA archive (application/vnd.opa+zip)
     errors: tuple[int, ...] = ()
     public: bool = False  # no bearer token needed
@@ -88,6 +89,20 @@ def _ops(ref: Callable[[type[BaseModel]], Schema]) -> dict[tuple[str, str], Op]:
     health: Schema = {"type": "object", "required": ["status"],
                       "properties": {"status": {"type": "string"}}}  # fmt: skip
     run_id = (404,)
+    slack_form: Schema = {
+        "type": "object",
+        "required": ["payload"],
+        "properties": {
+            "payload": {"type": "string", "description": "the interaction, as Slack sends it"}
+        },
+    }
+    outcome: Schema = {
+        "type": "object",
+        "required": ["outcome"],
+        "properties": {
+            "outcome": {"type": "string", "enum": ["approved", "rejected", "refused", "ignored"]}
+        },
+    }
     return {
         ("get", "/healthz"): Op(answer=health, public=True),
         ("get", "/readyz"): Op(answer=_OBJECT, public=True, errors=(503,)),
@@ -131,6 +146,9 @@ def _ops(ref: Callable[[type[BaseModel]], Schema]) -> dict[tuple[str, str], Op]:
         ("get", "/artifacts/{sha256}"): Op(answer="application/octet-stream",
                                            errors=(404, 422)),
         ("get", "/security-events"): Op(answer=events, errors=(422,)),
+        # Signed by Slack instead of a bearer token (docs/operators.md).
+        ("post", "/slack/interactions"): Op(answer=outcome, form=slack_form, public=True,
+                                            errors=(401, 404, 409, *_BODY)),
     }  # fmt: skip
 
 
@@ -239,6 +257,9 @@ class _Doc:
                 binary = {"schema": {"type": "string", "format": "binary"}}
                 content["application/vnd.opa+zip"] = binary
             op["requestBody"] = {"required": True, "content": content}
+        if spec.form is not None:
+            form = {"application/x-www-form-urlencoded": {"schema": spec.form}}
+            op["requestBody"] = {"required": True, "content": form}
 
 
 # Where an answer leads (OpenAPI links): a client, or a stateful fuzzer, can follow
@@ -277,7 +298,8 @@ def _build(app: FastAPI) -> Schema:
         description=(
             'Gatehouse\'s HTTP API. Every error is `{"error": {code, message, retryable,'
             " details}}` with a stable code (docs/api.md's error table); every route but"
-            " /healthz and /readyz needs a bearer token."
+            " /healthz, /readyz and /slack/interactions (signed by Slack) needs a bearer"
+            " token."
         ),
         routes=app.routes,
     )

@@ -15,6 +15,8 @@ docs/security.md.
 from __future__ import annotations
 
 import collections
+import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +31,7 @@ from schemathesis import Case
 from schemathesis.core.result import Err
 
 from contracts import JsonObject
-from shim.api import dashboard, routes
+from shim.api import dashboard, routes, slack
 from tests.support.stack import Stack, running_stack
 from worker.scripted_model import ScriptedModel, load_script
 
@@ -48,7 +50,7 @@ def _route_handlers() -> list[object]:
     FastAPI (0.137 and later) keeps each included router whole, so it finds none there."""
     return [
         route.endpoint
-        for router in (*routes.ROUTERS, *dashboard.ROUTERS)
+        for router in (*routes.ROUTERS, *dashboard.ROUTERS, *slack.ROUTERS)
         for route in router.routes
         if isinstance(route, APIRoute)
     ]
@@ -70,9 +72,16 @@ def fuzz_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     }
     script: JsonObject = {"turns": [{"match": "Evidence of run", "replies": [{"content": report}]},
                         {"replies": [{"content": plan}]}]}  # fmt: skip
+    # Decisions from Slack set up too, so its route is fuzzed past "not set up here".
+    tmp = tmp_path_factory.mktemp("fuzz")
+    os.environ["GATEHOUSE_FUZZ_SLACK_SECRET"] = "fuzz-slack-signing-secret"
+    slack = tmp / "slack.json"
+    slack.write_text(json.dumps({"signing_secret_env": "GATEHOUSE_FUZZ_SLACK_SECRET",
+                                 "users": {"U0ANN": "ann"}}))  # fmt: skip
     with ScriptedModel(load_script(script)) as model:
         env = {"GATEHOUSE_MODEL_BASE_URL": model.base_url, "GATEHOUSE_MODEL_NAME": "scripted"}
-        with running_stack("sqlite", tmp_path_factory.mktemp("fuzz"), env) as stack:
+        shim_env = {"GATEHOUSE_SLACK": str(slack)}
+        with running_stack("sqlite", tmp, env, shim_env=shim_env) as stack:
             stack.tampered = True  # fuzzed runs are not replayed at teardown: noise
             yield stack
 
