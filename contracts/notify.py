@@ -40,7 +40,7 @@ __all__ = ["NotifyConfig", "NotifyEvent", "Sink", "SmtpServer"]
 
 NotifyEvent = Literal[
     "waiting_approval", "needs_operator", "finished", "failed", "security_event",
-    "approval_escalated", "approval_reminder",
+    "approval_escalated", "approval_reminder", "approval_expiring",
 ]  # fmt: skip
 
 

@@ -203,6 +203,10 @@ class Approval(Closed):
     # that asked for approval_reminder: the n-th reminder n times this long after the
     # wait began (a notifier that was away sends the latest one only). None: never.
     remind_every_s: float | None = Field(default=None, gt=0)
+    # A plan still waiting this long before its timeout_s ends the wait (and denies
+    # it) is announced once more, to the sinks that asked for approval_expiring. None:
+    # never.
+    warn_before_expiry_s: float | None = Field(default=None, gt=0)
 
 
 # Every OpenCode permission class. The server config sets each one explicitly

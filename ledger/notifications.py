@@ -202,6 +202,9 @@ class WaitingApproval:
     objective: str
     submitted_by: str
     plan_digest: str | None
+    # When the wait ends and denies the plan (None: a run from before runs were
+    # split, which waits in place; its workflow knows its deadline).
+    expires_at: str | None = None
 
 
 def waiting_approvals(conn: Conn) -> list[WaitingApproval]:
@@ -209,7 +212,8 @@ def waiting_approvals(conn: Conn) -> list[WaitingApproval]:
     rows = conn.execute(
         sa.text(
             "SELECT r.run_id, r.policy_profile, e.seq, e.at, r.recipe, r.objective,"
-            " r.submitted_by, r.plan_digest FROM runs r JOIN run_events e ON e.run_id = r.run_id"
+            " r.submitted_by, r.plan_digest, r.parked_until"
+            " FROM runs r JOIN run_events e ON e.run_id = r.run_id"
             " WHERE r.status = 'waiting_approval' AND e.kind = 'run.phase'"
             " AND e.seq = (SELECT MAX(seq) FROM run_events x"
             "  WHERE x.run_id = r.run_id AND x.kind = 'run.phase')"
@@ -217,6 +221,7 @@ def waiting_approvals(conn: Conn) -> list[WaitingApproval]:
     ).all()
     return [
         WaitingApproval(str(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), str(r[5]),
-                        str(r[6]), None if r[7] is None else str(r[7]))
+                        str(r[6]), None if r[7] is None else str(r[7]),
+                        None if r[8] is None else str(r[8]))
         for r in rows
     ]  # fmt: skip

@@ -202,6 +202,43 @@ def test_an_approval_waiting_is_reminded_every_interval(
         db.dispose()
 
 
+def test_an_approval_about_to_expire_is_warned_once_with_its_deadline(
+    told: tuple[Stack, WebhookReceiver, MailReceiver, NotifyConfig],
+) -> None:
+    stack, hook, _, config = told
+    run_id, plan = _waiting(stack, "expiring")
+    deadline = time.monotonic() + 20
+    while not stack.sql(
+        "SELECT 1 FROM runs WHERE run_id = :r AND parked_until IS NOT NULL", r=run_id
+    ):
+        assert time.monotonic() < deadline, "the run never parked"
+        time.sleep(0.05)
+    [(expires_at,)] = stack.sql("SELECT parked_until FROM runs WHERE run_id = :r", r=run_id)
+    sinks = [
+        s.model_copy(update={"events": [*s.events, "approval_expiring"]}) if s.id == "oncall" else s
+        for s in config.sinks
+    ]
+    warning = config.model_copy(update={"sinks": sinks})
+    db = open_database(stack.database_url)
+    try:  # the shipped profile waits a day: warn a minute before it, then two days before
+        late = Notifier(db, warning, "test-late", warn_before=lambda _: 60.0)
+        early = Notifier(db, warning, "test-early", warn_before=lambda _: 2 * 86400.0)
+        assert late.warn() == 0  # a day is left, not a minute
+        assert early.warn() == 1 and early.warn() == 0  # once per wait
+        while not [r for r in hook.on("/oncall") if b"approval_expiring" in r.body
+                   and run_id.encode() in r.body]:  # fmt: skip
+            early.deliver()
+            assert time.monotonic() < deadline + 20, "the warning was not delivered"
+            time.sleep(0.1)
+    finally:
+        db.dispose()
+    [got] = [json.loads(r.body) for r in hook.on("/oncall") if b"approval_expiring" in r.body
+             and run_id.encode() in r.body]  # fmt: skip
+    assert got["expires_at"] == expires_at and got["plan_digest"] == digest_of_plan(plan)
+    stack.client.post(f"/reject/{run_id}", json={"plan_digest": digest_of_plan(plan)})
+    stack.wait(run_id, {"rejected"})
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_worker_killed_mid_delivery_is_followed_by_the_same_delivery(
     backend: str, tmp_path: Path

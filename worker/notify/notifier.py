@@ -10,7 +10,9 @@ Each pass (every ``poll_s``):
    escalation sink (at most once per wait); one waiting n times its profile's
    ``approval.remind_every_s`` gets its n-th ``approval_reminder`` delivery per
    sink that asked for reminders (each once, whichever worker writes it; a
-   notifier that was away writes the latest only, not the ones it missed);
+   notifier that was away writes the latest only, not the ones it missed); one
+   within ``approval.warn_before_expiry_s`` of the end of its wait (which denies
+   it) gets one ``approval_expiring`` delivery per sink that asked;
 3. deliver: due deliveries are claimed with a lease, sent, and marked delivered,
    or retried after ``backoff_s * 2^(n-1)`` (at most ``max_backoff_s``), or given up
    after ``max_attempts``. A worker killed mid-send loses its lease when it passes
@@ -65,6 +67,14 @@ def _profile_escalation(profile_id: str) -> float | None:
         return None
 
 
+def _profile_warning(profile_id: str) -> float | None:
+    try:
+        return catalog.profile(profile_id).model.approval.warn_before_expiry_s
+    except GatehouseError:
+        _log.warning("notifier: no profile %s to warn of expiry by", profile_id)
+        return None
+
+
 def _profile_reminders(profile_id: str) -> float | None:
     try:
         return catalog.profile(profile_id).model.approval.remind_every_s
@@ -79,20 +89,25 @@ class Notifier(threading.Thread):
         db: Database,
         config: NotifyConfig,
         owner: str,
+        *,
         escalate_after: Callable[[str], float | None] | None = None,
         remind_every: Callable[[str], float | None] | None = None,
+        warn_before: Callable[[str], float | None] | None = None,
     ) -> None:
-        """``escalate_after``, ``remind_every``: a profile id's escalation time and
-        reminder interval (default: the profile's ``approval.escalate_after_s`` and
-        ``approval.remind_every_s`` from the policy catalog)."""
+        """``escalate_after``, ``remind_every``, ``warn_before``: a profile id's
+        escalation time, reminder interval and expiry warning (default: the profile's
+        ``approval.escalate_after_s``, ``approval.remind_every_s`` and
+        ``approval.warn_before_expiry_s`` from the policy catalog)."""
         super().__init__(name="gatehouse-notifier", daemon=True)
         self.escalate_after = escalate_after or _profile_escalation
         self.remind_every = remind_every or _profile_reminders
+        self.warn_before = warn_before or _profile_warning
         self.db = db
         self.config = config
         self.owner = owner
         self.sinks: dict[str, Sink] = {s.id: s for s in config.sinks}
         self.reminded = [s for s in config.sinks if "approval_reminder" in s.events]
+        self.warned = [s for s in config.sinks if "approval_expiring" in s.events]
         self.stop = threading.Event()
         self._escalated_at = 0.0
 
@@ -111,6 +126,7 @@ class Notifier(threading.Thread):
             self._escalated_at = time.monotonic()
             self.escalate()
             self.remind()
+            self.warn()
         return self.deliver()
 
     def fan_out(self) -> int:
@@ -134,8 +150,9 @@ class Notifier(threading.Thread):
             return 0
         sinks = [self.sinks[sink_id] for sink_id in self.config.escalation_sinks]
 
-        def due(waiting: WaitingApproval, waited_s: float) -> _Due | None:
+        def due(waiting: WaitingApproval, now: datetime) -> _Due | None:
             after = self.escalate_after(waiting.policy_profile)
+            waited_s = (now - _parse(waiting.since)).total_seconds()
             return (
                 None if after is None or waited_s < after else (sinks, "approval_escalated", None)
             )
@@ -147,23 +164,38 @@ class Notifier(threading.Thread):
         if not self.reminded:
             return 0
 
-        def due(waiting: WaitingApproval, waited_s: float) -> _Due | None:
+        def due(waiting: WaitingApproval, now: datetime) -> _Due | None:
             every = self.remind_every(waiting.policy_profile)
+            waited_s = (now - _parse(waiting.since)).total_seconds()
             nth = 0 if every is None else int(waited_s // every)
             return None if nth < 1 else (self.reminded, "approval_reminder", nth)
 
         return self._waiting_pass(due)
 
-    def _waiting_pass(self, due: Callable[[WaitingApproval, float], _Due | None]) -> int:
-        """For each run waiting for a decision, what ``due`` says is owed (given how long
-        it has waited) written as one delivery per sink; how many were new."""
+    def warn(self) -> int:
+        """The warnings now due, once per wait, before its expiry denies the plan."""
+        if not self.warned:
+            return 0
+
+        def due(waiting: WaitingApproval, now: datetime) -> _Due | None:
+            before = self.warn_before(waiting.policy_profile)
+            if before is None or waiting.expires_at is None:
+                return None
+            left_s = (_parse(waiting.expires_at) - now).total_seconds()
+            return None if left_s > before else (self.warned, "approval_expiring", None)
+
+        return self._waiting_pass(due)
+
+    def _waiting_pass(self, due: Callable[[WaitingApproval, datetime], _Due | None]) -> int:
+        """For each run waiting for a decision, what ``due`` says is owed (given the
+        database's time now) written as one delivery per sink; how many were new."""
         added = 0
         with self.db.engine.begin() as conn:
             # One clock for every worker that checks; the wait's start (``since``) is
             # still as the worker that wrote its event stamped it.
             now = db_clock(conn)
             for waiting in waiting_approvals(conn):
-                owed = due(waiting, (now - _parse(waiting.since)).total_seconds())
+                owed = due(waiting, now)
                 if owed is None:
                     continue
                 sinks, event, nth = owed

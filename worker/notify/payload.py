@@ -104,6 +104,8 @@ def payload(
         out["waiting_since"] = event.since
     if nth is not None:
         out["reminder"] = nth
+    if isinstance(event, WaitingApproval) and event.expires_at is not None:
+        out["expires_at"] = event.expires_at
     return out
 
 
@@ -162,7 +164,7 @@ def _slack_escape(text: JsonValue) -> str:
 
 
 # The events a decision button is offered with: the plan is waiting for one.
-_DECIDABLE = ("waiting_approval", "approval_reminder", "approval_escalated")
+_DECIDABLE = ("waiting_approval", "approval_reminder", "approval_escalated", "approval_expiring")
 
 
 def _buttons(data: JsonObject) -> JsonObject:
@@ -194,11 +196,16 @@ def slack_body(data: JsonObject, buttons: bool = False) -> bytes:
     links = data["links"]
     link = str(links["dashboard"]) if isinstance(links, dict) else ""
     text = _slack_escape(_line(data))
+    lines = [
+        f"*{text}*",
+        f"Objective: {_slack_escape(data.get('objective'))}",
+        f"Submitted by: {_slack_escape(data.get('submitted_by'))}",
+    ]
+    if data.get("expires_at"):
+        lines.append(f"Expires at: {_slack_escape(data['expires_at'])} (then it is denied)")
+    lines.append(f"<{link}|Open the run in the dashboard>")
     blocks: list[JsonValue] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": (
-            f"*{text}*\nObjective: {_slack_escape(data.get('objective'))}\n"
-            f"Submitted by: {_slack_escape(data.get('submitted_by'))}\n"
-            f"<{link}|Open the run in the dashboard>")}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}},
     ]  # fmt: skip
     if buttons and data.get("event") in _DECIDABLE and data.get("plan_digest"):
         blocks.append(_buttons(data))
