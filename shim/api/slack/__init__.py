@@ -23,7 +23,8 @@ from fastapi import APIRouter
 
 from shim.api.slack._config import SlackDoor, open_slack
 from shim.api.slack._route import router
+from shim.api.slack._verify import MAX_SKEW_S, verify
 
-__all__ = ["ROUTERS", "SlackDoor", "open_slack"]
+__all__ = ["MAX_SKEW_S", "ROUTERS", "SlackDoor", "open_slack", "verify"]
 
 ROUTERS: tuple[APIRouter, ...] = (router,)

@@ -11,8 +11,7 @@ import pytest
 from slack_sdk.signature import SignatureVerifier
 
 from contracts import ErrorCode, GatehouseError, Role, SlackConfig, TokenEntry
-from shim.api.slack import SlackDoor, open_slack
-from shim.api.slack._verify import verify
+from shim.api.slack import SlackDoor, open_slack, verify
 from shim.tokens import TokenStore, token_digest
 
 SECRET = "slack-signing-secret-for-unit-tests"
