@@ -121,3 +121,46 @@ def test_model_text_is_escaped_everywhere(stack: Stack) -> None:
         bob.get("/dashboard/static/live.js").headers["content-type"].startswith("text/javascript")
     )
     assert bob.get("/dashboard/static/nope.js").status_code == 404
+
+
+def test_the_plan_card_says_what_the_plan_will_do_and_who_may_decide(stack: Stack) -> None:
+    """The first screen says in words what the plan does and offers a decision only to
+    whoever may make it; anyone else reads why not, never a dead end after a click."""
+    plan = noop_plan(2)
+    plan["steps"][1]["title"] = "Say it twice"
+    body = {"recipe": "echo", "objective": "words", "mode": "run-plan", "plan": plan}
+    r = stack.client.post("/intent", json=body, headers=stack.client.people.auth("max"))
+    assert r.status_code == 202, r.text
+    run_id = r.json()["run_id"]
+    stack.wait(run_id, {"waiting_approval"})
+
+    ann = _login(stack, "ann")  # an approver, not its submitter
+    page = ann.get(f"/dashboard/runs/{run_id}").text
+    assert 'id="card-state" class="state">waiting for a decision<' in page
+    assert "<strong>Read-only:</strong>" in page and "Network: none" in page
+    assert "<strong>Say it twice</strong>: Records a note" in page
+    assert 'id="approve"' in page and 'id="not-deciding"' not in page
+    assert 'id="replay"' not in page  # nothing to replay before the run ends
+
+    max_ = _login(stack, "max")  # its submitter, an approver too: four-eyes
+    page = max_.get(f"/dashboard/runs/{run_id}").text
+    assert 'id="approve"' not in page
+    assert "You cannot decide on this plan: max submitted run" in page
+    olga = _login(stack, "olga")  # an operator only
+    page = olga.get(f"/dashboard/runs/{run_id}").text
+    assert 'id="approve"' not in page and "olga is not an approver" in page
+
+    csrf = csrf_of(stack.client.people.tokens["ann"])
+    done = ann.post(
+        f"/dashboard/runs/{run_id}/approve",
+        data={"csrf": csrf, "plan_digest": digest_of_plan(plan)},
+    )
+    assert done.status_code == 303
+    stack.wait(run_id, {"succeeded"})
+    page = olga.get(f"/dashboard/runs/{run_id}").text
+    assert 'id="card-state" class="state">approved<' in page
+    assert 'id="replay"' in page  # finished: an operator may replay it
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page)  # times as people read them
+    assert "<summary>output</summary>" in page  # each finished step's output
+    workers = olga.get("/dashboard/workers").text
+    assert ">True<" not in workers and ">False<" not in workers

@@ -14,6 +14,7 @@ the API answers it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -49,6 +50,32 @@ _env = Environment(
 # Text from planners and outside data: escaped for HTML by autoescape, and its
 # hidden or reordering characters shown as \uXXXX by this filter.
 _env.filters["visible"] = visible
+
+
+def when(value: object) -> str:
+    """A stored time (ISO 8601, UTC) as people read it: ``2026-11-27 09:30:12 UTC``."""
+    text = str(value or "")
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def shown(value: object) -> str:
+    """A cell's value as people read it: yes and no, times in words, nothing for None."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    text = str(value)
+    return when(text) if len(text) >= 20 and text[4:5] == "-" and "T" in text else text
+
+
+_env.filters["when"] = when
+_env.filters["shown"] = shown
 HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self';"

@@ -14,18 +14,39 @@ from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
-from contracts import Role, RunStatus, shown_input
+from contracts import Role, RunStatus, RunView, shown_input
+from policies.summary import summarize
 from policies.taint import tainted
 from shim.api.dashboard._pages import ANY_ROLE, PageRoute, common, page, pretty, viewer
 from shim.api.deps import ServiceDep
 from shim.api.params import RunId
 from shim.api.services import events, reads
 from shim.api.services.core import Service
+from shim.api.services.decide import why_not
 from shim.tokens import Identity
 
 router = APIRouter(route_class=PageRoute)
 
 Viewer = Annotated[Identity, Depends(viewer(*ANY_ROLE))]
+
+
+# A plan card's state in words, as its run stands (a card still "waiting" on a run that
+# has ended was never decided: the run's status says why).
+_CARD_WORDS = {
+    "waiting_input": "waiting for a decision",
+    "approved": "approved",
+    "rejected": "rejected",
+    "expired": "expired undecided: denied",
+}
+
+
+def _card_state(view: RunView) -> str:
+    card = view.plan_card
+    if card is None:
+        return ""
+    if card.status == "waiting_input" and view.status is not RunStatus.WAITING_APPROVAL:
+        return "not decided: the run is " + view.status.value.replace("_", " ")
+    return _CARD_WORDS.get(card.status, card.status)
 
 
 def _run_context(
@@ -42,11 +63,18 @@ def _run_context(
         outside = tainted(card.plan)
         inputs = [shown_input(st, st.step_id in outside) for st in card.plan.steps]
     own = view.submitted_by == me.name
+    waiting = view.status is RunStatus.WAITING_APPROVAL and card is not None
+    refused = why_not(service, view.run_id, me) if waiting else None
     return {
         "view": view,
         "plan_inputs": inputs,
+        "summary": summarize(card.plan) if card is not None else None,
+        "card_state": _card_state(view),
         "operator": operator,
-        "can_decide": me.has(Role.APPROVER) and view.status is RunStatus.WAITING_APPROVAL,
+        "can_decide": waiting and refused is None,
+        "not_deciding": refused.message if refused is not None else None,
+        "can_replay": operator and view.status.terminal,
+        "outputs": {s.step_id: pretty(s.output) for s in view.steps if s.output is not None},
         "can_cancel": (operator or (own and me.has(Role.SUBMITTER))) and not view.status.terminal,
         "calls": calls,
         "durations": durations,

@@ -19,8 +19,10 @@ from contracts import (
     DecisionAccepted,
     ErrorCode,
     GatehouseError,
+    IntentRequest,
     JsonValue,
     Mode,
+    Role,
     RunStatus,
     digest_of,
     with_placeholders,
@@ -32,7 +34,7 @@ from shim.api.services.cancel import refuse_if_cancelled
 from shim.api.services.core import Service
 from shim.tokens import Identity
 
-__all__ = ["decide"]
+__all__ = ["decide", "why_not"]
 
 
 def _not_awaiting(run_id: str, status: RunStatus) -> GatehouseError:
@@ -81,14 +83,7 @@ def decide(
         request = intents.request_for_run(conn, run_id)
         if request is None or request.mode is Mode.PLAN_ONLY:
             raise _not_awaiting(run_id, status)
-        profile = catalog.profile(request.policy_profile).model
-        if profile.approval.four_eyes and request.submitted_by == who.name:
-            raise GatehouseError(
-                ErrorCode.FOUR_EYES,
-                f"{who.name} submitted run {run_id!r} and may not decide on its plan",
-                {"profile_id": profile.profile_id},
-            )
-        _fork_four_eyes(conn, run_id, request.submitted_by, who)
+        _refuse_a_party(conn, run_id, request, who)
         card = plan_cards.get_plan_card(conn, run_id)
         plan: JsonValue = None
         if card is not None:
@@ -152,6 +147,38 @@ def decide(
         idempotency_key=f"{run_id}:{body.plan_digest}",
     )
     return answer
+
+
+def _refuse_a_party(conn: Connection, run_id: str, request: IntentRequest, who: Identity) -> None:
+    """Four-eyes: whoever submitted the run (where the profile says so), and for a fork
+    whoever asked for it, may not decide on its plan."""
+    profile = catalog.profile(request.policy_profile).model
+    if profile.approval.four_eyes and request.submitted_by == who.name:
+        raise GatehouseError(
+            ErrorCode.FOUR_EYES,
+            f"{who.name} submitted run {run_id!r} and may not decide on its plan",
+            {"profile_id": profile.profile_id},
+        )
+    _fork_four_eyes(conn, run_id, request.submitted_by, who)
+
+
+def why_not(service: Service, run_id: str, who: Identity) -> GatehouseError | None:
+    """Why ``who`` may not decide on the run's plan, whatever the plan (None: they
+    may, as far as who they are goes): the refusal ``decide`` would answer. For a
+    page that offers a decision only to those who can make it."""
+    if not who.has(Role.APPROVER):
+        return GatehouseError(
+            ErrorCode.FORBIDDEN, f"{who.name} is not an approver: only an approver decides"
+        )
+    with service.db.engine.connect() as conn:
+        request = intents.request_for_run(conn, run_id)
+        if request is None:
+            return None
+        try:
+            _refuse_a_party(conn, run_id, request, who)
+        except GatehouseError as exc:
+            return exc
+    return None
 
 
 def _fork_four_eyes(conn: Connection, run_id: str, submitter: str, who: Identity) -> None:
