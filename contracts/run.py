@@ -74,12 +74,22 @@ class ApprovalRequest(Closed):
     comment: ShortText | None = None
 
 
+class QuorumView(Closed):
+    """A plan that needs several approvers: how many, and who approved it so far."""
+
+    needed: int
+    approved_by: list[str]
+
+
 class DecisionAccepted(Closed):
     run_id: str
     plan_digest: Digest
     decision: Decision
     decided_by: str
     recorded: bool  # False when the same decision was already on record
+    # Set when the plan needs several approvers: an approval short of the quorum is
+    # recorded and the plan still waits (``decided_by`` is then this approver).
+    quorum: QuorumView | None = None
 
 
 class PlanCardView(Closed):
@@ -149,6 +159,8 @@ class RunView(Closed):
     plan_card: PlanCardView | None
     approvals: list[ApprovalView]
     steps: list[StepView]
+    # Set while the current plan needs several approvers: who approved it so far.
+    quorum: QuorumView | None = None
     links: dict[str, str]
     text_channels: dict[str, TextChannel] = Field(default_factory=lambda: dict(RUN_VIEW_CHANNELS))
 

@@ -207,6 +207,11 @@ class Approval(Closed):
     # it) is announced once more, to the sinks that asked for approval_expiring. None:
     # never.
     warn_before_expiry_s: float | None = Field(default=None, gt=0)
+    # How many distinct approvers a plan needs (none of them its submitter under
+    # four_eyes), and how many a plan that can change anything needs (None: quorum).
+    # One rejection denies the plan whatever the quorum.
+    quorum: int = Field(default=1, ge=1, le=10)
+    quorum_for_changes: int | None = Field(default=None, ge=1, le=10)
 
 
 # Every OpenCode permission class. The server config sets each one explicitly

@@ -9,7 +9,15 @@ from contracts import ApprovalView, Decision, ErrorCode, GatehouseError, JsonVal
 from ledger import chain, events
 from ledger._db import Conn, corrupt, now_iso
 
-__all__ = ["Decided", "approvals_of", "decision_for", "insert_decision"]
+__all__ = [
+    "Decided",
+    "approvals_of",
+    "decision_for",
+    "endorse",
+    "endorsements_of",
+    "endorsers",
+    "insert_decision",
+]
 
 
 def approvals_of(conn: Conn, run_id: str) -> list[ApprovalView]:
@@ -106,3 +114,65 @@ def decision_for(conn: Conn, run_id: str, plan_digest: str) -> Decided | None:
         return Decided(Decision(row[0]), row[1], inserted=False)
     except ValueError as exc:
         raise corrupt("plan_approvals", run_id, exc) from exc
+
+
+def endorse(
+    conn: Conn,
+    run_id: str,
+    plan_digest: str,
+    endorsed_by: str,
+    *,
+    comment: str | None,
+    token_id: str | None = None,
+) -> bool:
+    """Record one person's approval of a plan that needs several (the caller holds
+    the run's row lock); False when they had approved it already."""
+    inserted = conn.execute(
+        sa.text(
+            "INSERT INTO plan_endorsements (run_id, plan_digest, endorsed_by, comment,"
+            " endorsed_at) VALUES (:r, :d, :b, :c, :t)"
+            " ON CONFLICT (run_id, plan_digest, endorsed_by) DO NOTHING RETURNING run_id"
+        ),
+        {"r": run_id, "d": plan_digest, "b": endorsed_by, "c": comment, "t": now_iso()},
+    ).first()
+    if inserted is not None:
+        body: dict[str, JsonValue] = {
+            "decision": "endorsed",
+            "decided_by": endorsed_by,
+            "plan_digest": plan_digest,
+        }
+        if token_id is not None:
+            body["token_id"] = token_id
+        events.emit(conn, run_id, "approval", body)
+    return inserted is not None
+
+
+def endorsers(conn: Conn, run_id: str, plan_digest: str) -> list[str]:
+    """Who approved the plan so far, in the order they did."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT endorsed_by FROM plan_endorsements WHERE run_id = :r AND plan_digest = :d"
+            " ORDER BY endorsed_at, endorsed_by"
+        ),
+        {"r": run_id, "d": plan_digest},
+    ).all()
+    return [str(r[0]) for r in rows]
+
+
+def endorsements_of(conn: Conn, run_id: str) -> list[ApprovalView]:
+    """Every approval on the way to a quorum, of any of the run's plans."""
+    rows = conn.execute(
+        sa.text(
+            "SELECT plan_digest, endorsed_by, comment, endorsed_at FROM plan_endorsements"
+            " WHERE run_id = :r ORDER BY endorsed_at, endorsed_by"
+        ),
+        {"r": run_id},
+    ).all()
+    try:
+        return [
+            ApprovalView(plan_digest=r[0], decision=Decision.APPROVED, decided_by=r[1],
+                         comment=r[2], decided_at=r[3])
+            for r in rows
+        ]  # fmt: skip
+    except ValidationError as exc:
+        raise corrupt("plan_endorsements", run_id, exc) from exc

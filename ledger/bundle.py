@@ -111,6 +111,13 @@ def _decisions(conn: Conn, run_id: str) -> list[JsonValue]:
     return [a.model_dump(mode="json") for a in approvals.approvals_of(conn, run_id)]
 
 
+def _endorsements(conn: Conn, run_id: str) -> JsonObject:
+    """The approvals on the way to a quorum, when the run's plan needed several (no
+    key otherwise: a bundle of a run with one approver reads as before)."""
+    found = [e.model_dump(mode="json") for e in approvals.endorsements_of(conn, run_id)]
+    return {"endorsements": list[JsonValue](found)} if found else {}
+
+
 def _episodes(conn: Conn, run_id: str) -> list[JsonValue]:
     return [e.model_dump(mode="json") for e in evidence.list_episodes(conn, run_id)]
 
@@ -132,6 +139,7 @@ def content_of(conn: Conn, run_id: str) -> JsonObject | None:
             "revisions": _plans(conn, run_id),
         },
         "decisions": _decisions(conn, run_id),
+        **_endorsements(conn, run_id),
         "ledger": {
             "canonicalization": CHAIN_CANONICALIZATION,
             "genesis": GENESIS,

@@ -66,7 +66,7 @@ def _http(given: JsonObject, out: PlanSummary) -> tuple[str, bool]:
     url = _str(given, "url")
     host = urlsplit(url).netloc or "(an address from outside data)"
     out.destinations.append(f"{method} {host}")
-    body = " with a body" if given.get("body") is not None else ""
+    body = " with a JSON body" if given.get("json") is not None else ""
     return f"Sends {method} to {url or host}{body}", method not in {"GET", "HEAD"}
 
 

@@ -31,6 +31,13 @@ def decide(args: argparse.Namespace, *, approve: bool) -> Exit:
         if not digest:
             raise UsageError("the run has no plan card yet; pass --digest")
         decided = api.decide(args.run_id, approve, digest, args.comment)
+        quorum = decided.quorum
+        if quorum is not None and len(quorum.approved_by) < quorum.needed:
+            have = len(quorum.approved_by)
+            note(f"counted: {have} of {quorum.needed} approvers; the plan waits for"
+                 f" {quorum.needed - have} more before anything runs")  # fmt: skip
+            answer(args, f"Decision on {args.run_id}", decided)
+            return Exit.OK
         absent = no_worker(*api.ready()) if approve else None
         if absent is not None:  # the decision stands; the run goes on when a worker starts
             note(f"warning: {absent}")

@@ -78,6 +78,7 @@ def test_reject_runs_nothing(stack: Stack) -> None:
         "decision": "rejected",
         "decided_by": "ann",
         "recorded": True,
+        "quorum": None,  # the profile needs one approver
     }
 
     done = stack.wait(run_id, {"rejected", "succeeded", "failed"})

@@ -22,6 +22,7 @@ from contracts import (
     IntentRequest,
     JsonValue,
     Mode,
+    QuorumView,
     Role,
     RunStatus,
     digest_of,
@@ -29,6 +30,7 @@ from contracts import (
 )
 from ledger import approvals, forks, intents, plan_cards, runs, stretches
 from policies import catalog
+from policies.quorum import approvers_needed
 from shim.api.services.acting import acting_as
 from shim.api.services.cancel import refuse_if_cancelled
 from shim.api.services.core import Service
@@ -45,8 +47,39 @@ def _not_awaiting(run_id: str, status: RunStatus) -> GatehouseError:
     )
 
 
+def _endorse(
+    conn: Connection, run_id: str, body: ApprovalRequest, who: Identity, needed: int
+) -> tuple[bool, QuorumView]:
+    """One approval toward a plan's quorum: whether it is new (a repeat counts once),
+    and who approved the plan so far."""
+    fresh = approvals.endorse(
+        conn, run_id, body.plan_digest, body.decided_by, comment=body.comment,
+        token_id=who.token_id,
+    )  # fmt: skip
+    so_far = approvals.endorsers(conn, run_id, body.plan_digest)
+    return fresh, QuorumView(needed=needed, approved_by=so_far)
+
+
+def _short_of_quorum(
+    run_id: str, body: ApprovalRequest, fresh: bool, quorum: QuorumView
+) -> DecisionAccepted:
+    """Counted, and the plan still waits for more approvers."""
+    return DecisionAccepted(
+        run_id=run_id,
+        plan_digest=body.plan_digest,
+        decision=Decision.APPROVED,
+        decided_by=body.decided_by,
+        recorded=fresh,
+        quorum=quorum,
+    )
+
+
 def _answer(
-    run_id: str, body: ApprovalRequest, decision: Decision, on_record: approvals.Decided
+    run_id: str,
+    body: ApprovalRequest,
+    decision: Decision,
+    on_record: approvals.Decided,
+    quorum: QuorumView | None = None,
 ) -> DecisionAccepted:
     """The decision on record: this one (``recorded``), a repeat of it, or a refusal."""
     if on_record.decision is not decision:
@@ -61,6 +94,7 @@ def _answer(
         decision=decision,
         decided_by=on_record.decided_by,
         recorded=on_record.inserted,
+        quorum=quorum,
     )
 
 
@@ -87,10 +121,12 @@ def decide(
         card = plan_cards.get_plan_card(conn, run_id)
         plan: JsonValue = None
         if card is not None:
+            plan_model = card.plan
             expected, plan = card.plan_digest, card.plan.model_dump(mode="json")
         elif request.plan is not None:
             # run-plan: the plan is known before the worker gets to it, so a
             # decision may arrive before the plan card does.
+            plan_model = request.plan
             plan = request.plan.model_dump(mode="json")
             expected = digest_of(plan)
         elif status.terminal:
@@ -120,10 +156,16 @@ def decide(
         # is a repeat and an opposite decision is already_decided, however late.
         on_record = approvals.decision_for(conn, run_id, body.plan_digest)
         split = False
+        quorum: QuorumView | None = None
         if on_record is None:
             if status.terminal:
                 raise _not_awaiting(run_id, status)
             _refuse_if_expired(conn, run_id)
+            needed = approvers_needed(catalog.profile(request.policy_profile).model, plan_model)
+            if decision is Decision.APPROVED and needed > 1:
+                fresh, quorum = _endorse(conn, run_id, body, who, needed)
+                if len(quorum.approved_by) < needed:
+                    return _short_of_quorum(run_id, body, fresh, quorum)
             on_record = approvals.insert_decision(
                 conn,
                 approval_id="apr_" + uuid.uuid4().hex,
@@ -135,7 +177,7 @@ def decide(
                 token_id=who.token_id,
             )
             split = service.hand_off(conn, run_id)
-    answer = _answer(run_id, body, decision, on_record)
+    answer = _answer(run_id, body, decision, on_record, quorum)
     if status.terminal or split or not on_record.inserted:
         return answer  # handed to the run's next stretch, or nothing waits for it
     # A run from before the split waits in place: this wakes it now rather than
@@ -178,6 +220,12 @@ def why_not(service: Service, run_id: str, who: Identity) -> GatehouseError | No
             _refuse_a_party(conn, run_id, request, who)
         except GatehouseError as exc:
             return exc
+        card = plan_cards.get_plan_card(conn, run_id)
+        if card is not None and who.name in approvals.endorsers(conn, run_id, card.plan_digest):
+            return GatehouseError(
+                ErrorCode.ALREADY_DECIDED,
+                f"{who.name} approved this plan already; it waits for another approver",
+            )
     return None
 
 

@@ -14,12 +14,15 @@ from contracts import (
     ErrorCode,
     GatehouseError,
     JsonObject,
+    QuorumView,
     Role,
     RunList,
     RunStatus,
     RunView,
 )
-from ledger import anchors, calls, chain, evidence, runs
+from ledger import anchors, approvals, calls, chain, evidence, runs
+from policies import catalog
+from policies.quorum import approvers_needed
 from shim.api.services.acting import run_links
 from shim.api.services.core import Service
 from shim.tokens import Identity
@@ -43,10 +46,28 @@ def status(service: Service, run_id: str) -> RunStatus | None:
         return runs.run_status(conn, run_id)
 
 
+def _with_quorum(conn: Connection, view: RunView) -> RunView:
+    """The view with who approved its plan so far, when the plan needs several."""
+    card = view.plan_card
+    if card is None:
+        return view
+    try:
+        profile = catalog.profile(view.policy_profile).model
+    except GatehouseError:  # a profile since removed: nothing to count by
+        return view
+    needed = approvers_needed(profile, card.plan)
+    if needed < 2:
+        return view
+    so_far = approvals.endorsers(conn, view.run_id, card.plan_digest)
+    return view.model_copy(update={"quorum": QuorumView(needed=needed, approved_by=so_far)})
+
+
 def run(service: Service, run_id: str, who: Identity | None = None) -> RunView:
     """One run. A submitter sees only its own runs; approvers and operators see all."""
     with service.db.engine.connect() as conn:
         view = runs.get_run(conn, run_id, run_links(run_id, who))
+        if view is not None:
+            view = _with_quorum(conn, view)
     if view is None:
         raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
     privileged = who is None or who.has(Role.OPERATOR, Role.APPROVER)

@@ -17,10 +17,17 @@ from datetime import UTC, datetime
 
 import httpx
 
-from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue
+from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, QuorumView
 from shim.api.slack._config import SlackDoor
 
-__all__ = ["closed_message", "decided_message", "for_everyone", "refusal_message", "send_reply"]
+__all__ = [
+    "closed_message",
+    "decided_message",
+    "for_everyone",
+    "refusal_message",
+    "send_reply",
+    "short_of_quorum",
+]
 
 _log = logging.getLogger("gatehouse.shim.slack")
 _TIMEOUT_S = 10.0
@@ -73,6 +80,17 @@ def refusal_message(exc: GatehouseError) -> JsonObject:
         "response_type": "ephemeral",
         "replace_original": False,
         "text": f"Gatehouse did not take your decision ({exc.code.value}): {exc.message}",
+    }
+
+
+def short_of_quorum(quorum: QuorumView) -> JsonObject:
+    """Told to the approver: counted, and the plan waits for more (the buttons stay)."""
+    have, needed = len(quorum.approved_by), quorum.needed
+    return {
+        "response_type": "ephemeral",
+        "replace_original": False,
+        "text": f"Your approval is counted ({have} of {needed}): the plan waits for"
+        f" {needed - have} more approver(s). Approved so far by {', '.join(quorum.approved_by)}.",
     }
 
 

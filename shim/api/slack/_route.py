@@ -38,6 +38,7 @@ from shim.api.slack._reply import (
     for_everyone,
     refusal_message,
     send_reply,
+    short_of_quorum,
 )
 from shim.api.slack._verify import verify
 from shim.tokens import Identity, TokenStore
@@ -165,6 +166,11 @@ async def interactions(
             else refusal_message(exc)
         )
         return Answer(answer, background=_reply(door, click, told))
+    quorum = done.quorum
+    if quorum is not None and len(quorum.approved_by) < quorum.needed:
+        counted = {"outcome": "approved", "run_id": button.run_id, "decided_by": who.name,
+                   "recorded": done.recorded, "quorum": quorum.model_dump(mode="json")}  # fmt: skip
+        return Answer(counted, background=_reply(door, click, short_of_quorum(quorum)))
     message = decided_message(
         click.message, button.run_id, decision.value, done.decided_by, click.user.id
     )

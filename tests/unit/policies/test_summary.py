@@ -16,7 +16,7 @@ def test_each_kind_of_step_is_said_in_words() -> None:
          "input": {"url": "https://api.example.com/v1/items", "method": "GET"}},
         {"step_id": "post", "verb": "write", "connector_id": "api", "driver_kind": "http",
          "title": "File it", "input": {"url": "https://api.example.com/v1/items",
-                                       "method": "post", "body": {"a": 1}}},
+                                       "method": "POST", "json": {"a": 1}}},
         {"step_id": "ls", "verb": "run", "connector_id": "sh",
          "driver_kind": "restricted_shell", "input": {"argv": ["ls", "-la", "src"]}},
         {"step_id": "fix", "verb": "edit", "connector_id": "oc", "driver_kind": "opencode",
@@ -29,7 +29,7 @@ def test_each_kind_of_step_is_said_in_words() -> None:
     words = summarize(plan)
     says = {s.step_id: s.says for s in words.steps}
     assert says["read"] == "Sends GET to https://api.example.com/v1/items"
-    assert says["post"] == "Sends POST to https://api.example.com/v1/items with a body"
+    assert says["post"] == "Sends POST to https://api.example.com/v1/items with a JSON body"
     assert says["ls"] == "Runs `ls -la src` in the sandbox"
     assert says["fix"].startswith("Asks an OpenCode agent") and says["fix"].endswith("…”")
     assert says["ask"] == "Calls MCP tool search on docs with {'q': 'retry'}"
