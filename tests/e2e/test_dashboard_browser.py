@@ -125,3 +125,66 @@ def test_approver_approves_in_the_browser_and_watches_the_run_finish(stack: Stac
             expect(page.locator("#verdict")).to_have_text("the hash chain verifies")
         finally:
             browser.close()
+
+
+# Every page, as the people who use it see it, at a desktop's and a phone's width.
+PAGES = [
+    ("login", None, "/dashboard/login"),
+    ("runs", "olga", "/dashboard"),
+    ("approvals", "ann", "/dashboard/approvals"),
+    ("run-waiting-approver", "ann", "/dashboard/runs/{waiting}"),
+    ("run-waiting-submitter", "alice", "/dashboard/runs/{waiting}"),
+    ("run-finished-operator", "olga", "/dashboard/runs/{finished}"),
+    ("security", "olga", "/dashboard/security"),
+    ("workers", "olga", "/dashboard/workers"),
+]
+WIDTHS = {"desktop": 1280, "phone": 390}
+
+
+def test_every_page_fits_a_desktop_and_a_phone_and_labels_its_controls(stack: Stack) -> None:
+    """Each page at 1280 and 390 px: nothing wider than the screen (a wide table
+    scrolls inside itself), every form control labelled, every button named. The
+    screenshots go to test-artifacts/pages/ (the ones in docs/screenshots/ were
+    taken this way and looked at)."""
+    from playwright.sync_api import sync_playwright
+
+    waiting_plan = noop_plan(2, objective="rotate the staging certificate")
+    waiting_plan["steps"][0]["title"] = "Check the current certificate"
+    r = stack.submit({"recipe": "echo", "objective": "rotate the staging certificate",
+                      "mode": "run-plan", "plan": waiting_plan})  # fmt: skip
+    waiting = r.json()["run_id"]
+    finished = stack.finished_run(2, "count the inventory")
+    stack.wait(waiting, {"waiting_approval"})
+    people = stack.client.people
+    folder = ARTIFACTS / "pages"
+    folder.mkdir(parents=True, exist_ok=True)
+    with ServedShim(stack.database_url, people.file) as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            for width_name, width in WIDTHS.items():
+                for name, who, path in PAGES:
+                    context = browser.new_context(viewport={"width": width, "height": 900})
+                    page = context.new_page()
+                    if who is not None:
+                        page.goto(f"{url}/dashboard/login")
+                        page.fill("#token", people.tokens[who])
+                        page.click("#login")
+                    page.goto(url + path.format(waiting=waiting, finished=finished))
+                    assert page.locator("main").count() == 1, name
+                    wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                    assert wide <= 1, f"{name} at {width} px is {wide} px wider than the screen"
+                    unlabelled = page.evaluate(
+                        """[...document.querySelectorAll('input:not([type=hidden]), select')]
+                        .filter(e => !e.labels?.length && !e.getAttribute('aria-label'))
+                        .map(e => e.name)"""
+                    )
+                    assert unlabelled == [], f"{name}: controls without a label: {unlabelled}"
+                    nameless = page.evaluate(
+                        "[...document.querySelectorAll('button')]"
+                        ".filter(b => !b.innerText.trim()).length"
+                    )
+                    assert nameless == 0, f"{name}: a button with no text"
+                    page.screenshot(path=str(folder / f"{name}-{width_name}.png"), full_page=True)
+                    context.close()
+        finally:
+            browser.close()
