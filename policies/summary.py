@@ -1,5 +1,11 @@
 """A plan in plain words, for the person who decides on it.
 
+It also spells, per step, the request its handler will send (``request_of``):
+an http step's request line, headers (the plan's, secrets shown as •••, and
+the ones the handler adds) and JSON body; a shell step's argv; an MCP step's
+``tools/call``. Those are the plan's own values, which the digest covers, and
+the handler's fixed additions, which the tool pool's digest pins.
+
 Each step becomes one sentence saying what it will do (which address it sends
 what to, which program it runs, what an agent is asked, which MCP tool it
 calls) and whether it can change anything; the plan as a whole becomes the
@@ -10,14 +16,16 @@ and whether it is read-only. Pure: read from the plan alone, as approved.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from contracts import DriverKind, JsonObject, JsonValue, Plan, PlanStep
+from contracts import Connector, DriverKind, JsonObject, JsonValue, Plan, PlanStep, ToolPool
 from policies.gate import read_only
 from policies.taint import tainted
 
-__all__ = ["PlanSummary", "StepSummary", "summarize"]
+__all__ = ["PlanSummary", "StepSummary", "request_of", "summarize"]
 
 _SHOWN = 160  # characters of a prompt or a note shown in a sentence
 
@@ -29,6 +37,7 @@ class StepSummary:
     says: str  # one sentence: what the step will do
     changes: bool  # whether it can change something (anything but a note or a read)
     outside: str | None  # where its outside data comes from, when it takes any
+    request: str | None = None  # what its handler will send (None: nothing, or not known yet)
 
 
 @dataclass
@@ -109,7 +118,55 @@ def _sentence(step: PlanStep, out: PlanSummary) -> tuple[str, bool]:
     return ("Records a note" + (f": {_short(note)}" if note is not None else "")), False
 
 
-def summarize(plan: Plan) -> PlanSummary:
+# Header names whose values are credentials: shown as ••• on the card.
+_SECRET = re.compile(r"authorization|cookie|token|secret|password|api[-_]?key", re.IGNORECASE)
+
+
+def _http_request(given: JsonObject, connector: Connector | None) -> str:
+    parts = urlsplit(_str(given, "url"))
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    lines = [f"{_str(given, 'method', 'GET').upper()} {target} HTTP/1.1", f"Host: {parts.netloc}"]
+    headers = given.get("headers")
+    for name, value in headers.items() if isinstance(headers, dict) else []:
+        lines.append(f"{name}: {'•••' if _SECRET.search(name) else value}")
+    if connector is None or connector.idempotency == "key":
+        lines.append("Idempotency-Key: (the call's op key, fixed when it runs)")
+    lines.append("Accept-Encoding: identity")
+    body = given.get("json")
+    if "json" in given:
+        if not (isinstance(headers, dict) and any(k.lower() == "content-type" for k in headers)):
+            lines.append("Content-Type: application/json")
+        lines += ["", json.dumps(body, ensure_ascii=False, allow_nan=False)]
+    return "\n".join(lines)
+
+
+def request_of(step: PlanStep, connector: Connector | None) -> str | None:
+    """What the step's handler will send, as far as the plan fixes it; None for a
+    note, an agent's turn (a conversation, not one request), or an input that comes
+    whole from an earlier step (not known until it runs)."""
+    given = step.input
+    if given is None:  # the whole input comes from an earlier step
+        return None
+    kind = step.driver_kind
+    if kind is DriverKind.HTTP:
+        return _http_request(given, connector)
+    if kind is DriverKind.RESTRICTED_SHELL:
+        argv = given.get("argv")
+        return (
+            "argv: "
+            + json.dumps(argv, ensure_ascii=False)
+            + "\n(in the sandbox: the run's workspace, no network)"
+        )
+    if kind is DriverKind.MCP_PROXY:
+        call = {"name": given.get("tool"), "arguments": given.get("arguments", {})}
+        return f"tools/call to {step.connector_id}: " + json.dumps(
+            call, ensure_ascii=False, sort_keys=True
+        )
+    return None
+
+
+def summarize(plan: Plan, pool: ToolPool | None = None) -> PlanSummary:
+    """``pool``: the run's tool pool, to spell each request as its connector sends it."""
     out = PlanSummary(steps=[], read_only=read_only(plan))
     from_outside = tainted(plan)  # the steps whose output nobody approved
     for step in plan.steps:
@@ -118,5 +175,7 @@ def summarize(plan: Plan) -> PlanSummary:
         if fed:
             out.outside_data.append(step.step_id)
         came = _outside(step) if fed else None
-        out.steps.append(StepSummary(step.step_id, step.title, says, changes, came))
+        connector = pool.connector(step.connector_id) if pool is not None else None
+        request = request_of(step, connector)
+        out.steps.append(StepSummary(step.step_id, step.title, says, changes, came, request))
     return out

@@ -139,6 +139,7 @@ def test_the_plan_card_says_what_the_plan_will_do_and_who_may_decide(stack: Stac
     assert 'id="card-state" class="state">waiting for a decision<' in page
     assert "<strong>Read-only:</strong>" in page and "Network: none" in page
     assert "<strong>Say it twice</strong>: Records a note" in page
+    assert "nothing: a note" in page  # what a noop step sends
     assert 'id="approve"' in page and 'id="not-deciding"' not in page
     assert 'id="replay"' not in page  # nothing to replay before the run ends
 

@@ -74,6 +74,12 @@ def shown(value: object) -> str:
     return when(text) if len(text) >= 20 and text[4:5] == "-" and "T" in text else text
 
 
+def visible_lines(text: str) -> str:
+    """``visible`` line by line: the line breaks of a request stay line breaks."""
+    return "\n".join(visible(line) for line in text.split("\n"))
+
+
+_env.filters["visible_lines"] = visible_lines
 _env.filters["when"] = when
 _env.filters["shown"] = shown
 HEADERS = {

@@ -14,7 +14,8 @@ from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
-from contracts import Role, RunStatus, RunView, shown_input
+from contracts import GatehouseError, Role, RunStatus, RunView, ToolPool, shown_input
+from policies import catalog
 from policies.summary import summarize
 from policies.taint import tainted
 from shim.api.dashboard._pages import ANY_ROLE, PageRoute, common, page, pretty, viewer
@@ -49,6 +50,13 @@ def _card_state(view: RunView) -> str:
     return _CARD_WORDS.get(card.status, card.status)
 
 
+def _pool(tool_pool_id: str) -> ToolPool | None:
+    try:
+        return catalog.tool_pool(tool_pool_id).model
+    except GatehouseError:  # a pool since removed: requests are spelled without it
+        return None
+
+
 def _run_context(
     request: Request, service: Service, me: Identity, run_id: str
 ) -> dict[str, object]:
@@ -68,7 +76,7 @@ def _run_context(
     return {
         "view": view,
         "plan_inputs": inputs,
-        "summary": summarize(card.plan) if card is not None else None,
+        "summary": summarize(card.plan, _pool(view.tool_pool)) if card is not None else None,
         "card_state": _card_state(view),
         "operator": operator,
         "can_decide": waiting and refused is None,

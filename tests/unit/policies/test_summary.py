@@ -52,3 +52,31 @@ def test_outside_data_is_named_with_where_it_comes_from() -> None:
     assert words.outside_data == ["keep"]
     assert words.steps[1].outside == "takes /body of step get's output"
     assert words.read_only is True and words.destinations == ["GET api.example.com"]
+
+
+def test_each_request_is_spelled_as_its_handler_will_send_it() -> None:
+    from policies import catalog
+
+    pool = catalog.tool_pool("default").model
+    plan = _plan(
+        {"step_id": "post", "verb": "write", "connector_id": "local-http", "driver_kind": "http",
+         "input": {"url": "http://127.0.0.1:8080/v1/items?dry=1", "method": "POST",
+                   "headers": {"Authorization": "Bearer abc", "X-Trace": "t1"},
+                   "json": {"name": "é"}}},
+        {"step_id": "get", "verb": "read", "connector_id": "local-http-unkeyed",
+         "driver_kind": "http", "input": {"url": "http://127.0.0.1:8080/"}},
+        {"step_id": "count", "verb": "run", "connector_id": "workspace-shell",
+         "driver_kind": "restricted_shell", "input": {"argv": ["wc", "-l", "a.txt"]}},
+        {"step_id": "keep", "verb": "note", "connector_id": "note", "driver_kind": "noop",
+         "input_from": {"step_id": "get"}},
+    )  # fmt: skip
+    sent = {s.step_id: s.request for s in summarize(plan, pool).steps}
+    assert sent["post"] == "\n".join([
+        "POST /v1/items?dry=1 HTTP/1.1", "Host: 127.0.0.1:8080", "Authorization: •••",
+        "X-Trace: t1", "Idempotency-Key: (the call's op key, fixed when it runs)",
+        "Accept-Encoding: identity", "Content-Type: application/json", "", '{"name": "é"}',
+    ])  # fmt: skip
+    assert "Idempotency-Key" not in str(sent["get"])  # its connector sends no key
+    assert str(sent["get"]).startswith("GET / HTTP/1.1\nHost: 127.0.0.1:8080")
+    assert str(sent["count"]).startswith('argv: ["wc", "-l", "a.txt"]')
+    assert sent["keep"] is None  # its whole input comes from an earlier step
