@@ -123,6 +123,8 @@ class ShimSettings:
     pg_timeouts: PgTimeouts = field(default_factory=PgTimeouts)
     # GATEHOUSE_SLACK: the Slack file; set, the shim takes decisions from Slack buttons.
     slack_file: Path | None = None
+    # GATEHOUSE_OIDC: the OIDC file; set, people sign in to the dashboard with the IdP.
+    oidc_file: Path | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
@@ -153,6 +155,7 @@ class ShimSettings:
             if e.get("GATEHOUSE_TOKENS_FILE")
             else None,
             slack_file=Path(e["GATEHOUSE_SLACK"]) if e.get("GATEHOUSE_SLACK") else None,
+            oidc_file=Path(e["GATEHOUSE_OIDC"]) if e.get("GATEHOUSE_OIDC") else None,
         )
 
 

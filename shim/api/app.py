@@ -37,6 +37,7 @@ def create_app(
         tokens = LiveTokens.open(settings.tokens_file)
         try:
             slack_door = slack.open_slack(settings.slack_file)
+            idp = dashboard.open_oidc(settings.oidc_file)
         except GatehouseError as exc:  # as a missing tokens file: no shim
             raise RuntimeError(exc.message) from exc
         service = service_factory(settings)
@@ -45,7 +46,7 @@ def create_app(
         first = getattr(app.state, "service", None) is None
         if first:
             app.state.tokens, app.state.service = tokens, service
-            app.state.slack = slack_door
+            app.state.slack, app.state.oidc = slack_door, idp
         stopping = asyncio.Event()
         flusher = asyncio.create_task(door.run(stopping))
         try:
@@ -55,7 +56,8 @@ def create_app(
             await flusher  # its write in flight, then the rate-limited refusals still held
             service.close()
             if first:
-                app.state.tokens = app.state.service = app.state.slack = None
+                app.state.tokens = app.state.service = None
+                app.state.slack = app.state.oidc = None
 
     app = FastAPI(
         title="Gatehouse",

@@ -5,6 +5,7 @@ the viewer, errors shown as pages) and ``session.py`` the session cookie and for
 
     assets.py       the script and the style sheet (the files are in static/)
     login.py        logging in and out
+    oidc.py         signing in with the identity provider (GATEHOUSE_OIDC)
     runs.py         the runs
     approvals.py    the runs waiting for a decision
     security.py     the security events
@@ -23,18 +24,21 @@ from shim.api.dashboard import (
     artifacts,
     assets,
     login,
+    oidc,
     run,
     run_actions,
     runs,
     security,
     workers,
 )
+from shim.api.dashboard._idp import IdentityProvider, check_id_token, open_oidc
 
-__all__ = ["ROUTERS"]
+__all__ = ["ROUTERS", "IdentityProvider", "check_id_token", "open_oidc"]
 
 ROUTERS: tuple[APIRouter, ...] = (
     assets.router,
     login.router,
+    oidc.router,
     runs.router,
     approvals.router,
     security.router,

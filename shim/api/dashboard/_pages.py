@@ -22,12 +22,21 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
 
 from contracts import ErrorCode, GatehouseError, JsonValue, Role, canonical, visible
-from shim.api.dashboard.session import csrf_of, identify, same_origin, session_token
-from shim.api.deps import TokensDep, admit
+from shim.api.dashboard.session import (
+    OIDC_PREFIX,
+    csrf_of,
+    identify,
+    oidc_identity,
+    same_origin,
+    session_token,
+)
+from shim.api.deps import ServiceDep, TokensDep, admit
 from shim.api.errors import record_refused
 from shim.api.http import refuse_bad_parameters
+from shim.api.services import Service
 from shim.tokens import Identity, LiveTokens
 
 __all__ = [
@@ -117,14 +126,19 @@ def pretty(value: JsonValue) -> str:
     return canonical(value)
 
 
-def viewer(*roles: Role) -> Callable[[Request, TokensDep], Awaitable[Identity]]:
+def viewer(*roles: Role) -> Callable[[Request, TokensDep, ServiceDep], Awaitable[Identity]]:
     """Who is looking, from the session's token; they must hold one of ``roles``."""
 
-    async def me(request: Request, tokens: TokensDep) -> Identity:
+    async def me(request: Request, tokens: TokensDep, service: ServiceDep) -> Identity:
         refuse_bad_parameters(request)
         token = session_token(request)
         if token is None:
             raise LoginNeededError
+        if token.startswith(OIDC_PREFIX):
+            person = await run_in_threadpool(oidc_identity, service.db, token)
+            if person is None:  # ended, or never was
+                raise LoginNeededError
+            return admit(request, person, roles)
         try:
             found = tokens.check(token)
         except GatehouseError as exc:
@@ -164,7 +178,13 @@ async def _as_page(request: Request, handle: Callable[[], Awaitable[Response]]) 
     except GatehouseError as exc:
         await record_refused(request, exc)
         live = request.app.state.tokens
-        found = identify(request, live.current()) if isinstance(live, LiveTokens) else None
+        service = getattr(request.app.state, "service", None)
+        db = service.db if isinstance(service, Service) else None
+        found = (
+            await run_in_threadpool(identify, request, live.current(), db)
+            if isinstance(live, LiveTokens)
+            else None
+        )
         ctx = common(request, found) if found is not None else {"who": None}
         status = exc.code.http_status
         return page("error.html", http_status=status, status=status,

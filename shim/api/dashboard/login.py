@@ -10,11 +10,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from contracts import ErrorCode, GatehouseError
+from ledger import oidc
 from shim.api.dashboard._pages import PageRoute, checked_form, page, viewer
-from shim.api.dashboard.session import forget, remember, same_origin
-from shim.api.deps import TokensDep
+from shim.api.dashboard.session import OIDC_PREFIX, forget, remember, same_origin, session_token
+from shim.api.deps import ServiceDep, TokensDep
 from shim.api.errors import record_refused
 from shim.tokens import Identity
 
@@ -31,8 +33,12 @@ def _login_refused() -> GatehouseError:
 
 
 @router.get("/dashboard/login")
-def login_page(next: Annotated[str, Query(max_length=500)] = "/dashboard") -> Response:
-    return page("login.html", who=None, next=next, problem=None)
+def login_page(
+    request: Request, next: Annotated[str, Query(max_length=500)] = "/dashboard"
+) -> Response:
+    idp = getattr(request.app.state, "oidc", None)
+    issuer = idp.config.issuer if idp is not None else None
+    return page("login.html", who=None, next=next, problem=None, issuer=issuer)
 
 
 @router.post("/dashboard/login")
@@ -51,7 +57,10 @@ async def login(
     if refused is not None:
         await record_refused(request, refused)
         problem = _LOGIN_PROBLEMS.get(refused.code, "That token is not valid.")
-        return page("login.html", http_status=401, who=None, next=next, problem=problem)
+        idp = getattr(request.app.state, "oidc", None)
+        issuer = idp.config.issuer if idp is not None else None
+        return page("login.html", http_status=401, who=None, next=next, problem=problem,
+                    issuer=issuer)  # fmt: skip
     # only somewhere on this dashboard: never an open redirect
     target = next if next.startswith("/dashboard") and "//" not in next else "/dashboard"
     response = RedirectResponse(target, status_code=303)
@@ -60,8 +69,18 @@ async def login(
 
 
 @router.post("/dashboard/logout")
-async def logout(request: Request, me: Annotated[Identity, Depends(viewer())]) -> Response:
+async def logout(
+    request: Request, me: Annotated[Identity, Depends(viewer())], service: ServiceDep
+) -> Response:
     await checked_form(request)
+    token = session_token(request) or ""
+    if token.startswith(OIDC_PREFIX):  # the session's row goes: the cookie is worth nothing
+
+        def end() -> None:
+            with service.db.engine.begin() as conn:
+                oidc.end_session(conn, token.removeprefix(OIDC_PREFIX))
+
+        await run_in_threadpool(end)
     response = RedirectResponse("/dashboard/login", status_code=303)
     forget(response)
     return response

@@ -4,7 +4,9 @@ Logging in is giving the shim a bearer token, the same token the API takes: it
 is checked against the token store, then kept in an HttpOnly, SameSite=Strict
 cookie scoped to ``/dashboard`` (Secure when the page came over HTTPS). Each
 request is identified by that token afresh, so roles apply exactly as on the
-API and a token removed from the store stops working at once.
+API and a token removed from the store stops working at once. Signing in with
+the identity provider (``oidc.py``) puts ``oidc.`` and a random session token in
+the same cookie instead: its digest names the session's row (identity, roles).
 
 Forms carry a token derived from the session's token (``csrf_of``), checked on
 every POST together with the ``Origin`` header when the browser sends one: a
@@ -20,11 +22,28 @@ import hmac
 from fastapi import Request
 from starlette.responses import Response
 
+from contracts import Role
+from ledger import Database, oidc
 from shim.tokens import Identity, TokenStore
 
-__all__ = ["COOKIE", "csrf_of", "forget", "identify", "remember", "same_origin", "session_token"]
+_ROLES = {r.value for r in Role}
+
+__all__ = [
+    "COOKIE",
+    "OIDC_PREFIX",
+    "csrf_of",
+    "forget",
+    "identify",
+    "oidc_identity",
+    "remember",
+    "same_origin",
+    "session_token",
+]
 
 COOKIE = "gatehouse_session"
+# A session opened by signing in with the identity provider: the cookie holds this and
+# a random token whose digest names a row of ``dashboard_sessions`` (never a bearer token).
+OIDC_PREFIX = "oidc."
 _PATH = "/dashboard"
 _MAX_AGE_S = 8 * 3600
 
@@ -34,9 +53,23 @@ def session_token(request: Request) -> str | None:
     return token if token else None
 
 
-def identify(request: Request, store: TokenStore) -> Identity | None:
+def oidc_identity(db: Database, token: str) -> Identity | None:
+    """Who a signed-in session is, with the roles its sign-in gave (None: no such
+    session, or it has ended)."""
+    with db.engine.connect() as conn:
+        found = oidc.find_session(conn, token.removeprefix(OIDC_PREFIX))
+    if found is None:
+        return None
+    return Identity(found.identity, frozenset(Role(r) for r in found.roles if r in _ROLES))
+
+
+def identify(request: Request, store: TokenStore, db: Database | None = None) -> Identity | None:
     token = session_token(request)
-    return None if token is None else store.identify(token)
+    if token is None:
+        return None
+    if token.startswith(OIDC_PREFIX):
+        return None if db is None else oidc_identity(db, token)
+    return store.identify(token)
 
 
 def csrf_of(token: str) -> str:

@@ -1,0 +1,195 @@
+"""The identity provider, as the dashboard's relying party sees it (OpenID Connect,
+authorization code flow with PKCE).
+
+The provider's metadata and signing keys are read from its discovery document on
+first use and kept; the keys are read again once when a token names a key id they
+do not hold (the provider rotated). An ID token is taken only when joserfc verifies
+its signature under one of those keys with an allowed algorithm (never ``none``,
+never a MAC) and its ``iss``, ``aud``, ``exp``, ``iat``, ``sub`` and ``nonce`` hold;
+anything else is ``oidc_token_invalid`` naming what failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import KeySet
+from joserfc.jwt import JWTClaimsRegistry
+
+from contracts import ErrorCode, GatehouseError, JsonObject, OidcConfig, Role, load_settings_file
+
+__all__ = ["IdentityProvider", "Person", "check_id_token", "open_oidc", "pkce_challenge"]
+
+_TIMEOUT_S = 10.0
+_IDENTITY = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,63}$")
+
+
+def pkce_challenge(verifier: str) -> str:
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def _invalid(reason: str) -> GatehouseError:
+    return GatehouseError(
+        ErrorCode.OIDC_TOKEN_INVALID, f"the sign-in was refused: {reason}", {"reason": reason}
+    )
+
+
+def check_id_token(
+    raw: str, keys: KeySet, config: OidcConfig, nonce: str, now: int | None = None
+) -> JsonObject:
+    """The ID token's claims, once its signature and claims hold (see the module)."""
+    try:
+        token = jwt.decode(raw, keys, algorithms=list(config.algorithms))
+    except JoseError as exc:
+        raise _invalid(f"the ID token does not verify ({exc.error}: {exc.description})") from exc
+    except ValueError as exc:  # not a JWS at all
+        raise _invalid("the ID token is not a signed JWT") from exc
+    registry = JWTClaimsRegistry(
+        now=now,
+        leeway=config.leeway_s,
+        iss={"essential": True, "value": config.issuer},
+        aud={"essential": True, "value": config.client_id},
+        exp={"essential": True},
+        iat={"essential": True},
+        sub={"essential": True},
+        nonce={"essential": True, "value": nonce},
+    )
+    try:
+        registry.validate(token.claims)
+    except JoseError as exc:
+        raise _invalid(f"{exc.error}: {exc.description}") from exc
+    claims: JsonObject = dict(token.claims)
+    return claims
+
+
+@dataclass(frozen=True)
+class Person:
+    identity: str
+    roles: frozenset[Role]
+
+
+@dataclass
+class IdentityProvider:
+    config: OidcConfig
+    secret: str
+    _meta: JsonObject = field(default_factory=dict)
+    _keys: KeySet | None = None
+
+    async def _get(self, url: str) -> dict[str, Any]:
+        try:
+            async with httpx.AsyncClient(timeout=_TIMEOUT_S, trust_env=False) as client:
+                answer = await client.get(url)
+            answer.raise_for_status()
+            found = answer.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise GatehouseError(
+                ErrorCode.OIDC_UNAVAILABLE,
+                f"the identity provider did not answer {url} as it should ({type(exc).__name__})",
+            ) from exc
+        if not isinstance(found, dict):
+            raise GatehouseError(ErrorCode.OIDC_UNAVAILABLE, f"{url} is not a JSON object")
+        return found
+
+    async def metadata(self) -> JsonObject:
+        if not self._meta:
+            issuer = self.config.issuer.rstrip("/")
+            meta = await self._get(f"{issuer}/.well-known/openid-configuration")
+            if meta.get("issuer") != self.config.issuer:
+                raise GatehouseError(
+                    ErrorCode.OIDC_UNAVAILABLE,
+                    f"the discovery document names issuer {meta.get('issuer')!r},"
+                    f" not {self.config.issuer!r}",
+                )
+            self._meta = meta
+        return self._meta
+
+    async def keys(self, refresh: bool = False) -> KeySet:
+        if self._keys is None or refresh:
+            meta = await self.metadata()
+            try:
+                self._keys = KeySet.import_key_set(await self._get(str(meta["jwks_uri"])))  # type: ignore[arg-type]  # a JWKS document, checked by import_key_set
+            except (KeyError, JoseError, ValueError) as exc:
+                raise GatehouseError(
+                    ErrorCode.OIDC_UNAVAILABLE, "the provider's signing keys do not load"
+                ) from exc
+        return self._keys
+
+    async def authorize_url(self, state: str, nonce: str, verifier: str) -> str:
+        meta = await self.metadata()
+        query = urlencode({
+            "response_type": "code", "client_id": self.config.client_id,
+            "redirect_uri": self.config.redirect_uri, "scope": " ".join(self.config.scopes),
+            "state": state, "nonce": nonce, "code_challenge": pkce_challenge(verifier),
+            "code_challenge_method": "S256",
+        })  # fmt: skip
+        return f"{meta['authorization_endpoint']}?{query}"
+
+    async def sign_in(self, code: str, verifier: str, nonce: str) -> Person:
+        """Exchange the code for tokens, check the ID token, and say who this is."""
+        meta = await self.metadata()
+        try:
+            async with httpx.AsyncClient(timeout=_TIMEOUT_S, trust_env=False) as client:
+                answer = await client.post(
+                    str(meta["token_endpoint"]),
+                    data={"grant_type": "authorization_code", "code": code,
+                          "redirect_uri": self.config.redirect_uri, "code_verifier": verifier},
+                    auth=(self.config.client_id, self.secret),
+                )  # fmt: skip
+        except httpx.HTTPError as exc:
+            raise GatehouseError(
+                ErrorCode.OIDC_UNAVAILABLE, "the provider's token endpoint did not answer"
+            ) from exc
+        raw = answer.json().get("id_token") if answer.is_success else None
+        if not isinstance(raw, str):
+            raise _invalid(f"the token endpoint answered HTTP {answer.status_code} and no ID token")
+        keys = await self.keys()
+        try:
+            claims = check_id_token(raw, keys, self.config, nonce)
+        except GatehouseError:
+            claims = check_id_token(raw, await self.keys(refresh=True), self.config, nonce)
+        return self.person(claims)
+
+    def person(self, claims: JsonObject) -> Person:
+        name = claims.get(self.config.identity_claim)
+        if not isinstance(name, str) or not _IDENTITY.fullmatch(name):
+            raise _invalid(
+                f"its {self.config.identity_claim} does not read as a Gatehouse identity"
+                " (lower-case letters, digits, . _ : -; choose identity_claim in the OIDC file)"
+            )
+        groups = claims.get(self.config.groups_claim, [])
+        listed = [groups] if isinstance(groups, str) else groups if isinstance(groups, list) else []
+        roles = {r for g in listed if isinstance(g, str) for r in self.config.roles.get(g, [])}
+        if not roles:
+            raise GatehouseError(
+                ErrorCode.FORBIDDEN,
+                f"{name} signed in, but none of their groups gives a Gatehouse role",
+                {"identity": name},
+            )
+        return Person(name, frozenset(roles))
+
+
+def open_oidc(path: Path | None, env: dict[str, str] | None = None) -> IdentityProvider | None:
+    """The provider of the OIDC file at ``path`` (None: no file, tokens only), or
+    ``config_invalid``: a bad file, or the client secret's variable unset."""
+    if path is None:
+        return None
+    config = load_settings_file(path, OidcConfig, "the OIDC file")
+    secret = (os.environ if env is None else env).get(config.client_secret_env, "")
+    if not secret.strip():
+        raise GatehouseError(
+            ErrorCode.CONFIG_INVALID,
+            f"the OIDC file {path} names {config.client_secret_env} for the client secret,"
+            " and that variable is not set",
+        )
+    return IdentityProvider(config, secret)
