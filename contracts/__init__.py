@@ -58,7 +58,7 @@ from contracts.intent import IntentAccepted, IntentRequest, Mode
 from contracts.job import APP_VERSION, IntentJob, StretchJob
 from contracts.messages import MessageAccepted, MessageRequest
 from contracts.notify import NotifyConfig, NotifyEvent, Sink, SmtpServer
-from contracts.oidc import OidcConfig
+from contracts.oidc import OidcConfig, OidcExchange, OidcSession
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
 from contracts.recipe import Recipe
 from contracts.replay import (
@@ -181,6 +181,8 @@ __all__ = [
     "NotifyConfig",
     "NotifyEvent",
     "OidcConfig",
+    "OidcExchange",
+    "OidcSession",
     "OnError",
     "OpaPolicy",
     "OpencodePolicy",

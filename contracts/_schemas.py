@@ -25,6 +25,7 @@ from contracts.explain import ExplainReport, ExplainView
 from contracts.intent import IntentRequest
 from contracts.job import IntentJob, StretchJob
 from contracts.messages import MessageRequest
+from contracts.oidc import OidcExchange
 from contracts.plan import Plan
 from contracts.recipe import Recipe
 from contracts.replay import CallResolution, ForkRequest, ReplayReport
@@ -64,6 +65,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "ds.gatehouse_explain_v1": ExplainView,
     "env.cancel_request_v1": CancelRequest,
     "env.run_message_v1": MessageRequest,
+    "env.oidc_exchange_v1": OidcExchange,
 }
 
 

@@ -29,7 +29,7 @@ from pydantic import Field
 from contracts._base import Closed
 from contracts.auth import Role
 
-__all__ = ["OidcConfig"]
+__all__ = ["OidcConfig", "OidcExchange", "OidcSession"]
 
 SigningAlg = Literal[
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"
@@ -51,5 +51,23 @@ class OidcConfig(Closed):
     # Only these signature algorithms are taken (never "none", never a MAC).
     algorithms: list[SigningAlg] = Field(default_factory=lambda: list(_DEFAULT_ALGS), min_length=1)
     session_hours: float = Field(default=8, gt=0, le=24 * 7)
+    # A public client for ``gatehouse login`` (device authorization); None: the CLI
+    # keeps bearer tokens only.
+    cli_client_id: str | None = Field(default=None, min_length=1, max_length=255)
     # How far the IdP's clock may be from the shim's when judging exp and iat.
     leeway_s: int = Field(default=60, ge=0, le=600)
+
+
+class OidcExchange(Closed):
+    """Body of ``POST /auth/oidc/exchange``: the ID token the CLI's sign-in got."""
+
+    id_token: str = Field(min_length=10, max_length=16384)
+
+
+class OidcSession(Closed):
+    """A session opened for the person an ID token names: its bearer token (shown once)."""
+
+    token: str
+    identity: str
+    roles: list[Role]
+    expires_in_s: int

@@ -21,6 +21,7 @@ from shim.api.deps import names_of
 from shim.api.door import Door, DoorMiddleware
 from shim.api.errors import install_error_handlers, refusal_recorder
 from shim.api.http import Answer, known_query, served_routes
+from shim.api.idp import open_oidc
 from shim.api.openapi import install_openapi
 from shim.api.services import Service
 from shim.settings import ShimSettings
@@ -37,7 +38,7 @@ def create_app(
         tokens = LiveTokens.open(settings.tokens_file)
         try:
             slack_door = slack.open_slack(settings.slack_file)
-            idp = dashboard.open_oidc(settings.oidc_file)
+            idp = open_oidc(settings.oidc_file)
         except GatehouseError as exc:  # as a missing tokens file: no shim
             raise RuntimeError(exc.message) from exc
         service = service_factory(settings)

@@ -12,9 +12,11 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
+from starlette.concurrency import run_in_threadpool
 
 from contracts import ErrorCode, GatehouseError, Role
 from shim.api.http import refuse_bad_parameters
+from shim.api.idp import OIDC_PREFIX, oidc_identity
 from shim.api.services import Service
 from shim.tokens import Identity, LiveTokens, TokenStore, bearer
 
@@ -49,14 +51,22 @@ def admit(request: Request, who: Identity, roles: tuple[Role, ...]) -> Identity:
     return who
 
 
-def require(*roles: Role) -> Callable[[Request, TokenStore], Awaitable[Identity]]:
+def require(*roles: Role) -> Callable[[Request, TokenStore, Service], Awaitable[Identity]]:
     """The caller's identity from its bearer token; it must hold one of ``roles`` (none
     given: any valid token). A route's malformed parameters are answered first."""
 
-    async def caller(request: Request, tokens: TokensDep) -> Identity:
+    async def caller(request: Request, tokens: TokensDep, service: ServiceDep) -> Identity:
         refuse_bad_parameters(request)
-        who = tokens.check(bearer(request.headers.get("authorization")))
-        return admit(request, who, roles)
+        token = bearer(request.headers.get("authorization"))
+        if not token.startswith(OIDC_PREFIX):
+            return admit(request, tokens.check(token), roles)
+        # a session the identity provider's sign-in opened (``gatehouse login``)
+        person = await run_in_threadpool(oidc_identity, service.db, token)
+        if person is None:
+            raise GatehouseError(
+                ErrorCode.UNAUTHORIZED, "the session has ended: sign in again (gatehouse login)"
+            )
+        return admit(request, person, roles)
 
     return caller
 

@@ -38,6 +38,8 @@ from contracts import (
     IntentRequest,
     MessageAccepted,
     MessageRequest,
+    OidcExchange,
+    OidcSession,
     ReplayReport,
     RunList,
     RunView,
@@ -146,6 +148,10 @@ def _ops(ref: Callable[[type[BaseModel]], Schema]) -> dict[tuple[str, str], Op]:
         ("get", "/artifacts/{sha256}"): Op(answer="application/octet-stream",
                                            errors=(404, 422)),
         ("get", "/security-events"): Op(answer=events, errors=(422,)),
+        # The CLI's sign-in with the identity provider: open (the ID token is the credential).
+        ("get", "/auth/oidc"): Op(answer=_OBJECT, public=True, errors=(404,)),
+        ("post", "/auth/oidc/exchange"): Op(answer=OidcSession, body=OidcExchange, public=True,
+                                            errors=(401, 403, 404, *_BODY)),
         # Signed by Slack instead of a bearer token (docs/operators.md).
         ("post", "/slack/interactions"): Op(answer=outcome, form=slack_form, public=True,
                                             errors=(401, 404, 409, *_BODY)),

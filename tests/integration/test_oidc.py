@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +21,7 @@ from shim.api.dashboard.session import COOKIE, csrf_of
 from tests.conftest import require_backend
 from tests.support.oidc_provider import CLIENT_SECRET, OidcProvider, provider_or_skip
 from tests.support.plans import digest_of_plan, noop_plan
+from tests.support.served import ServedShim
 from tests.support.stack import BACKENDS, Stack, running_stack
 
 CALLBACK = "http://testserver/dashboard/oidc/callback"
@@ -36,6 +40,7 @@ def signed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Sta
             "issuer": idp.issuer, "client_id": "gatehouse",
             "client_secret_env": "GATEHOUSE_TEST_OIDC_SECRET", "redirect_uri": CALLBACK,
             "roles": {"change-approvers": ["approver"], "platform-oncall": ["operator"]},
+            "cli_client_id": "gatehouse-cli",
         }))  # fmt: skip
         with running_stack(request.param, tmp_path, shim_env={"GATEHOUSE_OIDC": str(file)}) as s:
             yield s, idp
@@ -128,3 +133,44 @@ def test_a_person_without_a_role_or_a_usable_identity_is_refused(
     assert mixed.status_code == 401 and "oidc_token_invalid" in mixed.text
     assert browser.cookies.get(COOKIE) is None
     assert stack.sql("SELECT COUNT(*) FROM dashboard_sessions")[0][0] == 0
+
+
+def test_the_cli_signs_in_from_a_terminal_and_its_session_token_works_on_the_api(
+    signed: tuple[Stack, OidcProvider], tmp_path: Path
+) -> None:
+    """``gatehouse login``: the device sign-in, confirmed by the person in a browser;
+    the session token it prints is a bearer token for that person on the API."""
+    stack, idp = signed
+    plan = noop_plan(1)
+    run_id = stack.submit({"recipe": "echo", "objective": "cli", "mode": "run-plan",
+                           "plan": plan}).json()["run_id"]  # fmt: skip
+    stack.wait(run_id, {"waiting_approval"})
+    oidc_env = {"GATEHOUSE_OIDC": str(tmp_path / "oidc.yaml")}
+    with ServedShim(stack.database_url, stack.client.people.file, env=oidc_env) as url:
+        cli = subprocess.Popen(
+            [str(Path(sys.executable).parent / "gatehouse"), "login", "--url", url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "GATEHOUSE_URL": url},
+        )  # fmt: skip
+        assert cli.stderr is not None
+        told = cli.stderr.readline()  # "gatehouse: to sign in, open URL and confirm the code C"
+        where = re.search(r"open (\S+) and confirm the code (\S+)", told)
+        assert where is not None, told
+        done = idp.confirm_device(where.group(1), "bob")
+        assert "Sign-in Success" in done
+        out, err = cli.communicate(timeout=60)
+        assert cli.returncode == 0, err
+        assert "signed in as bob (approver) for 8 h" in err
+        token = re.fullmatch(r"export GATEHOUSE_TOKEN=(oidc\.\S+)\n", out)
+        assert token is not None, out
+        bearer = {"Authorization": f"Bearer {token.group(1)}"}
+        ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)},
+                               headers=bearer)  # fmt: skip
+        assert ok.status_code == 200 and ok.json()["decided_by"] == "bob", ok.text
+        assert stack.client.get("/workers", headers=bearer).status_code == 403  # not an operator
+        stale = stack.client.post("/auth/oidc/exchange", json={"id_token": "x" * 40})
+        assert stale.status_code == 401
+        assert stale.json()["error"]["code"] == "oidc_token_invalid"
+    stack.execute("DELETE FROM dashboard_sessions")  # the session ends (its hours pass)
+    ended = stack.client.get(f"/runs/{run_id}", headers=bearer)
+    assert ended.status_code == 401 and "session has ended" in ended.text

@@ -85,6 +85,18 @@ class OidcProvider:
                 answer = browser.post(action, data=fields)
         raise AssertionError("the provider never sent the browser back")
 
+    def confirm_device(self, verification_url: str, login: str) -> str:
+        """A terminal's sign-in confirmed in the browser as ``login``: through the
+        code's confirmation, login and consent pages; the text of the last page."""
+        with httpx.Client(follow_redirects=True, timeout=10) as browser:
+            answer = browser.get(verification_url)
+            for _ in range(8):
+                if "<form" not in answer.text:
+                    return answer.text
+                action, fields = self._form(answer.text, login)
+                answer = browser.post(httpx.URL(self.issuer).join(action), data=fields)
+        raise AssertionError("the device sign-in never finished")
+
     @staticmethod
     def _form(html: str, login: str) -> tuple[str, dict[str, Any]]:
         found = re.search(r'<form[^>]*action="([^"]+)"', html)

@@ -31,9 +31,8 @@ from shim.api.dashboard import (
     security,
     workers,
 )
-from shim.api.dashboard._idp import IdentityProvider, check_id_token, open_oidc
 
-__all__ = ["ROUTERS", "IdentityProvider", "check_id_token", "open_oidc"]
+__all__ = ["ROUTERS"]
 
 ROUTERS: tuple[APIRouter, ...] = (
     assets.router,

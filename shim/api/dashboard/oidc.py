@@ -5,7 +5,7 @@ Start makes a state, a nonce and a PKCE verifier, keeps them (hashed state) for 
 minutes, puts the state in a cookie of this browser too, and sends the browser to the
 provider. The callback takes that sign-in once, only from the browser that started
 it (``oidc_state_invalid`` otherwise: a forged, replayed or expired state), exchanges
-the code, checks the ID token (``shim.api.dashboard._idp``) and opens a session whose
+the code, checks the ID token (``shim.api.idp``) and opens a session whose
 cookie names a row of ``dashboard_sessions``: the person's identity and the roles
 their groups gave them at sign-in, for ``session_hours``.
 """
@@ -22,10 +22,11 @@ from starlette.concurrency import run_in_threadpool
 
 from contracts import ErrorCode, GatehouseError
 from ledger import oidc
-from shim.api.dashboard._idp import IdentityProvider
 from shim.api.dashboard._pages import PageRoute, page
-from shim.api.dashboard.session import OIDC_PREFIX, remember
+from shim.api.dashboard.session import remember
 from shim.api.deps import ServiceDep
+from shim.api.idp import IdentityProvider
+from shim.api.services import sessions
 
 router = APIRouter(route_class=PageRoute)
 
@@ -105,19 +106,11 @@ async def oidc_callback(
         )
     person = await idp.sign_in(code, login.verifier, login.nonce)
     request.state.identity = person.identity
-    token = secrets.token_urlsafe(32)
-    session = oidc.Session(person.identity, sorted(r.value for r in person.roles))
-
-    def open_session() -> None:
-        with service.db.engine.begin() as conn:
-            oidc.start_session(conn, token, session, issuer=idp.config.issuer,
-                               hours=idp.config.session_hours)  # fmt: skip
-
-    await run_in_threadpool(open_session)
+    opened = await run_in_threadpool(sessions.open_session, service, person, idp.config)
     # A page of this origin sends the browser on: the session cookie (SameSite=Strict)
     # is not sent on a redirect chain that began at the provider's site.
     response = page("signed_in.html", who=None, next=login.next_path, identity=person.identity,
-                    roles=session.roles)  # fmt: skip
-    remember(response, request, OIDC_PREFIX + token)
+                    roles=[r.value for r in opened.roles])  # fmt: skip
+    remember(response, request, opened.token)
     response.delete_cookie(_STATE_COOKIE, path=_STATE_PATH)
     return response

@@ -22,11 +22,9 @@ import hmac
 from fastapi import Request
 from starlette.responses import Response
 
-from contracts import Role
-from ledger import Database, oidc
+from ledger import Database
+from shim.api.idp import OIDC_PREFIX, oidc_identity
 from shim.tokens import Identity, TokenStore
-
-_ROLES = {r.value for r in Role}
 
 __all__ = [
     "COOKIE",
@@ -41,9 +39,6 @@ __all__ = [
 ]
 
 COOKIE = "gatehouse_session"
-# A session opened by signing in with the identity provider: the cookie holds this and
-# a random token whose digest names a row of ``dashboard_sessions`` (never a bearer token).
-OIDC_PREFIX = "oidc."
 _PATH = "/dashboard"
 _MAX_AGE_S = 8 * 3600
 
@@ -51,16 +46,6 @@ _MAX_AGE_S = 8 * 3600
 def session_token(request: Request) -> str | None:
     token = request.cookies.get(COOKIE)
     return token if token else None
-
-
-def oidc_identity(db: Database, token: str) -> Identity | None:
-    """Who a signed-in session is, with the roles its sign-in gave (None: no such
-    session, or it has ended)."""
-    with db.engine.connect() as conn:
-        found = oidc.find_session(conn, token.removeprefix(OIDC_PREFIX))
-    if found is None:
-        return None
-    return Identity(found.identity, frozenset(Role(r) for r in found.roles if r in _ROLES))
 
 
 def identify(request: Request, store: TokenStore, db: Database | None = None) -> Identity | None:

@@ -12,6 +12,7 @@ from fastapi import APIRouter
 
 from shim.api.routes import (
     artifacts,
+    auth,
     calls,
     cancels,
     catalog,
@@ -37,6 +38,7 @@ __all__ = ["ROUTERS"]
 # The order the OpenAPI document lists the paths in.
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
+    auth.router,
     workers.router,
     catalog.router,
     events.router,

@@ -19,6 +19,7 @@ matters. A refusal is raised as a ``GatehouseError`` with its stable code.
     health.py     liveness, readiness, the workers' heartbeats
     metrics.py    Prometheus text from the database
     refusals.py   every refused request as a security event
+    sessions.py   a session the identity provider's sign-in opens
     acting.py     what several share: a run's links, acting as the token's identity
 """
 

@@ -139,6 +139,11 @@ COMMANDS: dict[str, CommandInfo] = {
         "shim.cli.commands.security_events",
         "list refused requests and refusals inside runs, newest first",
     ),
+    "login": CommandInfo(
+        "shim.cli.commands.login",
+        "sign in with the company's identity provider from this terminal (device"
+        " sign-in); prints export GATEHOUSE_TOKEN=… for a session with your groups' roles",
+    ),
     "tokens": CommandInfo(
         "shim.cli.commands.tokens",
         "bearer tokens: tokens add NAME --roles … (printed once; only its digest is"

@@ -11,6 +11,10 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
   clients: [{
     client_id: 'gatehouse', client_secret: clientSecret, redirect_uris: [redirectUri],
     grant_types: ['authorization_code'], response_types: ['code'],
+  }, {
+    // `gatehouse login`: a public client signing in from a terminal
+    client_id: 'gatehouse-cli', token_endpoint_auth_method: 'none', redirect_uris: [],
+    grant_types: ['urn:ietf:params:oauth:grant-type:device_code'], response_types: [],
   }],
   claims: {openid: ['sub'], groups: ['groups']},
   scopes: ['openid', 'groups'],
@@ -19,7 +23,7 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
     accountId: id,
     claims: async () => ({sub: id, groups: accounts[id] || []}),
   }),
-  features: {devInteractions: {enabled: true}},
+  features: {devInteractions: {enabled: true}, deviceFlow: {enabled: true}},
   cookies: {keys: ['gatehouse-test-only']},
 });
 provider.listen(Number(port), '127.0.0.1', () => console.log('listening'));

@@ -13,7 +13,7 @@ from joserfc import jwt
 from joserfc.jwk import KeySet, OctKey, RSAKey
 
 from contracts import ErrorCode, GatehouseError, OidcConfig, Role
-from shim.api.dashboard import IdentityProvider, check_id_token
+from shim.api.idp import IdentityProvider, check_id_token
 
 CONFIG = OidcConfig(
     issuer="https://idp.example", client_id="gatehouse", client_secret_env="S",

@@ -1,5 +1,8 @@
-"""The identity provider, as the dashboard's relying party sees it (OpenID Connect,
-authorization code flow with PKCE).
+"""The identity provider, as Gatehouse's relying party sees it (OpenID Connect): the
+dashboard's sign-in (authorization code with PKCE, ``shim.api.dashboard.oidc``) and the
+CLI's (device authorization; its ID token exchanged at ``POST /auth/oidc/exchange``).
+A session either opens is a row of ``dashboard_sessions``; its token, ``oidc.`` and a
+random string, is a session cookie on the dashboard or a bearer token on the API.
 
 The provider's metadata and signing keys are read from its discovery document on
 first use and kept; the keys are read again once when a token names a key id they
@@ -15,6 +18,7 @@ import base64
 import hashlib
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +31,25 @@ from joserfc.jwk import KeySet
 from joserfc.jwt import JWTClaimsRegistry
 
 from contracts import ErrorCode, GatehouseError, JsonObject, OidcConfig, Role, load_settings_file
+from ledger import Database, oidc
+from shim.tokens import Identity
 
-__all__ = ["IdentityProvider", "Person", "check_id_token", "open_oidc", "pkce_challenge"]
+__all__ = [
+    "OIDC_PREFIX",
+    "IdentityProvider",
+    "Person",
+    "check_id_token",
+    "oidc_identity",
+    "open_oidc",
+    "pkce_challenge",
+]
+
+# A session opened by signing in with the identity provider: this, and a random token
+# whose digest names a row of ``dashboard_sessions`` (never a bearer token of the file).
+OIDC_PREFIX = "oidc."
+_ROLES = {r.value for r in Role}
+# How fresh an ID token the CLI brings must be (it has no nonce to tie it to a sign-in).
+CLI_TOKEN_MAX_AGE_S = 300
 
 _TIMEOUT_S = 10.0
 _IDENTITY = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,63}$")
@@ -45,10 +66,28 @@ def _invalid(reason: str) -> GatehouseError:
     )
 
 
+def oidc_identity(db: Database, token: str) -> Identity | None:
+    """Who a session is, with the roles its sign-in gave (None: no such session, or
+    it has ended)."""
+    with db.engine.connect() as conn:
+        found = oidc.find_session(conn, token.removeprefix(OIDC_PREFIX))
+    if found is None:
+        return None
+    return Identity(found.identity, frozenset(Role(r) for r in found.roles if r in _ROLES))
+
+
 def check_id_token(
-    raw: str, keys: KeySet, config: OidcConfig, nonce: str, now: int | None = None
+    raw: str,
+    keys: KeySet,
+    config: OidcConfig,
+    nonce: str | None,
+    *,
+    now: int | None = None,
+    audience: str | None = None,
 ) -> JsonObject:
-    """The ID token's claims, once its signature and claims hold (see the module)."""
+    """The ID token's claims, once its signature and claims hold (see the module).
+    ``nonce`` None: a token with no sign-in of ours to tie it to (the CLI's device
+    sign-in), taken only when issued within ``CLI_TOKEN_MAX_AGE_S``."""
     try:
         token = jwt.decode(raw, keys, algorithms=list(config.algorithms))
     except JoseError as exc:
@@ -59,16 +98,22 @@ def check_id_token(
         now=now,
         leeway=config.leeway_s,
         iss={"essential": True, "value": config.issuer},
-        aud={"essential": True, "value": config.client_id},
+        aud={"essential": True, "value": audience or config.client_id},
         exp={"essential": True},
         iat={"essential": True},
         sub={"essential": True},
-        nonce={"essential": True, "value": nonce},
+        nonce={"essential": True, "value": nonce} if nonce is not None else {"essential": False},
     )
     try:
         registry.validate(token.claims)
     except JoseError as exc:
         raise _invalid(f"{exc.error}: {exc.description}") from exc
+    issued = token.claims.get("iat")
+    moment = int(time.time()) if now is None else now
+    if nonce is None and (
+        not isinstance(issued, int) or moment - issued > CLI_TOKEN_MAX_AGE_S + config.leeway_s
+    ):
+        raise _invalid(f"the ID token was issued more than {CLI_TOKEN_MAX_AGE_S} s ago")
     claims: JsonObject = dict(token.claims)
     return claims
 
@@ -158,6 +203,22 @@ class IdentityProvider:
             claims = check_id_token(raw, keys, self.config, nonce)
         except GatehouseError:
             claims = check_id_token(raw, await self.keys(refresh=True), self.config, nonce)
+        return self.person(claims)
+
+    async def cli_person(self, id_token: str) -> Person:
+        """The person an ID token from the CLI's device sign-in names (audience: the
+        OIDC file's ``cli_client_id``; fresh, as it has no nonce)."""
+        audience = self.config.cli_client_id
+        if audience is None:
+            raise GatehouseError(
+                ErrorCode.NOT_FOUND, "the OIDC file names no cli_client_id: the CLI uses tokens"
+            )
+        keys = await self.keys()
+        try:
+            claims = check_id_token(id_token, keys, self.config, None, audience=audience)
+        except GatehouseError:
+            fresh = await self.keys(refresh=True)
+            claims = check_id_token(id_token, fresh, self.config, None, audience=audience)
         return self.person(claims)
 
     def person(self, claims: JsonObject) -> Person:

@@ -1,0 +1,57 @@
+"""``/auth/oidc``: how the CLI signs in with the company's identity provider
+(``gatehouse login``), and ``/auth/oidc/exchange``: its ID token for a session.
+
+Both are open (no bearer token): the first says only where to sign in; the second
+takes an ID token the provider signed for the CLI's client (``cli_client_id``),
+issued within five minutes, and answers a session token for the person it names,
+with the roles their groups give (``shim.api.idp``). ``not_found`` without the
+OIDC file, or when it names no CLI client.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from contracts import ErrorCode, GatehouseError, OidcExchange, OidcSession
+from shim.api.deps import ServiceDep
+from shim.api.http import Answer, model_response, read_body
+from shim.api.idp import IdentityProvider, Person
+from shim.api.services import sessions
+
+router = APIRouter()
+
+
+def _provider(request: Request) -> IdentityProvider:
+    found = getattr(request.app.state, "oidc", None)
+    if not isinstance(found, IdentityProvider) or found.config.cli_client_id is None:
+        raise GatehouseError(
+            ErrorCode.NOT_FOUND, "the CLI cannot sign in with an identity provider here"
+        )
+    return found
+
+
+@router.get("/auth/oidc")
+async def oidc_for_the_cli(request: Request) -> Answer:
+    idp = _provider(request)
+    meta = await idp.metadata()
+    return Answer({
+        "issuer": idp.config.issuer, "client_id": idp.config.cli_client_id,
+        "scopes": idp.config.scopes,
+        "device_authorization_endpoint": meta.get("device_authorization_endpoint"),
+        "token_endpoint": meta.get("token_endpoint"),
+    })  # fmt: skip
+
+
+@router.post("/auth/oidc/exchange")
+async def exchange(request: Request, service: ServiceDep) -> Answer:
+    idp = _provider(request)
+    body = await read_body(
+        request, service.settings.max_body_bytes, "env.oidc_exchange_v1", OidcExchange
+    )
+    person: Person = await idp.cli_person(body.id_token)
+    request.state.identity = person.identity
+    opened: OidcSession = await run_in_threadpool(
+        sessions.open_session, service, person, idp.config
+    )
+    return model_response(opened)
