@@ -5,7 +5,7 @@ Imports nothing else of Gatehouse; every other package imports this one.
 
 from contracts._base import Closed
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
-from contracts._files import load_settings_file
+from contracts._files import load_settings_file, named_secret
 from contracts._json import (
     PLACEHOLDER_KEY,
     JsonObject,
@@ -221,6 +221,7 @@ __all__ = [
     "decision_button_value",
     "digest_of",
     "load_settings_file",
+    "named_secret",
     "queue_partition",
     "render_schema",
     "schema_id",

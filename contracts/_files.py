@@ -4,6 +4,8 @@ file and the first thing wrong with it."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -12,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from contracts._errors import ErrorCode, GatehouseError
 
-__all__ = ["load_settings_file"]
+__all__ = ["load_settings_file", "named_secret"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,3 +36,17 @@ def load_settings_file(path: Path, model: type[M], what: str) -> M:
         raise GatehouseError(
             ErrorCode.CONFIG_INVALID, f"{what} {path}: {where}: {first['msg']}"
         ) from exc
+
+
+def named_secret(
+    path: Path, what: str, variable: str, purpose: str, env: Mapping[str, str] | None = None
+) -> str:
+    """The secret a settings file names the environment variable of (never holds), or
+    ``config_invalid`` when that variable is unset or empty."""
+    secret = (os.environ if env is None else env).get(variable, "")
+    if not secret.strip():
+        raise GatehouseError(
+            ErrorCode.CONFIG_INVALID,
+            f"{what} {path} names {variable} for {purpose}, and that variable is not set",
+        )
+    return secret

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -30,7 +29,15 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 from joserfc.jwt import JWTClaimsRegistry
 
-from contracts import ErrorCode, GatehouseError, JsonObject, OidcConfig, Role, load_settings_file
+from contracts import (
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    OidcConfig,
+    Role,
+    load_settings_file,
+    named_secret,
+)
 from ledger import Database, oidc
 from shim.tokens import Identity
 
@@ -246,11 +253,5 @@ def open_oidc(path: Path | None, env: dict[str, str] | None = None) -> IdentityP
     if path is None:
         return None
     config = load_settings_file(path, OidcConfig, "the OIDC file")
-    secret = (os.environ if env is None else env).get(config.client_secret_env, "")
-    if not secret.strip():
-        raise GatehouseError(
-            ErrorCode.CONFIG_INVALID,
-            f"the OIDC file {path} names {config.client_secret_env} for the client secret,"
-            " and that variable is not set",
-        )
+    secret = named_secret(path, "the OIDC file", config.client_secret_env, "the client secret", env)
     return IdentityProvider(config, secret)

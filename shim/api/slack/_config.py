@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from slack_sdk.signature import SignatureVerifier
 
-from contracts import ErrorCode, GatehouseError, SlackConfig, load_settings_file
+from contracts import SlackConfig, load_settings_file, named_secret
 
 __all__ = ["SlackDoor", "open_slack"]
 
@@ -47,11 +46,7 @@ def open_slack(path: Path | None, env: dict[str, str] | None = None) -> SlackDoo
     if path is None:
         return None
     config = load_settings_file(path, SlackConfig, "the Slack file")
-    secret = (os.environ if env is None else env).get(config.signing_secret_env, "")
-    if not secret.strip():
-        raise GatehouseError(
-            ErrorCode.CONFIG_INVALID,
-            f"the Slack file {path} names {config.signing_secret_env} for the app's signing"
-            " secret, and that variable is not set",
-        )
+    secret = named_secret(
+        path, "the Slack file", config.signing_secret_env, "the app's signing secret", env
+    )
     return SlackDoor(config, SignatureVerifier(secret))
