@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.conftest import require_backend
 from tests.support.scripted_model import ScriptedModel
@@ -155,6 +156,12 @@ def test_a_soft_failure_is_repaired_and_needs_a_new_approval(
     assert changes == {("added", "say"), ("removed", "look")}
     asked = _user_text(model.requests[-1].body)
     assert "step_failed" in asked and "look" in asked
+    # the approver's page says what changed since the approved revision
+    browser = TestClient(stack.client.app, follow_redirects=False)
+    browser.post("/dashboard/login", data={"token": stack.client.people.tokens["bob"]})
+    page = browser.get(f"/dashboard/runs/{run_id}").text
+    assert "Changed since revision 1" in page and first["plan_digest"][:12] in page
+    assert "<td>added</td><td>say</td>" in page and "<td>removed</td><td>look</td>" in page
 
     # the earlier approval does not carry over; its digest is stale now
     r = stack.client.post(f"/approve/{run_id}", json={"plan_digest": first["plan_digest"]})

@@ -50,6 +50,24 @@ def _card_state(view: RunView) -> str:
     return _CARD_WORDS.get(card.status, card.status)
 
 
+def _changes(view: RunView) -> list[dict[str, str]]:
+    """A later revision's changes from the one before, each as words and JSON text."""
+    card = view.plan_card
+    out: list[dict[str, str]] = []
+    for change in (card.changes or []) if card is not None else []:
+        if not isinstance(change, dict):
+            continue
+        kind = str(change.get("change", ""))
+        before = change.get("before", change.get("step") if kind == "removed" else None)
+        after = change.get("after", change.get("step") if kind == "added" else None)
+        out.append({
+            "what": kind, "step_id": str(change.get("step_id") or ""),
+            "before": "" if before is None else pretty(before),
+            "after": "" if after is None else pretty(after),
+        })  # fmt: skip
+    return out
+
+
 def _pool(tool_pool_id: str) -> ToolPool | None:
     try:
         return catalog.tool_pool(tool_pool_id).model
@@ -78,6 +96,7 @@ def _run_context(
         "plan_inputs": inputs,
         "summary": summarize(card.plan, _pool(view.tool_pool)) if card is not None else None,
         "card_state": _card_state(view),
+        "changes": _changes(view),
         "operator": operator,
         "can_decide": waiting and refused is None,
         "not_deciding": refused.message if refused is not None else None,
