@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -59,7 +60,24 @@ _ROLES = {r.value for r in Role}
 CLI_TOKEN_MAX_AGE_S = 300
 
 _TIMEOUT_S = 10.0
+_REFRESH_EVERY_S = 60.0
 _IDENTITY = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,63}$")
+
+
+def _unknown_key(raw: str, keys: KeySet) -> bool:
+    """Whether the token's header names a key id the key set does not hold."""
+    try:
+        header = json.loads(base64.urlsafe_b64decode(raw.split(".", maxsplit=1)[0] + "=="))
+        kid = header.get("kid") if isinstance(header, dict) else None
+    except (ValueError, UnicodeDecodeError):
+        return False
+    if not isinstance(kid, str):
+        return False
+    try:
+        keys.get_by_kid(kid)
+    except JoseError:
+        return True
+    return False
 
 
 def pkce_challenge(verifier: str) -> str:
@@ -137,6 +155,7 @@ class IdentityProvider:
     secret: str
     _meta: JsonObject = field(default_factory=dict)
     _keys: KeySet | None = None
+    _refreshed: float = -_REFRESH_EVERY_S
 
     async def _get(self, url: str) -> dict[str, Any]:
         try:
@@ -202,15 +221,13 @@ class IdentityProvider:
             raise GatehouseError(
                 ErrorCode.OIDC_UNAVAILABLE, "the provider's token endpoint did not answer"
             ) from exc
-        raw = answer.json().get("id_token") if answer.is_success else None
+        try:
+            raw = answer.json().get("id_token") if answer.is_success else None
+        except (ValueError, AttributeError):  # not a JSON object
+            raw = None
         if not isinstance(raw, str):
             raise _invalid(f"the token endpoint answered HTTP {answer.status_code} and no ID token")
-        keys = await self.keys()
-        try:
-            claims = check_id_token(raw, keys, self.config, nonce)
-        except GatehouseError:
-            claims = check_id_token(raw, await self.keys(refresh=True), self.config, nonce)
-        return self.person(claims)
+        return self.person(await self._claims(raw, nonce))
 
     async def cli_person(self, id_token: str) -> Person:
         """The person an ID token from the CLI's device sign-in names (audience: the
@@ -220,13 +237,17 @@ class IdentityProvider:
             raise GatehouseError(
                 ErrorCode.NOT_FOUND, "the OIDC file names no cli_client_id: the CLI uses tokens"
             )
+        return self.person(await self._claims(id_token, None, audience))
+
+    async def _claims(self, raw: str, nonce: str | None, audience: str | None = None) -> JsonObject:
+        """``check_id_token`` under the provider's keys, read again first when the token
+        names a key they lack (the provider rotated), at most every ``_REFRESH_EVERY_S``:
+        tokens sent to name unknown keys cannot make the shim hammer the provider."""
         keys = await self.keys()
-        try:
-            claims = check_id_token(id_token, keys, self.config, None, audience=audience)
-        except GatehouseError:
-            fresh = await self.keys(refresh=True)
-            claims = check_id_token(id_token, fresh, self.config, None, audience=audience)
-        return self.person(claims)
+        if _unknown_key(raw, keys) and time.monotonic() - self._refreshed >= _REFRESH_EVERY_S:
+            self._refreshed = time.monotonic()
+            keys = await self.keys(refresh=True)
+        return check_id_token(raw, keys, self.config, nonce, audience=audience)
 
     def person(self, claims: JsonObject) -> Person:
         name = claims.get(self.config.identity_claim)

@@ -79,3 +79,26 @@ def test_an_identity_that_cannot_be_gatehouses_or_has_no_role_is_refused() -> No
         idp.person(_claims(groups=["visitors"]))
     assert none.value.code is ErrorCode.FORBIDDEN
     assert idp.person(_claims(groups="oncall")).roles == frozenset({Role.OPERATOR})
+
+
+def test_tokens_naming_unknown_keys_refresh_the_keys_at_most_once_a_minute() -> None:
+    """A token signed by a key the shim has not seen (the provider rotated) makes it read
+    the provider's keys again; a flood of such tokens does so once, not per token."""
+    import asyncio
+
+    idp = IdentityProvider(CONFIG, "secret")
+    fetched: list[bool] = []
+
+    async def keys(refresh: bool = False) -> KeySet:
+        fetched.append(refresh)
+        return KEYS
+
+    idp.keys = keys  # type: ignore[method-assign]  # the provider's keys, without a provider
+    stranger = RSAKey.generate_key(2048, parameters={"kid": "k2"})
+    token = jwt.encode({"alg": "RS256", "kid": "k2"}, _claims(), stranger)
+    for _ in range(3):
+        with pytest.raises(GatehouseError):
+            asyncio.run(idp._claims(token, "n1"))
+    assert fetched.count(True) == 1
+    assert asyncio.run(idp._claims(_signed(_claims()), "n1"))["sub"] == "bob"  # known key: no fetch
+    assert fetched.count(True) == 1
