@@ -29,7 +29,7 @@ from contracts.oidc import OidcExchange
 from contracts.plan import Plan
 from contracts.recipe import Recipe
 from contracts.replay import CallResolution, ForkRequest, ReplayReport
-from contracts.run import ApprovalRequest, CallView, RunView
+from contracts.run import ApprovalRequest, CallView, PlanEditRequest, RunView
 from contracts.tool_pool import PolicyProfile, ToolPool
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "env.cancel_request_v1": CancelRequest,
     "env.run_message_v1": MessageRequest,
     "env.oidc_exchange_v1": OidcExchange,
+    "env.plan_edit_v1": PlanEditRequest,
 }
 
 

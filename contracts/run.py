@@ -74,6 +74,27 @@ class ApprovalRequest(Closed):
     comment: ShortText | None = None
 
 
+class PlanEditRequest(Closed):
+    """Body of POST /runs/{id}/plan: an approver's edit of the plan waiting for a
+    decision, made from the revision whose digest it names."""
+
+    plan: Plan
+    previous_digest: Digest
+    comment: ShortText | None = None
+
+
+class PlanEditAccepted(Closed):
+    """The edit was taken: the plan it came from is rejected, and the edited plan
+    waits on a run of its own for someone other than its editor and the submitter."""
+
+    run_id: str
+    parent_run_id: str
+    previous_digest: Digest
+    plan_digest: Digest
+    edited_by: str
+    links: dict[str, str]
+
+
 class QuorumView(Closed):
     """A plan that needs several approvers: how many, and who approved it so far."""
 

@@ -181,7 +181,7 @@ def test_every_page_fits_a_desktop_and_a_phone_and_labels_its_controls(stack: St
                     assert unlabelled == [], f"{name}: controls without a label: {unlabelled}"
                     nameless = page.evaluate(
                         "[...document.querySelectorAll('button')]"
-                        ".filter(b => !b.innerText.trim()).length"
+                        ".filter(b => !b.textContent.trim()).length"
                     )
                     assert nameless == 0, f"{name}: a button with no text"
                     page.screenshot(path=str(folder / f"{name}-{width_name}.png"), full_page=True)

@@ -97,6 +97,7 @@ def _run_context(
         "summary": summarize(card.plan, _pool(view.tool_pool)) if card is not None else None,
         "card_state": _card_state(view),
         "changes": _changes(view),
+        "plan_json": pretty(card.plan.model_dump(mode="json")) if card is not None else "",
         "operator": operator,
         "can_decide": waiting and refused is None,
         "not_deciding": refused.message if refused is not None else None,

@@ -1,4 +1,4 @@
-"""A run page's forms and checks: approve, reject, cancel, replay, verify the ledger.
+"""A run page's forms and checks: approve, reject, edit, cancel, replay, verify the ledger.
 
 Each form carries the session's form token and is checked with its Origin
 (``checked_form``) before the service is asked; the answer is the run page
@@ -7,6 +7,7 @@ again with a notice, or a page with the result.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 from urllib.parse import quote
 
@@ -14,11 +15,19 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from contracts import ApprovalRequest, CancelRequest, Decision, ErrorCode, GatehouseError, Role
+from contracts import (
+    ApprovalRequest,
+    CancelRequest,
+    Decision,
+    ErrorCode,
+    GatehouseError,
+    PlanEditRequest,
+    Role,
+)
 from shim.api.dashboard._pages import PageRoute, checked_form, common, page, pretty, viewer
 from shim.api.deps import ServiceDep
 from shim.api.params import RunId
-from shim.api.services import operators, reads
+from shim.api.services import edits, operators, reads
 from shim.api.services.cancel import cancel_run
 from shim.api.services.core import Service
 from shim.api.services.decide import decide
@@ -57,6 +66,25 @@ async def reject_form(
     request: Request, me: Approver, service: ServiceDep, run_id: RunId
 ) -> Response:
     return await _decide(request, service, me, run_id, Decision.REJECTED)
+
+
+@router.post("/dashboard/runs/{run_id}/edit")
+async def edit_form(request: Request, me: Approver, service: ServiceDep, run_id: RunId) -> Response:
+    """The plan as the approver edited it (JSON): a new run waits on the edit."""
+    form = await checked_form(request)
+    try:
+        body = PlanEditRequest.model_validate({
+            "plan": json.loads(form.get("plan", "")),
+            "previous_digest": form.get("previous_digest", ""),
+            "comment": form.get("comment") or None,
+        })  # fmt: skip
+    except ValueError as exc:  # not JSON, or not a plan: said on the error page
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST, f"the edited plan is not a valid plan: {exc}"[:2000]
+        ) from exc
+    edited = await run_in_threadpool(edits.edit_plan, service, run_id, body=body, who=me)
+    done = quote(f"edited by {me.name}: this run waits for someone else's decision")
+    return RedirectResponse(f"/dashboard/runs/{edited.run_id}?done={done}", status_code=303)
 
 
 @router.post("/dashboard/runs/{run_id}/cancel")

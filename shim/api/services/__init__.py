@@ -8,6 +8,7 @@ matters. A refusal is raised as a ``GatehouseError`` with its stable code.
     submit.py     taking an intent: checks, then rows and queue entry in one transaction
     opa_runs.py   an OPA archive as an intent; a run's output archive
     decide.py     a decision on a run's plan (approve, reject)
+    edits.py      an approver's edit of a waiting plan: rejected, and a new run of the edit
     cancel.py     cancelling a run
     messages.py   the next turn of an interactive run
     operators.py  an in-doubt call resolved, a run replayed, a run forked

@@ -28,7 +28,7 @@ from contracts import (
     digest_of,
     with_placeholders,
 )
-from ledger import approvals, forks, intents, plan_cards, runs, stretches
+from ledger import approvals, edits, forks, intents, plan_cards, runs, stretches
 from policies import catalog
 from policies.quorum import approvers_needed
 from shim.api.services.acting import acting_as
@@ -36,7 +36,7 @@ from shim.api.services.cancel import refuse_if_cancelled
 from shim.api.services.core import Service
 from shim.tokens import Identity
 
-__all__ = ["decide", "why_not"]
+__all__ = ["decide", "refuse_a_party", "why_not"]
 
 
 def _not_awaiting(run_id: str, status: RunStatus) -> GatehouseError:
@@ -117,7 +117,7 @@ def decide(
         request = intents.request_for_run(conn, run_id)
         if request is None or request.mode is Mode.PLAN_ONLY:
             raise _not_awaiting(run_id, status)
-        _refuse_a_party(conn, run_id, request, who)
+        refuse_a_party(conn, run_id, request, who)
         card = plan_cards.get_plan_card(conn, run_id)
         plan: JsonValue = None
         if card is not None:
@@ -191,7 +191,7 @@ def decide(
     return answer
 
 
-def _refuse_a_party(conn: Connection, run_id: str, request: IntentRequest, who: Identity) -> None:
+def refuse_a_party(conn: Connection, run_id: str, request: IntentRequest, who: Identity) -> None:
     """Four-eyes: whoever submitted the run (where the profile says so), and for a fork
     whoever asked for it, may not decide on its plan."""
     profile = catalog.profile(request.policy_profile).model
@@ -217,7 +217,7 @@ def why_not(service: Service, run_id: str, who: Identity) -> GatehouseError | No
         if request is None:
             return None
         try:
-            _refuse_a_party(conn, run_id, request, who)
+            refuse_a_party(conn, run_id, request, who)
         except GatehouseError as exc:
             return exc
         card = plan_cards.get_plan_card(conn, run_id)
@@ -233,6 +233,14 @@ def _fork_four_eyes(conn: Connection, run_id: str, submitter: str, who: Identity
     """A fork re-runs side effects another run was approved for: its plan is decided
     by someone other than whoever asked for the fork and the original submitter,
     whatever the profile says."""
+    edit = edits.edit_of(conn, run_id)
+    if edit is not None and who.name in (edit.edited_by, submitter):
+        raise GatehouseError(
+            ErrorCode.FOUR_EYES,
+            f"run {run_id!r} holds a plan {edit.edited_by} edited (from run"
+            f" {edit.parent_run_id}, first submitted by {submitter}); someone else decides on it",
+            {"parent_run_id": edit.parent_run_id, "edited_by": edit.edited_by},
+        )
     fork = forks.requested(conn, run_id)
     if fork is None:
         return

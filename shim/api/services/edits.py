@@ -1,0 +1,121 @@
+"""An approver's edit of a plan waiting for a decision (``POST /runs/{run_id}/plan``).
+
+An edit is a decision and a new run, in one transaction: the plan it was made from
+is rejected (recorded as decided by the editor, the comment naming the run the edit
+became), and the edited plan, gated again under the same profile and tool pool,
+waits on a run of its own, submitted for the same person, linked to the run and the
+digest it came from (``plan_edits``). That plan is decided by someone other than its
+editor and the original submitter (``decide.refuse_a_party``). An edit that keeps
+some steps and drops others is how a person approves part of a plan.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from contracts import (
+    INTENT_WORKFLOW,
+    Decision,
+    ErrorCode,
+    GatehouseError,
+    IntentJob,
+    IntentRequest,
+    Mode,
+    PlanEditAccepted,
+    PlanEditRequest,
+    RunStatus,
+    digest_of,
+    queue_partition,
+)
+from ledger import approvals, edits, intents, opa_runs, plan_cards, runs, stretches
+from policies import catalog
+from policies.gate import gate_plan
+from shim.api.services.acting import run_links
+from shim.api.services.cancel import refuse_if_cancelled
+from shim.api.services.core import Service
+from shim.api.services.decide import refuse_a_party
+from shim.tokens import Identity
+
+__all__ = ["edit_plan"]
+
+
+def _edited_request(parent: IntentRequest, body: PlanEditRequest) -> IntentRequest:
+    """The parent's intent, now to run the edited plan as it stands."""
+    fields = parent.model_dump(mode="json")
+    fields.update(mode=Mode.RUN_PLAN.value, plan=body.plan.model_dump(mode="json"))
+    return IntentRequest.model_validate(fields)
+
+
+def edit_plan(
+    service: Service, run_id: str, *, body: PlanEditRequest, who: Identity
+) -> PlanEditAccepted:
+    db, client, settings = service.db, service.client, service.settings
+    new_digest = digest_of(body.plan.model_dump(mode="json"))
+    if new_digest == body.previous_digest:
+        raise GatehouseError(ErrorCode.INVALID_REQUEST, "the edited plan changes nothing")
+    new_id = "run_" + uuid.uuid4().hex
+    with db.engine.begin() as conn:
+        refuse_if_cancelled(conn, client, run_id)  # first: the run's row lock
+        status = runs.run_status(conn, run_id)
+        parent = intents.request_for_run(conn, run_id)
+        card = plan_cards.get_plan_card(conn, run_id)
+        if status is None or parent is None:
+            raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+        if status is not RunStatus.WAITING_APPROVAL or card is None:
+            raise GatehouseError(
+                ErrorCode.RUN_NOT_AWAITING_APPROVAL,
+                f"run {run_id!r} is {status.value}: only a plan waiting for a decision is edited",
+                {"status": status.value},
+            )
+        if not stretches.is_split(conn, run_id) or opa_runs.job(conn, run_id) is not None:
+            raise GatehouseError(
+                ErrorCode.RUN_NOT_AWAITING_APPROVAL,
+                f"run {run_id!r} cannot take an edit (an OPA run, or one begun before runs"
+                " were split); approve or reject it",
+            )
+        if card.plan_digest != body.previous_digest:
+            raise GatehouseError(
+                ErrorCode.STALE_PLAN_DIGEST,
+                "the edit names a plan digest that is not this run's plan",
+                {"given": body.previous_digest, "current": card.plan_digest},
+            )
+        refuse_a_party(conn, run_id, parent, who)
+        request = _edited_request(parent, body)
+        gate_plan(body.plan, catalog.tool_pool(request.tool_pool).model,
+                  catalog.profile(request.policy_profile).model)  # fmt: skip
+        on_record = approvals.insert_decision(
+            conn,
+            approval_id="apr_" + uuid.uuid4().hex,
+            run_id=run_id,
+            plan_digest=body.previous_digest,
+            decision=Decision.REJECTED,
+            decided_by=who.name,
+            comment=f"edited into run {new_id}" + (f": {body.comment}" if body.comment else ""),
+            token_id=who.token_id,
+        )
+        if not on_record.inserted:
+            raise GatehouseError(
+                ErrorCode.ALREADY_DECIDED,
+                f"this plan was already {on_record.decision.value} by {on_record.decided_by}",
+                {"decision": on_record.decision.value, "decided_by": on_record.decided_by},
+            )
+        service.hand_off(conn, run_id)
+        intent_id = "int_" + uuid.uuid4().hex
+        intents.insert_intent_and_run(
+            conn, intent_id=intent_id, run_id=new_id, request=request, idempotency_key=None
+        )
+        edits.insert_edit(conn, new_id, edits.Edit(run_id, body.previous_digest, who.name))
+        job = IntentJob(run_id=new_id, intent_id=intent_id, request=request, stretched=True)
+        partition = queue_partition(request.submitted_by)
+        options = stretches.enqueue_options(
+            INTENT_WORKFLOW, new_id, settings.app_version, partition
+        )
+        stretches.queue_in_transaction(conn, client, options, job.model_dump(mode="json"))
+    return PlanEditAccepted(
+        run_id=new_id,
+        parent_run_id=run_id,
+        previous_digest=body.previous_digest,
+        plan_digest=new_digest,
+        edited_by=who.name,
+        links=run_links(new_id),
+    )
