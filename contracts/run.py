@@ -95,6 +95,14 @@ class PlanEditAccepted(Closed):
     links: dict[str, str]
 
 
+class EditedFrom(Closed):
+    """Where an edited plan came from: the run, the plan digest it replaced, its editor."""
+
+    run_id: str
+    plan_digest: Digest
+    edited_by: str
+
+
 class QuorumView(Closed):
     """A plan that needs several approvers: how many, and who approved it so far."""
 
@@ -182,6 +190,8 @@ class RunView(Closed):
     steps: list[StepView]
     # Set while the current plan needs several approvers: who approved it so far.
     quorum: QuorumView | None = None
+    # Set on a run an approver's edit started: where its plan came from.
+    edited_from: EditedFrom | None = None
     links: dict[str, str]
     text_channels: dict[str, TextChannel] = Field(default_factory=lambda: dict(RUN_VIEW_CHANNELS))
 

@@ -67,6 +67,8 @@ def test_an_edit_is_gated_again_and_approved_by_a_third_person(stack: Stack) -> 
     new = stack.wait(child["run_id"], {"waiting_approval", "failed"})
     assert new["status"] == "waiting_approval" and new["submitted_by"] == "alice"
     assert new["plan_card"]["plan_digest"] == child["plan_digest"]
+    assert new["edited_from"] == {"run_id": run_id, "plan_digest": digest_of_plan(plan),
+                                  "edited_by": "bob"}  # fmt: skip
     mine = _decide(stack, "bob", child["run_id"], child["plan_digest"])  # its editor
     assert mine.status_code == 403 and mine.json()["error"]["code"] == "four_eyes"
     assert "bob edited" in mine.json()["error"]["message"]
@@ -116,7 +118,9 @@ def test_an_approver_edits_from_the_run_page(stack: Stack) -> None:
     token = stack.client.people.tokens["bob"]
     browser.post("/dashboard/login", data={"token": token})
     page = browser.get(f"/dashboard/runs/{run_id}").text
-    assert 'id="edit"' in page and "Submit the edited plan" in page
+    assert (
+        'id="edit"' in page and 'id="edited-from"' not in page and "Submit the edited plan" in page
+    )
     edited = copy.deepcopy(plan)
     edited["steps"] = edited["steps"][:2]
     form = {"csrf": csrf_of(token), "previous_digest": digest_of_plan(plan),
@@ -126,6 +130,10 @@ def test_an_approver_edits_from_the_run_page(stack: Stack) -> None:
     new_id = r.headers["location"].split("/dashboard/runs/")[1].split("?")[0]
     assert stack.wait(new_id, {"waiting_approval"})["plan_card"]["plan_digest"] == digest_of_plan(
         edited
+    )
+    assert (
+        f'Edited by bob from <a href="/dashboard/runs/{run_id}">'
+        in browser.get(f"/dashboard/runs/{new_id}").text
     )
     broken = browser.post(f"/dashboard/runs/{new_id}/edit",
                           data={**form, "plan": "{not json"})  # fmt: skip
