@@ -138,3 +138,24 @@ def test_an_approver_edits_from_the_run_page(stack: Stack) -> None:
     broken = browser.post(f"/dashboard/runs/{new_id}/edit",
                           data={**form, "plan": "{not json"})  # fmt: skip
     assert broken.status_code in (403, 422)  # bob edited it: four-eyes, or the JSON first
+
+
+def test_an_expired_plan_takes_no_edit(stack: Stack) -> None:
+    """An edit is a decision: past the plan's deadline it is refused, even before the
+    expiry sweep has ended the run, so an edit cannot revive an expired plan."""
+    import time
+
+    run_id, plan = _waiting(stack)
+    deadline = time.monotonic() + 30
+    while not stack.sql("SELECT 1 FROM runs WHERE run_id = :r AND parked_until IS NOT NULL",
+                        r=run_id):  # fmt: skip
+        assert time.monotonic() < deadline, "the run never parked"
+        time.sleep(0.05)
+    stack.execute(
+        "UPDATE runs SET parked_until = '2000-01-01T00:00:00.000Z' WHERE run_id = :r", r=run_id
+    )
+    changed = {"plan": plan | {"objective": "revived"}, "previous_digest": digest_of_plan(plan)}
+    late = _edit(stack, "bob", run_id, changed)
+    assert late.status_code in (408, 409), late.text
+    assert late.json()["error"]["code"] in ("approval_timeout", "run_not_awaiting_approval")
+    assert stack.sql("SELECT COUNT(*) FROM plan_edits")[0][0] == 0

@@ -29,11 +29,11 @@ from contracts import (
 )
 from ledger import approvals, edits, intents, opa_runs, plan_cards, runs, stretches
 from policies import catalog
-from policies.gate import gate_plan
 from shim.api.services.acting import run_links
 from shim.api.services.cancel import refuse_if_cancelled
 from shim.api.services.core import Service
-from shim.api.services.decide import refuse_a_party
+from shim.api.services.decide import refuse_a_party, refuse_if_expired
+from shim.api.services.submit import check_intent
 from shim.tokens import Identity
 
 __all__ = ["edit_plan"]
@@ -79,10 +79,11 @@ def edit_plan(
                 "the edit names a plan digest that is not this run's plan",
                 {"given": body.previous_digest, "current": card.plan_digest},
             )
-        refuse_a_party(conn, run_id, parent, who)
+        profile = catalog.profile(parent.policy_profile).model
+        refuse_a_party(conn, run_id, profile, parent.submitted_by, who)
+        refuse_if_expired(conn, run_id)  # an expired plan takes no edit, as no decision
         request = _edited_request(parent, body)
-        gate_plan(body.plan, catalog.tool_pool(request.tool_pool).model,
-                  catalog.profile(request.policy_profile).model)  # fmt: skip
+        check_intent(request)  # the gate, the budgets: as for any intent
         on_record = approvals.insert_decision(
             conn,
             approval_id="apr_" + uuid.uuid4().hex,

@@ -38,7 +38,7 @@ from shim.tokens import Identity
 __all__ = ["submit"]
 
 
-def _check_intent(request: IntentRequest) -> None:
+def check_intent(request: IntentRequest) -> None:
     """Everything that can be refused before anything is written."""
     recipe = catalog.recipe(request.recipe).model
     profile = catalog.profile(request.policy_profile).model
@@ -94,7 +94,7 @@ def submit(
         existing = _existing(db, request, key)
         if existing is not None:
             return False, existing
-    _check_intent(request)
+    check_intent(request)
     if request.plan is None:  # a refusal that can be known now happens now
         planner = catalog.recipe(request.recipe).model.planner
         s = settings
