@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from contracts import (
     BudgetsView,
+    EditedFrom,
     JsonObject,
     RunStatus,
     RunSummary,
@@ -23,7 +24,7 @@ from contracts import (
     StepView,
     canonical_json,
 )
-from ledger import approvals, events, opa_runs, plan_cards
+from ledger import approvals, edits, events, opa_runs, plan_cards
 from ledger._db import Conn, corrupt, is_postgres, now_iso, rows_changed
 
 __all__ = [
@@ -108,6 +109,7 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
     if row is None:
         return None
     card, opa = plan_cards.get_plan_card(conn, run_id), opa_runs.get(conn, run_id)
+    edit = edits.edit_of(conn, run_id)
     try:
         return RunView(
             run_id=row[0],
@@ -137,7 +139,11 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
             approvals=approvals.approvals_of(conn, run_id),
             steps=_steps(conn, run_id),
             links=links,
-        )
+            edited_from=None if edit is None else EditedFrom(
+                run_id=edit.parent_run_id, plan_digest=edit.previous_digest,
+                edited_by=edit.edited_by,
+            ),
+        )  # fmt: skip
     except (ValidationError, ValueError) as exc:
         raise corrupt("runs", run_id, exc) from exc
 

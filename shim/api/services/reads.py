@@ -10,7 +10,6 @@ from sqlalchemy.engine import Connection
 
 from contracts import (
     CallView,
-    EditedFrom,
     EpisodeView,
     ErrorCode,
     GatehouseError,
@@ -21,7 +20,7 @@ from contracts import (
     RunStatus,
     RunView,
 )
-from ledger import anchors, approvals, calls, chain, edits, evidence, runs
+from ledger import anchors, approvals, calls, chain, evidence, runs
 from policies import catalog
 from policies.quorum import approvers_needed
 from shim.api.services.acting import run_links
@@ -69,11 +68,6 @@ def run(service: Service, run_id: str, who: Identity | None = None) -> RunView:
         view = runs.get_run(conn, run_id, run_links(run_id, who))
         if view is not None:
             view = _with_quorum(conn, view)
-            edit = edits.edit_of(conn, view.run_id)
-            if edit is not None:
-                came = EditedFrom(run_id=edit.parent_run_id, plan_digest=edit.previous_digest,
-                                  edited_by=edit.edited_by)  # fmt: skip
-                view = view.model_copy(update={"edited_from": came})
     if view is None:
         raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
     privileged = who is None or who.has(Role.OPERATOR, Role.APPROVER)
