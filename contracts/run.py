@@ -109,6 +109,11 @@ class QuorumView(Closed):
     needed: int
     approved_by: list[str]
 
+    @property
+    def missing(self) -> int:
+        """How many more approvers the plan waits for (0: the quorum is met)."""
+        return max(0, self.needed - len(self.approved_by))
+
 
 class DecisionAccepted(Closed):
     run_id: str

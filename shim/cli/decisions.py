@@ -32,10 +32,9 @@ def decide(args: argparse.Namespace, *, approve: bool) -> Exit:
             raise UsageError("the run has no plan card yet; pass --digest")
         decided = api.decide(args.run_id, approve, digest, args.comment)
         quorum = decided.quorum
-        if quorum is not None and len(quorum.approved_by) < quorum.needed:
-            have = len(quorum.approved_by)
-            note(f"counted: {have} of {quorum.needed} approvers; the plan waits for"
-                 f" {quorum.needed - have} more before anything runs")  # fmt: skip
+        if quorum is not None and quorum.missing:
+            note(f"counted: {len(quorum.approved_by)} of {quorum.needed} approvers; the plan"
+                 f" waits for {quorum.missing} more before anything runs")  # fmt: skip
             answer(args, f"Decision on {args.run_id}", decided)
             return Exit.OK
         absent = no_worker(*api.ready()) if approve else None

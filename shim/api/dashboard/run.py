@@ -90,7 +90,7 @@ def _run_context(
         inputs = [shown_input(st, st.step_id in outside) for st in card.plan.steps]
     own = view.submitted_by == me.name
     waiting = view.status is RunStatus.WAITING_APPROVAL and card is not None
-    refused = why_not(service, view.run_id, me) if waiting else None
+    refused = why_not(service, view, me) if waiting else None
     return {
         "view": view,
         "plan_inputs": inputs,

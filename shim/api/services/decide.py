@@ -19,12 +19,13 @@ from contracts import (
     DecisionAccepted,
     ErrorCode,
     GatehouseError,
-    IntentRequest,
     JsonValue,
     Mode,
+    PolicyProfile,
     QuorumView,
     Role,
     RunStatus,
+    RunView,
     digest_of,
     with_placeholders,
 )
@@ -36,7 +37,7 @@ from shim.api.services.cancel import refuse_if_cancelled
 from shim.api.services.core import Service
 from shim.tokens import Identity
 
-__all__ = ["decide", "refuse_a_party", "why_not"]
+__all__ = ["decide", "refuse_a_party", "refuse_if_expired", "why_not"]
 
 
 def _not_awaiting(run_id: str, status: RunStatus) -> GatehouseError:
@@ -117,7 +118,8 @@ def decide(
         request = intents.request_for_run(conn, run_id)
         if request is None or request.mode is Mode.PLAN_ONLY:
             raise _not_awaiting(run_id, status)
-        refuse_a_party(conn, run_id, request, who)
+        profile = catalog.profile(request.policy_profile).model
+        refuse_a_party(conn, run_id, profile, request.submitted_by, who)
         card = plan_cards.get_plan_card(conn, run_id)
         plan: JsonValue = None
         if card is not None:
@@ -160,11 +162,11 @@ def decide(
         if on_record is None:
             if status.terminal:
                 raise _not_awaiting(run_id, status)
-            _refuse_if_expired(conn, run_id)
-            needed = approvers_needed(catalog.profile(request.policy_profile).model, plan_model)
+            refuse_if_expired(conn, run_id)
+            needed = approvers_needed(profile, plan_model)
             if decision is Decision.APPROVED and needed > 1:
                 fresh, quorum = _endorse(conn, run_id, body, who, needed)
-                if len(quorum.approved_by) < needed:
+                if quorum.missing:
                     return _short_of_quorum(run_id, body, fresh, quorum)
             on_record = approvals.insert_decision(
                 conn,
@@ -191,48 +193,18 @@ def decide(
     return answer
 
 
-def refuse_a_party(conn: Connection, run_id: str, request: IntentRequest, who: Identity) -> None:
-    """Four-eyes: whoever submitted the run (where the profile says so), and for a fork
-    whoever asked for it, may not decide on its plan."""
-    profile = catalog.profile(request.policy_profile).model
-    if profile.approval.four_eyes and request.submitted_by == who.name:
+def refuse_a_party(
+    conn: Connection, run_id: str, profile: PolicyProfile, submitter: str, who: Identity
+) -> None:
+    """Four-eyes: whoever submitted the run (where the profile says so) may not decide
+    on its plan; nor, whatever the profile says, whoever edited it into this run (and
+    its first submitter), nor whoever asked for a fork (and the parent's submitter)."""
+    if profile.approval.four_eyes and submitter == who.name:
         raise GatehouseError(
             ErrorCode.FOUR_EYES,
             f"{who.name} submitted run {run_id!r} and may not decide on its plan",
             {"profile_id": profile.profile_id},
         )
-    _fork_four_eyes(conn, run_id, request.submitted_by, who)
-
-
-def why_not(service: Service, run_id: str, who: Identity) -> GatehouseError | None:
-    """Why ``who`` may not decide on the run's plan, whatever the plan (None: they
-    may, as far as who they are goes): the refusal ``decide`` would answer. For a
-    page that offers a decision only to those who can make it."""
-    if not who.has(Role.APPROVER):
-        return GatehouseError(
-            ErrorCode.FORBIDDEN, f"{who.name} is not an approver: only an approver decides"
-        )
-    with service.db.engine.connect() as conn:
-        request = intents.request_for_run(conn, run_id)
-        if request is None:
-            return None
-        try:
-            refuse_a_party(conn, run_id, request, who)
-        except GatehouseError as exc:
-            return exc
-        card = plan_cards.get_plan_card(conn, run_id)
-        if card is not None and who.name in approvals.endorsers(conn, run_id, card.plan_digest):
-            return GatehouseError(
-                ErrorCode.ALREADY_DECIDED,
-                f"{who.name} approved this plan already; it waits for another approver",
-            )
-    return None
-
-
-def _fork_four_eyes(conn: Connection, run_id: str, submitter: str, who: Identity) -> None:
-    """A fork re-runs side effects another run was approved for: its plan is decided
-    by someone other than whoever asked for the fork and the original submitter,
-    whatever the profile says."""
     edit = edits.edit_of(conn, run_id)
     if edit is not None and who.name in (edit.edited_by, submitter):
         raise GatehouseError(
@@ -242,10 +214,8 @@ def _fork_four_eyes(conn: Connection, run_id: str, submitter: str, who: Identity
             {"parent_run_id": edit.parent_run_id, "edited_by": edit.edited_by},
         )
     fork = forks.requested(conn, run_id)
-    if fork is None:
-        return
-    parent_run_id, requested_by = fork
-    if who.name in (requested_by, submitter):
+    if fork is not None and who.name in (fork[1], submitter):
+        parent_run_id, requested_by = fork
         raise GatehouseError(
             ErrorCode.FOUR_EYES,
             f"run {run_id!r} is a fork of {parent_run_id} asked for by {requested_by}"
@@ -254,7 +224,29 @@ def _fork_four_eyes(conn: Connection, run_id: str, submitter: str, who: Identity
         )
 
 
-def _refuse_if_expired(conn: Connection, run_id: str) -> None:
+def why_not(service: Service, view: RunView, who: Identity) -> GatehouseError | None:
+    """Why ``who`` may not decide on the plan of the run ``view`` shows (None: they may,
+    as far as who they are goes): the refusal ``decide`` would answer. For a page that
+    offers a decision only to those who can make it."""
+    if not who.has(Role.APPROVER):
+        return GatehouseError(
+            ErrorCode.FORBIDDEN, f"{who.name} is not an approver: only an approver decides"
+        )
+    try:
+        profile = catalog.profile(view.policy_profile).model
+        with service.db.engine.connect() as conn:
+            refuse_a_party(conn, view.run_id, profile, view.submitted_by, who)
+    except GatehouseError as exc:
+        return exc
+    if view.quorum is not None and who.name in view.quorum.approved_by:
+        return GatehouseError(
+            ErrorCode.ALREADY_DECIDED,
+            f"{who.name} approved this plan already; it waits for another approver",
+        )
+    return None
+
+
+def refuse_if_expired(conn: Connection, run_id: str) -> None:
     """A plan whose wait is over takes no decision, even before the expiry sweep
     has ended its run."""
     wait = stretches.waiting_until(conn, run_id)

@@ -85,12 +85,12 @@ def refusal_message(exc: GatehouseError) -> JsonObject:
 
 def short_of_quorum(quorum: QuorumView) -> JsonObject:
     """Told to the approver: counted, and the plan waits for more (the buttons stay)."""
-    have, needed = len(quorum.approved_by), quorum.needed
+    have = len(quorum.approved_by)
     return {
         "response_type": "ephemeral",
         "replace_original": False,
-        "text": f"Your approval is counted ({have} of {needed}): the plan waits for"
-        f" {needed - have} more approver(s). Approved so far by {', '.join(quorum.approved_by)}.",
+        "text": f"Your approval is counted ({have} of {quorum.needed}): the plan waits for"
+        f" {quorum.missing} more approver(s). Approved so far by {', '.join(quorum.approved_by)}.",
     }
 
 

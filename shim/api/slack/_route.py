@@ -166,16 +166,15 @@ async def interactions(
             else refusal_message(exc)
         )
         return Answer(answer, background=_reply(door, click, told))
-    quorum = done.quorum
-    if quorum is not None and len(quorum.approved_by) < quorum.needed:
-        counted = {"outcome": "approved", "run_id": button.run_id, "decided_by": who.name,
-                   "recorded": done.recorded, "quorum": quorum.model_dump(mode="json")}  # fmt: skip
-        return Answer(counted, background=_reply(door, click, short_of_quorum(quorum)))
-    message = decided_message(
-        click.message, button.run_id, decision.value, done.decided_by, click.user.id
-    )
     answer = {"outcome": decision.value, "run_id": button.run_id, "decided_by": done.decided_by,
               "recorded": done.recorded}  # fmt: skip
+    if done.quorum is not None and done.quorum.missing:  # counted: the plan waits for more
+        answer["quorum"] = done.quorum.model_dump(mode="json")
+        message = short_of_quorum(done.quorum)
+    else:
+        message = decided_message(
+            click.message, button.run_id, decision.value, done.decided_by, click.user.id
+        )
     return Answer(answer, background=_reply(door, click, message))
 
 
