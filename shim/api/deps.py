@@ -15,12 +15,13 @@ from fastapi import Depends, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
 from contracts import ErrorCode, GatehouseError, Role
+from ledger import Database
 from shim.api.http import refuse_bad_parameters
 from shim.api.idp import OIDC_PREFIX, oidc_identity
 from shim.api.services import Service
 from shim.tokens import Identity, LiveTokens, TokenStore, bearer
 
-__all__ = ["ServiceDep", "TokensDep", "admit", "names_of", "require"]
+__all__ = ["ServiceDep", "TokensDep", "admit", "identity_of", "names_of", "require"]
 
 
 async def _service(request: Request) -> Service:
@@ -51,6 +52,18 @@ def admit(request: Request, who: Identity, roles: tuple[Role, ...]) -> Identity:
     return who
 
 
+async def identity_of(token: str, tokens: TokenStore, db: Database) -> Identity:
+    """Who ``token`` stands for, on the API and the dashboard alike: a token of the
+    tokens file (refused as ``TokenStore.check`` refuses), or a session the identity
+    provider's sign-in opened (``oidc.…``; ``unauthorized`` once it has ended)."""
+    if not token.startswith(OIDC_PREFIX):
+        return tokens.check(token)
+    person = await run_in_threadpool(oidc_identity, db, token)
+    if person is None:
+        raise GatehouseError(ErrorCode.UNAUTHORIZED, "the session has ended: sign in again")
+    return person
+
+
 def require(*roles: Role) -> Callable[[Request, TokenStore, Service], Awaitable[Identity]]:
     """The caller's identity from its bearer token; it must hold one of ``roles`` (none
     given: any valid token). A route's malformed parameters are answered first."""
@@ -58,15 +71,7 @@ def require(*roles: Role) -> Callable[[Request, TokenStore, Service], Awaitable[
     async def caller(request: Request, tokens: TokensDep, service: ServiceDep) -> Identity:
         refuse_bad_parameters(request)
         token = bearer(request.headers.get("authorization"))
-        if not token.startswith(OIDC_PREFIX):
-            return admit(request, tokens.check(token), roles)
-        # a session the identity provider's sign-in opened (``gatehouse login``)
-        person = await run_in_threadpool(oidc_identity, service.db, token)
-        if person is None:
-            raise GatehouseError(
-                ErrorCode.UNAUTHORIZED, "the session has ended: sign in again (gatehouse login)"
-            )
-        return admit(request, person, roles)
+        return admit(request, await identity_of(token, tokens, service.db), roles)
 
     return caller
 

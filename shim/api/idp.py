@@ -50,6 +50,7 @@ __all__ = [
     "oidc_identity",
     "open_oidc",
     "pkce_challenge",
+    "provider_of",
 ]
 
 # A session opened by signing in with the identity provider: this, and a random token
@@ -266,6 +267,12 @@ class IdentityProvider:
                 {"identity": name},
             )
         return Person(name, frozenset(roles))
+
+
+def provider_of(state: object) -> IdentityProvider | None:
+    """The shim's identity provider (``app.state.oidc``), None without an OIDC file."""
+    found = getattr(state, "oidc", None)
+    return found if isinstance(found, IdentityProvider) else None
 
 
 def open_oidc(path: Path | None, env: dict[str, str] | None = None) -> IdentityProvider | None:

@@ -22,18 +22,10 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from starlette.concurrency import run_in_threadpool
 
 from contracts import ErrorCode, GatehouseError, JsonValue, Role, canonical, visible
-from shim.api.dashboard.session import (
-    OIDC_PREFIX,
-    csrf_of,
-    identify,
-    oidc_identity,
-    same_origin,
-    session_token,
-)
-from shim.api.deps import ServiceDep, TokensDep, admit
+from shim.api.dashboard.session import csrf_of, same_origin, session_token
+from shim.api.deps import ServiceDep, TokensDep, admit, identity_of
 from shim.api.errors import record_refused
 from shim.api.http import refuse_bad_parameters
 from shim.api.services import Service
@@ -134,15 +126,10 @@ def viewer(*roles: Role) -> Callable[[Request, TokensDep, ServiceDep], Awaitable
         token = session_token(request)
         if token is None:
             raise LoginNeededError
-        if token.startswith(OIDC_PREFIX):
-            person = await run_in_threadpool(oidc_identity, service.db, token)
-            if person is None:  # ended, or never was
-                raise LoginNeededError
-            return admit(request, person, roles)
         try:
-            found = tokens.check(token)
+            found = await identity_of(token, tokens, service.db)
         except GatehouseError as exc:
-            raise LoginNeededError(exc) from exc  # e.g. revoked since logging in
+            raise LoginNeededError(exc) from exc  # revoked since logging in, a session ended
         return admit(request, found, roles)
 
     return me
@@ -167,6 +154,19 @@ async def checked_form(request: Request) -> dict[str, str]:
     return values
 
 
+async def _who_if_anyone(request: Request) -> Identity | None:
+    """Who the session is, for an error page's frame; None whatever the reason not."""
+    live = request.app.state.tokens
+    service = getattr(request.app.state, "service", None)
+    token = session_token(request)
+    if token is None or not isinstance(live, LiveTokens) or not isinstance(service, Service):
+        return None
+    try:
+        return await identity_of(token, live.current(), service.db)
+    except GatehouseError:
+        return None
+
+
 async def _as_page(request: Request, handle: Callable[[], Awaitable[Response]]) -> Response:
     try:
         return await handle()
@@ -177,14 +177,7 @@ async def _as_page(request: Request, handle: Callable[[], Awaitable[Response]]) 
         return RedirectResponse(f"/dashboard/login?next={target}", status_code=303)
     except GatehouseError as exc:
         await record_refused(request, exc)
-        live = request.app.state.tokens
-        service = getattr(request.app.state, "service", None)
-        db = service.db if isinstance(service, Service) else None
-        found = (
-            await run_in_threadpool(identify, request, live.current(), db)
-            if isinstance(live, LiveTokens)
-            else None
-        )
+        found = await _who_if_anyone(request)
         ctx = common(request, found) if found is not None else {"who": None}
         status = exc.code.http_status
         return page("error.html", http_status=status, status=status,

@@ -18,6 +18,7 @@ from shim.api.dashboard._pages import PageRoute, checked_form, page, viewer
 from shim.api.dashboard.session import OIDC_PREFIX, forget, remember, same_origin, session_token
 from shim.api.deps import ServiceDep, TokensDep
 from shim.api.errors import record_refused
+from shim.api.idp import provider_of
 from shim.tokens import Identity
 
 router = APIRouter(route_class=PageRoute)
@@ -28,6 +29,12 @@ _LOGIN_PROBLEMS = {
 }
 
 
+def _issuer(request: Request) -> str | None:
+    """The identity provider the login page offers, if the shim has one."""
+    idp = provider_of(request.app.state)
+    return None if idp is None else idp.config.issuer
+
+
 def _login_refused() -> GatehouseError:
     return GatehouseError(ErrorCode.UNAUTHORIZED, "dashboard login refused")
 
@@ -36,9 +43,7 @@ def _login_refused() -> GatehouseError:
 def login_page(
     request: Request, next: Annotated[str, Query(max_length=500)] = "/dashboard"
 ) -> Response:
-    idp = getattr(request.app.state, "oidc", None)
-    issuer = idp.config.issuer if idp is not None else None
-    return page("login.html", who=None, next=next, problem=None, issuer=issuer)
+    return page("login.html", who=None, next=next, problem=None, issuer=_issuer(request))
 
 
 @router.post("/dashboard/login")
@@ -57,10 +62,8 @@ async def login(
     if refused is not None:
         await record_refused(request, refused)
         problem = _LOGIN_PROBLEMS.get(refused.code, "That token is not valid.")
-        idp = getattr(request.app.state, "oidc", None)
-        issuer = idp.config.issuer if idp is not None else None
         return page("login.html", http_status=401, who=None, next=next, problem=problem,
-                    issuer=issuer)  # fmt: skip
+                    issuer=_issuer(request))  # fmt: skip
     # only somewhere on this dashboard: never an open redirect
     target = next if next.startswith("/dashboard") and "//" not in next else "/dashboard"
     response = RedirectResponse(target, status_code=303)

@@ -25,7 +25,7 @@ from ledger import oidc
 from shim.api.dashboard._pages import PageRoute, page
 from shim.api.dashboard.session import remember
 from shim.api.deps import ServiceDep
-from shim.api.idp import IdentityProvider
+from shim.api.idp import IdentityProvider, provider_of
 from shim.api.services import sessions
 
 router = APIRouter(route_class=PageRoute)
@@ -35,8 +35,8 @@ _STATE_PATH = "/dashboard/oidc"
 
 
 def _provider(request: Request) -> IdentityProvider:
-    found = getattr(request.app.state, "oidc", None)
-    if not isinstance(found, IdentityProvider):
+    found = provider_of(request.app.state)
+    if found is None:
         raise GatehouseError(
             ErrorCode.NOT_FOUND,
             "signing in with an identity provider is not set up (GATEHOUSE_OIDC)",

@@ -22,17 +22,13 @@ import hmac
 from fastapi import Request
 from starlette.responses import Response
 
-from ledger import Database
-from shim.api.idp import OIDC_PREFIX, oidc_identity
-from shim.tokens import Identity, TokenStore
+from shim.api.idp import OIDC_PREFIX
 
 __all__ = [
     "COOKIE",
     "OIDC_PREFIX",
     "csrf_of",
     "forget",
-    "identify",
-    "oidc_identity",
     "remember",
     "same_origin",
     "session_token",
@@ -46,15 +42,6 @@ _MAX_AGE_S = 8 * 3600
 def session_token(request: Request) -> str | None:
     token = request.cookies.get(COOKIE)
     return token if token else None
-
-
-def identify(request: Request, store: TokenStore, db: Database | None = None) -> Identity | None:
-    token = session_token(request)
-    if token is None:
-        return None
-    if token.startswith(OIDC_PREFIX):
-        return None if db is None else oidc_identity(db, token)
-    return store.identify(token)
 
 
 def csrf_of(token: str) -> str:

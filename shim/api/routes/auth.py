@@ -16,15 +16,15 @@ from starlette.concurrency import run_in_threadpool
 from contracts import ErrorCode, GatehouseError, OidcExchange, OidcSession
 from shim.api.deps import ServiceDep
 from shim.api.http import Answer, model_response, read_body
-from shim.api.idp import IdentityProvider, Person
+from shim.api.idp import IdentityProvider, Person, provider_of
 from shim.api.services import sessions
 
 router = APIRouter()
 
 
 def _provider(request: Request) -> IdentityProvider:
-    found = getattr(request.app.state, "oidc", None)
-    if not isinstance(found, IdentityProvider) or found.config.cli_client_id is None:
+    found = provider_of(request.app.state)
+    if found is None or found.config.cli_client_id is None:
         raise GatehouseError(
             ErrorCode.NOT_FOUND, "the CLI cannot sign in with an identity provider here"
         )
