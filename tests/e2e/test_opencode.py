@@ -407,13 +407,16 @@ def _check_crash_run(
     calls = client.get(f"/runs/{run_id}/ledger").json()["calls"]
     ours = [c for c in calls if c["step_id"] == "crashy"]
     # served from the session (its reply had finished) or undone and sent again
-    # as attempt 2: either way each op_key reached the model once
+    # as attempt 2; on a loaded machine the recovering worker's fresh OpenCode can
+    # go quiet past the profile's 4 s stall limit, and that attempt is aborted and
+    # reverted like any stall. Either way no op_key reached the model twice.
     outcomes = [(c["status"], c["error_code"]) for c in ours]
-    assert outcomes in (
-        [("completed", None)],
-        [("failed", "turn_interrupted"), ("completed", None)],
-    ), outcomes
+    interrupted = outcomes[:1] == [("failed", "turn_interrupted")]
+    middle = outcomes[int(interrupted) : -1]
+    assert outcomes[-1:] == [("completed", None)], outcomes
+    assert all(o == ("failed", "oc_stalled") for o in middle), outcomes
     for call in ours:
-        assert first_prompts(model, marker_of(call["op_key"])) == 1, call
+        sent = first_prompts(model, marker_of(call["op_key"]))
+        assert sent == 1 if call["error_code"] != "oc_stalled" else sent <= 1, (call, sent)
     replayed = client.post(f"/runs/{run_id}/replay", headers=client.people.auth("olga"))
     assert replayed.status_code == 200 and replayed.json()["match"] is True, replayed.text
