@@ -212,6 +212,11 @@ class Approval(Closed):
     # One rejection denies the plan whatever the quorum.
     quorum: int = Field(default=1, ge=1, le=10)
     quorum_for_changes: int | None = Field(default=None, ge=1, le=10)
+    # A step that takes outside data (input_from an earlier step whose output came
+    # from the network, a program or an agent) waits, once that value exists, for a
+    # decision on a new revision of the plan with the value written in: the approver
+    # sees the exact request before it is sent. False: the value is re-checked only.
+    reapprove_outside_data: bool = False
 
 
 # Every OpenCode permission class. The server config sets each one explicitly

@@ -27,7 +27,15 @@ from contracts import (
     PolicyProfile,
 )
 
-__all__ = ["NEVER_DATA", "OUTSIDE_DATA", "check_plan", "check_resolved", "position", "tainted"]
+__all__ = [
+    "NEVER_DATA",
+    "OUTSIDE_DATA",
+    "check_plan",
+    "check_resolved",
+    "outside_data",
+    "position",
+    "tainted",
+]
 
 # Handlers whose output comes from outside: the network, a program, an agent.
 OUTSIDE_DATA: Final = frozenset(
@@ -68,6 +76,11 @@ def tainted(plan: Plan) -> set[str]:
         if step.driver_kind in OUTSIDE_DATA or fed:
             out.add(step.step_id)
     return out
+
+
+def outside_data(step: PlanStep, plan: Plan) -> bool:
+    """The step takes a value from outside the approved plan."""
+    return step.input_from is not None and step.input_from.step_id in tainted(plan)
 
 
 def _refuse(step: PlanStep, message: str, at: str) -> GatehouseError:
@@ -152,7 +165,7 @@ def check_resolved(
 ) -> None:
     """Right before the step runs: the static check again, and the value itself (an
     outside value that would be a command-line flag is refused)."""
-    if step.input_from is None or step.input_from.step_id not in tainted(plan):
+    if not outside_data(step, plan):
         return
     at = position(step)
     _check_position(step, at, profile)

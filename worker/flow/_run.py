@@ -29,7 +29,7 @@ from contracts import (
 )
 from contracts.opa_run import OpaJob
 from policies.gate import check_step
-from policies.taint import check_resolved
+from policies.taint import check_resolved, outside_data
 from worker.flow._budgets import Spent
 from worker.flow._failures import is_hard
 from worker.flow._inputs import fresh_steps, resolve_input
@@ -195,6 +195,17 @@ class _Run:
                 summary.append({"step_id": step.step_id, "ok": False, "error_code": exc.code.value})
                 return self.end(RunStatus.FAILED, summary, exc.code.value, exc.message)
 
+            if profile.approval.reapprove_outside_data and outside_data(step, plan):
+                # The outside value exists now: the approver decides on it, written
+                # into a new revision of the plan, before anything is sent.
+                reviewed = self.review_outside_data(
+                    plan, digest, position, step_input=step_input, gate=gate, summary=summary
+                )
+                if isinstance(reviewed, dict):
+                    return reviewed
+                plan, digest = reviewed
+                continue  # the step again, its input now the plan's own approved value
+
             call = step_call(
                 run_id,
                 position,
@@ -335,6 +346,42 @@ class _Run:
         if not verified.ok:  # the stored plan was changed after approval: run nothing
             return self.end(RunStatus.FAILED, summary, verified.error_code, verified.error_message)
         return None
+
+    def review_outside_data(
+        self,
+        plan: Plan,
+        digest: str,
+        position: int,
+        *,
+        step_input: JsonObject,
+        gate: tuple[PolicyProfile, ToolPool, Mode],
+        summary: list[JsonValue],
+    ) -> tuple[Plan, str] | JsonObject:
+        """The plan again with the outside value the step at ``position`` takes written
+        into its input, gated, on the plan card as a new revision and decided:
+        (plan, digest) when approved, else how the run ended."""
+        step = plan.steps[position]
+        raw = plan.model_dump(mode="json")
+        written = {**step.model_dump(mode="json"), "input": step_input, "input_from": None}
+        raw["steps"] = [*raw["steps"][:position], written, *raw["steps"][position + 1 :]]
+        revise: JsonObject = {
+            "previous": plan.model_dump(mode="json"),
+            "previous_digest": digest,
+            "keep": position,
+            "ran": [s.step_id for s in plan.steps[:position]],
+            "outside_data": step.step_id,
+        }
+        profile, pool, mode = gate
+        budgets = None if self.spent is None else self.spent.view_json()
+        gated = self.ports.gate_and_card(
+            self.run_id, raw, profile, pool, mode, revise=revise, budgets=budgets
+        )
+        if not gated.ok or gated.plan is None or gated.plan_digest is None:
+            return self.end(RunStatus.FAILED, summary, gated.error_code, gated.error_message)
+        self.trace.revision(gated.plan_digest)
+        at = f"@approval-data-{step.step_id}"
+        refused = self.approval(gated.plan_digest, profile, summary, at)
+        return refused if refused is not None else (gated.plan, gated.plan_digest)
 
     def revise(
         self,

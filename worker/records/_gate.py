@@ -59,6 +59,8 @@ def gate(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     mode = Mode(str(arg["mode"]))
     revise = arg.get("revise")
     repaired = arg.get("repaired") is True
+    # a revision that writes in the outside value a step takes, for a person to decide
+    reviewed = str(revise.get("outside_data") or "") if isinstance(revise, dict) else ""
     changes: list[JsonValue] | None = None
     try:
         plan = gated_plan(arg["plan"], profile, pool)
@@ -116,7 +118,12 @@ def gate(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
             episode_type="plan/agent_plan",
             status="completed",
             summary=f"plan of {len(plan.steps)} step(s) passed the gate"
-            + (f" (revision {revision}, repaired)" if repaired else ""),
+            + (f" (revision {revision}, repaired)" if repaired else "")
+            + (
+                f" (revision {revision}, with the outside data step {reviewed!r} takes)"
+                if reviewed
+                else ""
+            ),
             executor_id=me.executor_id,
             recorded_at=now_iso(),
             details={
@@ -126,6 +133,7 @@ def gate(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
                 "tool_pool_id": pool.tool_pool_id,
                 "revision": revision,
                 "repaired": repaired,
+                "outside_data": reviewed or None,
                 "previous_digest": revise.get("previous_digest")
                 if isinstance(revise, dict)
                 else None,

@@ -21,6 +21,7 @@ from contracts import (
     IntentRequest,
     JsonObject,
     Mode,
+    Plan,
     PolicyProfile,
 )
 from contracts.opa_run import OpaJob
@@ -406,6 +407,80 @@ def test_an_earlier_output_becomes_a_later_input() -> None:
     fake = ports(step("a"), later, tools={"a": [ok(note={"text": "from a"})]})
     assert run(fake)["status"] == "succeeded"
     assert fake.sent[1]["input"] == {"text": "from a"}
+
+
+# ---------------------------------------------------------------- outside data, decided on
+REVIEWING = PROFILE.model_copy(
+    update={"approval": PROFILE.approval.model_copy(update={"reapprove_outside_data": True})}
+)
+
+
+def fetched_then_noted() -> tuple[JsonObject, JsonObject]:
+    """An http GET (outside data), then a note whose whole input is the body it got."""
+    return step("get", "local-http"), step("b", input_from={"step_id": "get", "pointer": "/note"})
+
+
+def test_outside_data_is_decided_on_once_its_value_exists() -> None:
+    first, later = fetched_then_noted()
+    fake = ports(first, later, profile=REVIEWING, tools={"get": [ok(note={"text": "from"})]})
+    assert run(fake)["status"] == "succeeded"
+    assert fake.log == [
+        "begin",
+        "planner @compile",
+        "card 2 step(s)",
+        "await @approval",
+        "verify",
+        "call get#1",
+        "record get (with its call)",
+        "card 2 step(s)",
+        "await @approval-data-b",
+        "verify",
+        "call b#1",
+        "record b (with its call)",
+        "finish succeeded",
+    ]
+    (_first, (_digest, revise)) = fake.cards
+    assert revise is not None
+    assert (revise["keep"], revise["ran"], revise["outside_data"]) == (1, ["get"], "b")
+    [_get, written] = Plan.model_validate(revise["previous"]).steps
+    assert written.input_from is not None  # the approved plan named only where it comes from
+    assert fake.sent[1]["input"] == {"text": "from"}
+
+
+def test_outside_data_a_person_rejects_is_never_sent() -> None:
+    first, later = fetched_then_noted()
+    fake = ports(
+        first,
+        later,
+        profile=REVIEWING,
+        tools={"get": [ok(note={"text": "rm -rf"})]},
+        decisions={"@approval-data-b": (False, "ann")},
+    )
+    assert run(fake)["status"] == "rejected"
+    assert [c["step_id"] for c in fake.sent] == ["get"]
+
+
+def test_outside_data_is_only_rechecked_unless_the_profile_asks() -> None:
+    first, later = fetched_then_noted()
+    fake = ports(first, later, tools={"get": [ok(note={"text": "from"})]})
+    assert run(fake)["status"] == "succeeded"
+    assert len(fake.cards) == 1 and "await @approval-data-b" not in fake.log
+
+
+def test_an_earlier_output_of_the_plan_itself_is_not_outside_data() -> None:
+    later = step("b", input_from={"step_id": "a", "pointer": "/note"})
+    fake = ports(step("a"), later, profile=REVIEWING, tools={"a": [ok(note={"text": "x"})]})
+    assert run(fake)["status"] == "succeeded"
+    assert len(fake.cards) == 1
+
+
+def test_an_outside_value_that_does_not_resolve_ends_the_run_before_any_revision() -> None:
+    first = step("get", "local-http")
+    later = step("b", input_from={"step_id": "get", "pointer": "/cmd"}, connector="note")
+    fake = ports(first, later, profile=REVIEWING, tools={"get": [ok(cmd="not an object")]})
+    out = run(fake)
+    assert out["error_code"] == ErrorCode.INPUT_RESOLUTION_FAILED.value
+    assert len(fake.cards) == 1
 
 
 # ---------------------------------------------------------------- budgets
