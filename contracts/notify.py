@@ -15,6 +15,12 @@ Example::
         url: https://hooks.slack.com/services/...
         events: [waiting_approval]
         buttons: true                 # Approve / Reject in the message (GATEHOUSE_SLACK)
+      - id: desk
+        kind: slack                   # posted with Slack's Web API by a bot, instead of a
+        bot_token_env: GATEHOUSE_SLACK_BOT_TOKEN   # webhook: the message is then updated
+        channel: C0123ABCD                         # when its plan is decided, expires, ...
+        events: [waiting_approval]
+        buttons: true
       - id: approvers
         kind: email
         smtp: {host: smtp.example.com, port: 587, starttls: true,
@@ -76,11 +82,34 @@ class Sink(Closed):
     # slack: a waiting plan's message carries Approve and Reject buttons, answered
     # by the shim's Slack route (the Slack file, GATEHOUSE_SLACK).
     buttons: bool = False
+    # slack, posted by a bot with the Web API (chat.postMessage) rather than through an
+    # incoming webhook (url): the bot token's variable and the channel. Such a sink's
+    # messages about a plan are updated (chat.update) once the plan is decided, expires,
+    # is replaced or its run ends. ``api_url``: Slack's Web API (another only in tests).
+    bot_token_env: str | None = _env_name()
+    channel: str | None = Field(default=None, pattern=r"^[A-Za-z0-9#._-]{1,80}$")
+    api_url: str = Field(
+        default="https://slack.com/api/", pattern=r"^https?://[^\s]+/$", max_length=2000
+    )
+
+    @property
+    def bot(self) -> bool:
+        """A Slack sink that posts with the Web API and can update what it posted."""
+        return self.bot_token_env is not None
 
     @model_validator(mode="after")
     def _complete(self) -> Sink:
-        if self.kind in ("webhook", "slack") and self.url is None:
-            raise ValueError(f"sink {self.id}: a {self.kind} sink needs a url")
+        if self.kind == "webhook" and self.url is None:
+            raise ValueError(f"sink {self.id}: a webhook sink needs a url")
+        if self.kind == "slack" and (self.url is None) == (self.bot_token_env is None):
+            raise ValueError(
+                f"sink {self.id}: a slack sink needs either a url (an incoming webhook)"
+                " or bot_token_env and channel (the Web API), not both"
+            )
+        if (self.bot_token_env is None) != (self.channel is None):
+            raise ValueError(f"sink {self.id}: bot_token_env and channel go together")
+        if self.bot_token_env is not None and self.kind != "slack":
+            raise ValueError(f"sink {self.id}: only a slack sink takes bot_token_env")
         if self.kind == "webhook" and self.secret_env is None:
             raise ValueError(f"sink {self.id}: a webhook sink needs secret_env (it is signed)")
         if self.kind == "email" and (self.smtp is None or self.sender is None or not self.to):

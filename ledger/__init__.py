@@ -15,6 +15,7 @@ from ledger import (
     plan_cards,
     policy_versions,
     runs,
+    slack_messages,
     stretches,
 )
 from ledger._config_file import (
@@ -76,6 +77,7 @@ __all__ = [
     "resolve_telemetry",
     "resolve_tls",
     "runs",
+    "slack_messages",
     "storage_full",
     "stretches",
     "system_engine",

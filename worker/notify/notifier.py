@@ -13,10 +13,16 @@ Each pass (every ``poll_s``):
    notifier that was away writes the latest only, not the ones it missed); one
    within ``approval.warn_before_expiry_s`` of the end of its wait (which denies
    it) gets one ``approval_expiring`` delivery per sink that asked;
-3. deliver: due deliveries are claimed with a lease, sent, and marked delivered,
+3. close: a message a Slack bot posted about a plan (``slack_messages``) whose plan
+   can no longer be decided (decided anywhere, edited, replaced by a new revision,
+   expired, its run ended) is marked closed, in one transaction with a
+   ``slack_update`` delivery that replaces it in Slack (``chat.update``: the buttons
+   gone, a line saying what happened, who, when);
+4. deliver: due deliveries are claimed with a lease, sent, and marked delivered,
    or retried after ``backoff_s * 2^(n-1)`` (at most ``max_backoff_s``), or given up
    after ``max_attempts``. A worker killed mid-send loses its lease when it passes
-   and another sends the same delivery again: at least once, same delivery id.
+   and another sends the same delivery again: at least once, same delivery id. A
+   bot's post about a waiting plan is kept (channel, ts) as it is marked delivered.
 
 Nothing here is on a run's path: a slow or dead receiver delays only its own
 deliveries, and the database being away only pauses the notifier.
@@ -31,8 +37,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from contracts import GatehouseError, NotifyConfig, Sink
-from ledger import Database, db_clock
+from ledger import Conn, Database, db_clock, slack_messages
 from ledger.notifications import (
+    Delivery,
     WaitingApproval,
     add_delivery,
     claim_due,
@@ -43,8 +50,15 @@ from ledger.notifications import (
     waiting_approvals,
 )
 from policies import catalog
-from worker.notify.payload import event_name, payload
-from worker.notify.senders import DeliveryError, send
+from worker.notify.payload import (
+    closing_line,
+    decidable,
+    event_name,
+    payload,
+    slack_message,
+    slack_update,
+)
+from worker.notify.senders import DeliveryError, Posted, send
 
 __all__ = ["Notifier"]
 
@@ -106,6 +120,7 @@ class Notifier(threading.Thread):
         self.config = config
         self.owner = owner
         self.sinks: dict[str, Sink] = {s.id: s for s in config.sinks}
+        self.bots = {s.id for s in config.sinks if s.bot}
         self.reminded = [s for s in config.sinks if "approval_reminder" in s.events]
         self.warned = [s for s in config.sinks if "approval_expiring" in s.events]
         self.stop = threading.Event()
@@ -127,6 +142,7 @@ class Notifier(threading.Thread):
             self.escalate()
             self.remind()
             self.warn()
+        self.close()
         return self.deliver()
 
     def fan_out(self) -> int:
@@ -205,6 +221,37 @@ class Notifier(threading.Thread):
                                           event=event, sink_id=sink.id, payload=data)  # fmt: skip
         return added
 
+    def close(self) -> int:
+        """Close the bot's messages whose plan can no longer be decided, each with the
+        delivery that updates it in Slack; how many this notifier closed."""
+        if not self.bots:
+            return 0
+        closed = 0
+        with self.db.engine.begin() as conn:
+            for closing in slack_messages.closings(conn):
+                line = closing_line(closing)
+                if not slack_messages.close(conn, closing.message, line):
+                    continue  # another notifier closed it first
+                data = slack_update(closing, line)
+                closed += add_delivery(conn, run_id=closing.message.run_id,
+                                       seq=closing.message.seq, event=str(data["event"]),
+                                       sink_id=closing.message.sink_id, payload=data)  # fmt: skip
+        return closed
+
+    @staticmethod
+    def _keep(conn: Conn, delivery: Delivery, sink: Sink, posted: Posted | None) -> None:
+        """Inside the transaction marking it delivered: a bot's post about a waiting
+        plan, kept so that it can be updated once the plan closes."""
+        data = delivery.payload
+        if posted is None or not decidable(data):
+            return
+        slack_messages.record_posted(
+            conn, sink_id=sink.id, channel=posted.channel, ts=posted.ts,
+            run_id=delivery.run_id, plan_digest=str(data["plan_digest"]),
+            seq=int(str(data["seq"])), delivery_id=delivery.delivery_id,
+            message=slack_message(data, sink.buttons),
+        )  # fmt: skip
+
     def deliver(self) -> int:
         with self.db.engine.begin() as conn:
             claimed = claim_due(conn, self.owner, self.config.lease_s)
@@ -214,7 +261,7 @@ class Notifier(threading.Thread):
             try:
                 if sink is None:
                     raise DeliveryError(f"no sink {delivery.sink_id!r} in the notifications file")
-                send(sink, delivery.payload)
+                posted = send(sink, delivery.payload)
             except DeliveryError as exc:
                 attempts = delivery.attempts + 1
                 wait = min(self.config.backoff_s * 2 ** (attempts - 1), self.config.max_backoff_s)
@@ -230,5 +277,6 @@ class Notifier(threading.Thread):
                 continue
             with self.db.engine.begin() as conn:
                 mark_delivered(conn, delivery.delivery_id, self.owner)
+                self._keep(conn, delivery, sink, posted)
             sent += 1
         return sent

@@ -34,16 +34,25 @@ from contracts import (
     decision_button_value,
 )
 from ledger.notifications import PendingEvent, WaitingApproval, delivery_id
+from ledger.slack_messages import Closing
 
 __all__ = [
+    "SLACK_UPDATE",
+    "closing_line",
+    "decidable",
     "email_message",
     "event_name",
     "payload",
     "signature",
     "slack_body",
+    "slack_message",
+    "slack_update",
     "standard_webhook_headers",
     "webhook_headers",
 ]
+
+# The event of a delivery that updates a bot's Slack message (not one a sink asks for).
+SLACK_UPDATE = "slack_update"
 
 _FINISHED = {RunStatus.SUCCEEDED, RunStatus.PLANNED, RunStatus.REJECTED, RunStatus.CANCELLED}
 
@@ -190,9 +199,9 @@ def _buttons(data: JsonObject) -> JsonObject:
     }  # fmt: skip
 
 
-def slack_body(data: JsonObject, buttons: bool = False) -> bytes:
-    """A Slack incoming-webhook message: text plus one section with the link, and
-    with ``buttons`` Approve and Reject when the plan is waiting for a decision."""
+def slack_message(data: JsonObject, buttons: bool = False) -> JsonObject:
+    """A Slack message: text plus one section with the link, and with ``buttons``
+    Approve and Reject when the plan is waiting for a decision."""
     links = data["links"]
     link = str(links["dashboard"]) if isinstance(links, dict) else ""
     text = _slack_escape(_line(data))
@@ -207,10 +216,80 @@ def slack_body(data: JsonObject, buttons: bool = False) -> bytes:
     blocks: list[JsonValue] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}},
     ]  # fmt: skip
-    if buttons and data.get("event") in _DECIDABLE and data.get("plan_digest"):
+    if buttons and decidable(data):
         blocks.append(_buttons(data))
-    message: JsonObject = {"text": text, "blocks": blocks, "gatehouse": data}
-    return canonical_json(message).encode("utf-8")
+    return {"text": text, "blocks": blocks}
+
+
+def decidable(data: JsonObject) -> bool:
+    """Whether the notification announces a plan waiting for a decision."""
+    return data.get("event") in _DECIDABLE and bool(data.get("plan_digest"))
+
+
+def slack_body(data: JsonObject, buttons: bool = False) -> bytes:
+    """An incoming webhook's body: the Slack message, and the notification itself."""
+    return canonical_json({**slack_message(data, buttons), "gatehouse": data}).encode("utf-8")
+
+
+def _human(at: str | None) -> str:
+    if at is None:
+        return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.fromisoformat(at.replace("Z", "+00:00")).astimezone(UTC)
+    return when.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def closing_line(closing: Closing) -> str:
+    """What a closed message says below what it said: what happened, who, when."""
+    who, when = _slack_escape(closing.by), _human(closing.at)
+    detail = _slack_escape(closing.detail)
+    match closing.why:
+        case "approved":
+            return f"Approved by {who}, {when}"
+        case "rejected":
+            return f"Rejected by {who}, {when}"
+        case "edited":
+            return f"Edited by {who} into run {detail}, {when}: the edited plan is decided there"
+        case "replaced":
+            return (
+                f"Replaced by a new revision of the plan ({detail[:12]}): this one can no"
+                " longer be decided"
+            )
+        case "expired":
+            return f"Expired at {when} with no decision: denied"
+        case "cancelled":
+            return f"The run was cancelled by {who}, {when}"
+        case "ended":
+            return f"The run ended ({detail}), {when}: this plan can no longer be decided"
+
+
+def slack_update(closing: Closing, line: str) -> JsonObject:
+    """The delivery that replaces a bot's message about a plan once it closed: what it
+    said, the buttons gone, ``line`` below (``chat.update``)."""
+    message = closing.message
+    original = message.message
+    blocks = original.get("blocks")
+    kept: list[JsonValue] = [
+        b for b in (blocks if isinstance(blocks, list) else [])
+        if not (isinstance(b, dict) and b.get("type") == "actions")
+    ]  # fmt: skip
+    kept.append({"type": "context", "elements": [{"type": "mrkdwn", "text": line}]})
+    text = str(original.get("text") or f"Gatehouse: run {message.run_id}")
+    return {
+        "delivery_id": delivery_id(
+            message.run_id,
+            message.seq,
+            f"{SLACK_UPDATE}#{message.channel}:{message.ts}",
+            message.sink_id,
+        ),
+        "event": SLACK_UPDATE,
+        "run_id": message.run_id,
+        "plan_digest": message.plan_digest,
+        "why": closing.why,
+        "channel": message.channel,
+        "ts": message.ts,
+        "text": f"{text}: {line}",
+        "blocks": kept,
+    }
 
 
 def email_message(data: JsonObject, sink: Sink) -> EmailMessage:

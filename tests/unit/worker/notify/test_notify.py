@@ -13,13 +13,16 @@ from standardwebhooks import Webhook
 
 from contracts import ErrorCode, GatehouseError, JsonObject, NotifyConfig
 from ledger.notifications import PendingEvent, delivery_id
+from ledger.slack_messages import Closing, SlackMessage, Why
 from worker.notify import load_config
 from worker.notify.payload import (
+    closing_line,
     email_message,
     event_name,
     payload,
     signature,
     slack_body,
+    slack_update,
     standard_webhook_headers,
     webhook_headers,
 )
@@ -95,6 +98,14 @@ def test_payloads_are_stable_and_signed() -> None:
          " buttons: true}]", "only a slack sink has buttons"),
         ("sinks: [{id: a, kind: slack, events: [failed], url: 'http://h',"
          " signing: standard-webhooks}]", "only a webhook sink takes signing"),
+        ("sinks: [{id: a, kind: slack, events: [failed]}]", "either a url"),
+        ("sinks: [{id: a, kind: slack, events: [failed], url: 'http://h', bot_token_env: T,"
+         " channel: C1}]", "not both"),
+        ("sinks: [{id: a, kind: slack, events: [failed], bot_token_env: T}]", "go together"),
+        ("sinks: [{id: a, kind: webhook, events: [failed], url: 'http://h', secret_env: S,"
+         " bot_token_env: T, channel: C1}]", "only a slack sink takes bot_token_env"),
+        ("sinks: [{id: a, kind: slack, events: [failed], bot_token_env: T, channel: C1,"
+         " api_url: 'http://h/api'}]", "api_url"),
     ],
 )  # fmt: skip
 def test_a_bad_notifications_file_is_refused_with_its_reason(
@@ -144,3 +155,46 @@ def test_a_standard_webhook_verifies_with_the_standard_library() -> None:
     assert headers["ce-type"] == "com.gatehouse.run.failed" and headers["ce-subject"] == "run_1"
     with pytest.raises(Exception, match="too old"):
         Webhook(key).verify(body, standard_webhook_headers(data, body, 1_000_000_000, key))
+
+
+AT, LATER = "2026-11-27T09:30:12.000Z", "2026-11-27T10:00:00.000Z"
+
+
+@pytest.mark.parametrize(
+    ("why", "by", "at", "detail", "line"),
+    [
+        ("approved", "bob", AT, None, "Approved by bob, 2026-11-27 09:30 UTC"),
+        ("approved", "ann, bob", AT, None, "Approved by ann, bob, 2026-11-27"),
+        ("rejected", "<ann>", AT, None, "Rejected by &lt;ann&gt;, 2026-11-27"),
+        ("edited", "carol", AT, "run_2", "Edited by carol into run run_2, "),
+        ("replaced", None, None, "cd" * 32, "Replaced by a new revision of the plan (cdcdcdcd"),
+        ("expired", None, "2000-01-01T00:00:00.000Z", None, "Expired at 2000-01-01 00:00 UTC"),
+        ("cancelled", "olga", LATER, None, "cancelled by olga, 2026-11-27 10:00"),
+        ("ended", None, LATER, "failed, budget_exceeded",
+         "The run ended (failed, budget_exceeded), 2026-11-27 10:00 UTC"),
+    ],
+)  # fmt: skip
+def test_a_closed_slack_message_says_what_happened_who_and_when(
+    why: Why, by: str | None, at: str | None, detail: str | None, line: str
+) -> None:
+    config = NotifyConfig.model_validate(SINKS)
+    data = payload(config, config.sinks[0], "waiting_approval",
+                   _event("run.phase", {"status": "waiting_approval"}))  # fmt: skip
+    posted = json.loads(slack_body(data, buttons=True))
+    message = SlackMessage("desk", "C1", "1700000000.000100", "run_1", "ab" * 32, 7,
+                           {"text": posted["text"], "blocks": posted["blocks"]})  # fmt: skip
+    closing = Closing(message, why, by, at, detail)
+    said = closing_line(closing)
+    assert line in said
+    update = json.loads(json.dumps(slack_update(closing, said)))
+    assert (update["channel"], update["ts"], update["event"]) == (
+        "C1", "1700000000.000100", "slack_update")  # fmt: skip
+    blocks = update["blocks"]  # the buttons gone, the line below what it said
+    assert [b["type"] for b in blocks] == ["section", "context"]
+    assert blocks[0] == posted["blocks"][0] and blocks[1]["elements"][0]["text"] == said
+    assert said in update["text"]
+    # one update per message: the same closing gives the same delivery id, another message another
+    assert slack_update(closing, said)["delivery_id"] == update["delivery_id"]
+    other = Closing(SlackMessage("desk", "C1", "1700000000.000200", "run_1", "ab" * 32, 7, {}), why,
+                    by, at, detail)  # fmt: skip
+    assert slack_update(other, said)["delivery_id"] != update["delivery_id"]
