@@ -99,6 +99,7 @@ from contracts.slack import (
 )
 from contracts.tool_pool import (
     Approval,
+    CedarRules,
     CommandRule,
     Connector,
     Destination,
@@ -148,6 +149,7 @@ __all__ = [
     "CancelAccepted",
     "CancelRequest",
     "CancelSource",
+    "CedarRules",
     "Closed",
     "CommandRule",
     "Connector",

@@ -100,6 +100,8 @@ class ErrorCode(Enum):
     RUN_CANCELLED = _code("run_cancelled", 3012, 409, False, "The run was cancelled.")
     RUN_ALREADY_FINISHED = _code("run_already_finished", 3013, 409, False, "The run has already finished; there is nothing to cancel.")
     RUN_NOT_AWAITING_INPUT = _code("run_not_awaiting_input", 3014, 409, False, "The run takes no follow-up message: it is not an interactive OPA run, or it has ended.")
+    CEDAR_DENIED = _code("cedar_denied", 3015, 403, False, "The profile's Cedar policy set refused a step the rest of the gate allowed; the message names the denying policies (@id), or says that none permits it.")
+    CEDAR_POLICY_INVALID = _code("cedar_policy_invalid", 3016, 422, False, "A Cedar policy set does not parse, or names an entity type, action, attribute or entity that the schema generated from the tool pools does not have.")
     PERMISSION_DENIED = _code("permission_denied", 2010, 403, False, "The policy profile refused an executor's permission ask; the tool did not run.")
     CHILD_SESSION_REFUSED = _code("child_session_refused", 2011, 403, False, "An executor session with a parent (a child session) was refused.")
     # execution

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import (
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    model_serializer,
+    model_validator,
+)
 
 from contracts._base import Closed, Identifier, ShortText
 from contracts._json import JsonObject, digest_of
@@ -18,6 +25,7 @@ from contracts.plan import DriverKind
 
 __all__ = [
     "Approval",
+    "CedarRules",
     "CommandRule",
     "Connector",
     "Destination",
@@ -303,6 +311,20 @@ class OpaPolicy(Closed):
 TaintPosition = Annotated[str, StringConstraints(pattern=r"^(/[^\x00/]*)*$", max_length=256)]
 
 
+class CedarRules(Closed):
+    """The Cedar policy set a profile names, as the gate applies it to one run.
+
+    Never written in a profile file: the catalog fills it in from
+    ``policies/cedar/<policy_set_id>.cedar`` (a replay, from the version the run
+    ran under), and the run's submitter is bound to it when the run is known."""
+
+    policy_set_id: Identifier
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")  # SHA-256 of the .cedar file's bytes
+    text: str = Field(min_length=1, max_length=1_000_000)
+    # The principal of every request: who submitted the run (None: not known here).
+    submitted_by: str | None = Field(default=None, max_length=256)
+
+
 class PolicyProfile(Closed):
     schema_id: Literal["ds.gatehouse_policy_profile_v1"] = "ds.gatehouse_policy_profile_v1"
     profile_id: Identifier
@@ -345,3 +367,21 @@ class PolicyProfile(Closed):
     # a kernel sandbox (worker/sandbox/server.py); on a worker that cannot make one
     # they are refused (sandbox_unavailable) unless this says "allowed".
     unsandboxed_opencode: Literal["refused", "allowed"] = "refused"
+    # A Cedar policy set (policies/cedar/<id>.cedar) that decides every step too,
+    # after the checks above allowed it: it can only narrow (policies/cedar.py).
+    cedar: Identifier | None = None
+    # That policy set's text and digest, filled in by the catalog (never by the file).
+    cedar_rules: CedarRules | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_cedar(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> object:
+        # A profile without Cedar dumps exactly as before these fields existed: its
+        # dump is part of recorded planner requests, which a replay compares by digest.
+        out = handler(self)
+        if isinstance(out, dict):
+            for key in ("cedar", "cedar_rules"):
+                if out.get(key) is None:
+                    out.pop(key, None)
+        return out

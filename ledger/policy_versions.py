@@ -1,7 +1,8 @@
-"""Every policy profile, tool pool and recipe version a worker ran with, kept by the
-SHA-256 of its file's bytes (the digest a run records), so a replay can hold a run
-to the rules of its time. Rows are only ever added; the same version again adds
-nothing."""
+"""Every policy profile, tool pool, recipe and Cedar policy set version a worker ran
+with, kept by the SHA-256 of its file's bytes (the digest a run records), so a replay
+can hold a run to the rules of its time. Rows are only ever added; the same version
+again adds nothing. A run's Cedar policy set digest is recorded with the run
+(``runs.cedar_digest``), beside its profile and tool pool digests."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ import sqlalchemy as sa
 
 from ledger._db import Conn, now_iso, rows_changed
 
-__all__ = ["PolicyVersion", "keep", "version"]
+__all__ = ["PolicyVersion", "RunPrincipal", "keep", "run_principal", "set_cedar_digest", "version"]
 
 
 @dataclass(frozen=True)
 class PolicyVersion:
     digest: str
-    kind: str  # profile | tool_pool | recipe
+    kind: str  # profile | tool_pool | recipe | cedar
     policy_id: str
     body: str  # the file's text, exactly
 
@@ -45,3 +46,29 @@ def version(conn: Conn, digest: str) -> PolicyVersion | None:
     if row is None:
         return None
     return PolicyVersion(str(row[0]), str(row[1]), str(row[2]), str(row[3]))
+
+
+@dataclass(frozen=True)
+class RunPrincipal:
+    """Who a run's Cedar requests are made for, and the policy set version it began under."""
+
+    submitted_by: str
+    cedar_digest: str | None
+
+
+def set_cedar_digest(conn: Conn, run_id: str, digest: str | None) -> None:
+    """Record which Cedar policy set file the run is held to (None: its profile names none)."""
+    conn.execute(
+        sa.text("UPDATE runs SET cedar_digest = :d WHERE run_id = :r"),
+        {"d": digest, "r": run_id},
+    )
+
+
+def run_principal(conn: Conn, run_id: str) -> RunPrincipal | None:
+    row = conn.execute(
+        sa.text("SELECT submitted_by, cedar_digest FROM runs WHERE run_id = :r"),
+        {"r": run_id},
+    ).first()
+    if row is None:
+        return None
+    return RunPrincipal(str(row[0]), None if row[1] is None else str(row[1]))

@@ -1,8 +1,11 @@
-"""The profiles, tool pools and recipes in force: versioned JSON files.
+"""The profiles, tool pools, recipes and Cedar policy sets in force: versioned files.
 
 They ship inside the package (``policies/profiles``, ``policies/tool_pools``,
-``policies/recipes``) and are read once, validated against their schema, and
-kept with their SHA-256 digest so a run can record exactly what it ran under.
+``policies/recipes``, ``policies/cedar``) and are read once, validated against
+their schema, and kept with their SHA-256 digest so a run can record exactly
+what it ran under. A Cedar policy set is validated against the schema generated
+from every tool pool (``policies.cedar_gate``), and a profile that names one
+carries its text (``PolicyProfile.cedar_rules``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import jsonschema
 from pydantic import BaseModel, ValidationError
 
 from contracts import (
+    CedarRules,
     ErrorCode,
     GatehouseError,
     JsonObject,
@@ -28,11 +32,14 @@ from contracts import (
     ToolPool,
     sha256_hex,
 )
+from policies.cedar_gate import load_policy_set
 
 __all__ = [
     "EXTRA_POLICIES_ENV",
     "Loaded",
+    "cedar_policy_set",
     "check_parameters",
+    "list_cedar_policy_sets",
     "list_profiles",
     "list_recipes",
     "list_tool_pools",
@@ -41,9 +48,10 @@ __all__ = [
     "profile",
     "recipe",
     "tool_pool",
+    "with_cedar",
 ]
 
-# A folder with more policy files in ``profiles/`` and ``tool_pools/``, read by the
+# A folder with more policy files in ``profiles/``, ``tool_pools/`` and ``cedar/``, read by the
 # shim and the worker alike (both must be given the same one): an operator's own
 # connectors, such as MCP servers with their pins, and profiles that allow them,
 # without editing the package. Their ids may not shadow the shipped ones.
@@ -99,7 +107,66 @@ def _with_extra(
 @cache
 def _profiles() -> dict[str, Loaded[PolicyProfile]]:
     shipped = _load_folder("policies.profiles", PolicyProfile, "profile_id")
-    return _with_extra(shipped, "profiles", PolicyProfile, "profile_id")
+    loaded = _with_extra(shipped, "profiles", PolicyProfile, "profile_id")
+    return {pid: with_cedar(p, f"profile {pid!r}") for pid, p in loaded.items()}
+
+
+def with_cedar(found: Loaded[PolicyProfile], where: str) -> Loaded[PolicyProfile]:
+    """A profile with the text of the Cedar policy set it names (in force today)."""
+    model = found.model
+    if model.cedar_rules is not None:
+        raise RuntimeError(f"{where} sets cedar_rules; name a policy set with cedar instead")
+    if model.cedar is None:
+        return found
+    rules = _cedar_sets().get(model.cedar)
+    if rules is None:
+        raise RuntimeError(
+            f"{where} names Cedar policy set {model.cedar!r}, which policies/cedar does not"
+            f" have (known: {sorted(_cedar_sets())})"
+        )
+    return Loaded(model.model_copy(update={"cedar_rules": rules.model}), found.digest, found.text)
+
+
+def _cedar_folder(where: Path, name: str) -> dict[str, Loaded[CedarRules]]:
+    out: dict[str, Loaded[CedarRules]] = {}
+    pools = [p.model for p in _pools().values()]
+    for entry in sorted(where.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".cedar"):
+            continue
+        raw = entry.read_bytes()
+        set_id = entry.name.removesuffix(".cedar")
+        try:
+            rules = load_policy_set(set_id, raw.decode("utf-8"), pools)
+        except GatehouseError as exc:
+            # A broken policy file must stop the process, not be skipped silently.
+            raise RuntimeError(f"{name}/{entry.name}: {exc.message}") from exc
+        except (UnicodeDecodeError, ValidationError) as exc:
+            raise RuntimeError(f"{name}/{entry.name} is invalid: {exc}") from exc
+        out[set_id] = Loaded(rules, rules.digest, rules.text)
+    return out
+
+
+@cache
+def _cedar_sets() -> dict[str, Loaded[CedarRules]]:
+    shipped = _cedar_folder(Path(str(resources.files("policies.cedar"))), "policies.cedar")
+    extra = os.environ.get(EXTRA_POLICIES_ENV)
+    folder = Path(extra, "cedar") if extra else None
+    if folder is None or not folder.is_dir():
+        return shipped
+    added = _cedar_folder(folder, str(folder))
+    clash = sorted(set(added) & set(shipped))
+    if clash:
+        raise RuntimeError(f"{folder}: {clash} would shadow the shipped policies")
+    return {**shipped, **added}
+
+
+def cedar_policy_set(policy_set_id: str) -> Loaded[CedarRules] | None:
+    """A Cedar policy set in force today, if one has that id."""
+    return _cedar_sets().get(policy_set_id)
+
+
+def list_cedar_policy_sets() -> list[Loaded[CedarRules]]:
+    return list(_cedar_sets().values())
 
 
 @cache

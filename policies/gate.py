@@ -4,7 +4,9 @@ Pure decisions over a plan, a tool pool and a profile. A step passes only if
 its connector is in the pool, its driver kind is the connector's and the
 profile's, the connector declares limits, and its destination or command is
 allowlisted. A planner may only propose: a plan that carries execution
-results is refused outright.
+results is refused outright. A step these checks allow is then put to the
+profile's Cedar policy set, if it names one (``policies.cedar_gate``): Cedar can
+only narrow, and its refusal is ``cedar_denied``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from contracts import (
     PolicyProfile,
     ToolPool,
 )
-from policies import catalog
+from policies import catalog, cedar_gate
 from policies.commands import check_argv
 from policies.destinations import match_destination
 from policies.mcp import check_call as check_mcp_call
@@ -84,8 +86,17 @@ def check_step(
 
     ``step_input`` is the resolved input; None when it comes from an earlier
     step and is not known yet (compile time), in which case the
-    input-dependent checks wait for the check before execution.
+    input-dependent checks wait for the check before execution. Cedar decides
+    last, with what is known: the step, and its input once known.
     """
+    connector = _allowed(step, step_input, pool, profile)
+    cedar_gate.check(step, step_input, connector, pool, profile)
+    return connector
+
+
+def _allowed(
+    step: PlanStep, step_input: JsonObject | None, pool: ToolPool, profile: PolicyProfile
+) -> Connector:
     details: JsonObject = {"step_id": step.step_id, "connector_id": step.connector_id}
     connector = pool.connector(step.connector_id)
     if connector is None:

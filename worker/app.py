@@ -62,14 +62,16 @@ class LaunchStoppedError(Exception):
 
 
 def keep_catalog(db: Database) -> int:
-    """Store the profiles, tool pools and recipes this worker runs with, by digest, so
-    a replay can hold each run to the versions it ran under; how many were new."""
+    """Store the profiles, tool pools, recipes and Cedar policy sets this worker runs
+    with, by digest, so a replay can hold each run to the versions it ran under; how
+    many were new."""
     kept = [
         PolicyVersion(p.digest, kind, pid, p.text)
         for kind, loaded in (
             ("profile", [(x.model.profile_id, x) for x in catalog.list_profiles()]),
             ("tool_pool", [(x.model.tool_pool_id, x) for x in catalog.list_tool_pools()]),
             ("recipe", [(x.model.recipe_id, x) for x in catalog.list_recipes()]),
+            ("cedar", [(x.model.policy_set_id, x) for x in catalog.list_cedar_policy_sets()]),
         )
         for pid, p in loaded
     ]

@@ -7,8 +7,8 @@ from contracts import (
     JsonObject,
     RunStatus,
 )
-from ledger import Conn, runs
-from policies import catalog
+from ledger import Conn, policy_versions, runs
+from policies import catalog, cedar_gate
 from worker.flow import BeginResult, fresh_seed
 from worker.records._cancels import observe_cancel
 from worker.runtime import WorkerSettings
@@ -38,9 +38,13 @@ def _begun(s: Conn, run_id: str, arg: JsonObject, me: WorkerSettings) -> JsonObj
         ).model_dump(mode="json")
     runs.set_status(s, run_id, RunStatus.RUNNING, "compile")
     runs.set_policy_digests(s, run_id, prof.digest, pool.digest)
+    rules = prof.model.cedar_rules
+    policy_versions.set_cedar_digest(s, run_id, None if rules is None else rules.digest)
+    who = policy_versions.run_principal(s, run_id)
     return BeginResult(
         ok=True,
-        profile=prof.model,
+        # Cedar's requests are made for the run's submitter.
+        profile=cedar_gate.bound(prof.model, None if who is None else who.submitted_by),
         profile_digest=prof.digest,
         tool_pool=pool.model,
         tool_pool_digest=pool.digest,

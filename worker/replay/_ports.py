@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.engine import Connection
 
 from contracts import (
+    CedarRules,
     Decision,
     ErrorCode,
     GatehouseError,
@@ -37,7 +38,7 @@ from ledger import (
 )
 from ledger.cancels import Cancel
 from ledger.forks import Lineage
-from policies import catalog
+from policies import catalog, cedar_gate
 from policies.catalog import Loaded
 from policies.repair import check_revision, gated_plan
 from worker.calls import (
@@ -163,9 +164,14 @@ class ReplayPorts:
             return BeginResult(
                 ok=False, seed=seed, error_code=exc.code.value, error_message=exc.message
             )
+        who = policy_versions.run_principal(self.conn, run_id)
+        cedar_recorded = None if who is None else who.cedar_digest
+        prof = self._cedar(prof, cedar_recorded, None if who is None else who.submitted_by)
+        rules = prof.model.cedar_rules
         for name, recorded, now in (
             ("policy profile", self.run.profile_digest, prof.digest),
             ("tool pool", self.run.tool_pool_digest, pool.digest),
+            ("Cedar policy set", cedar_recorded, None if rules is None else rules.digest),
         ):
             if recorded is not None and recorded != now:
                 raise DivergedError(
@@ -187,6 +193,41 @@ class ReplayPorts:
             tool_pool_digest=pool.digest,
             seed=seed,
         )
+
+    def _cedar(
+        self, prof: Loaded[PolicyProfile], recorded: str | None, submitted_by: str | None
+    ) -> Loaded[PolicyProfile]:
+        """The profile with the Cedar policy set the run began under (kept by the digest
+        the run records), or today's when asked for, when it is that very version or when
+        none was kept; its requests made for the run's submitter."""
+        model = prof.model
+        if model.cedar is None:
+            return prof
+        today = model.cedar_rules
+        if today is None:  # a kept profile version: its policy set is looked up here
+            found = catalog.cedar_policy_set(model.cedar)
+            today = None if found is None else found.model
+        rules = today
+        stale = today is None or today.digest != recorded
+        kept = None
+        if self.rules == "recorded" and recorded is not None and stale:
+            kept = policy_versions.version(self.conn, recorded)
+        if kept is not None and recorded is not None:
+            if sha256_hex(kept.body.encode("utf-8")) != recorded:
+                raise GatehouseError(
+                    ErrorCode.CORRUPT_RECORD,
+                    f"the kept Cedar policy set {kept.policy_id!r} no longer has"
+                    f" digest {recorded[:12]}",
+                )
+            rules = CedarRules(policy_set_id=kept.policy_id, digest=recorded, text=kept.body)
+        if rules is None:
+            raise GatehouseError(
+                ErrorCode.CORRUPT_RECORD,
+                f"profile {model.profile_id!r} names Cedar policy set {model.cedar!r}, which"
+                " is neither in force nor kept",
+            )
+        held = cedar_gate.bound(model.model_copy(update={"cedar_rules": rules}), submitted_by)
+        return Loaded(held, prof.digest, prof.text)
 
     def _rules(self, today: Loaded[M], recorded: str | None, model: type[M]) -> Loaded[M]:
         """The version the run ran under, kept by its digest; today's file when asked

@@ -25,7 +25,7 @@ from contracts import (
     validate_instance,
 )
 from ledger import Database, evidence, intents, now_iso, opa_runs, runs, stretches
-from policies import catalog
+from policies import catalog, cedar_gate
 from policies.episodes import episode
 from policies.gate import gate_plan
 from policies.templates import compile_template
@@ -41,7 +41,8 @@ __all__ = ["submit"]
 def check_intent(request: IntentRequest) -> None:
     """Everything that can be refused before anything is written."""
     recipe = catalog.recipe(request.recipe).model
-    profile = catalog.profile(request.policy_profile).model
+    # Cedar's requests are made for the submitter (policies/cedar_gate.py).
+    profile = cedar_gate.bound(catalog.profile(request.policy_profile).model, request.submitted_by)
     pool = catalog.tool_pool(request.tool_pool).model
     catalog.check_parameters(recipe, request.parameters)
     profile.budgets.narrowed(request.budgets)  # budget_widened: ask for less, never more

@@ -1,0 +1,471 @@
+"""Cedar in the gate: a profile's policy set decides every step the rest of the gate allowed.
+
+Cedar can only narrow. ``policies.gate.check_step`` runs its deny-by-default
+checks first and keeps their refusals; a step they allow is then put to the
+profile's Cedar policy set (``PolicyProfile.cedar_rules``), and a step Cedar
+does not permit is refused with ``cedar_denied``, naming the policies that
+refused it by their ``@id`` annotation.
+
+The entity model (docs/policies.md), in namespace ``Gatehouse``:
+
+* principal ``User::"<name>"``: who submitted the run;
+* action ``Action::"<driver kind>"``: noop, http, restricted_shell, opencode, mcp_proxy;
+* resource ``Connector::"<connector_id>"`` (in ``ToolPool::"<tool_pool_id>"``), or for
+  an mcp_proxy step whose tool is known ``McpTool::"<connector_id>/<tool>"`` (in its
+  connector);
+* context: the step (id, verb, connector), whether it takes outside data
+  (``tainted``: its input comes from an earlier step via input_from), whether its
+  input is known yet, its risk (``read_only``, ``risk``: "read" or "change"), the
+  profile's budgets, and its input by driver kind (an http step's method and URL
+  parts, a shell step's program and arguments, an OpenCode prompt, an MCP tool's
+  arguments typed by its pinned input schema).
+
+The Cedar schema is generated from the tool pools (``schema_for``); a policy set
+is validated against it when it is loaded, and a policy that names an entity
+type, action or attribute that does not exist, or a connector or MCP tool no
+pool has, is refused then (``cedar_policy_invalid``). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+import cedarpy
+
+from contracts import (
+    CedarRules,
+    Connector,
+    DriverKind,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    JsonValue,
+    PlanStep,
+    PolicyProfile,
+    ToolPool,
+    sha256_hex,
+)
+
+__all__ = [
+    "NAMESPACE",
+    "CedarDecision",
+    "bound",
+    "check",
+    "decide",
+    "load_policy_set",
+    "request_for",
+    "schema_for",
+]
+
+NAMESPACE = "Gatehouse"
+
+# Pinned JSON Schema types Cedar can hold exactly; any other argument is left out.
+_SCALARS: dict[str, str] = {"string": "String", "integer": "Long", "boolean": "Boolean"}
+
+
+@dataclass(frozen=True)
+class CedarDecision:
+    allowed: bool
+    policy_ids: list[str]  # the @id (else the Cedar id) of every policy that decided it
+    errors: list[str]  # evaluation errors (a policy that errs is skipped, never permits)
+
+
+def _t(name: str) -> str:
+    return f"{NAMESPACE}::{name}"
+
+
+def _attr(type_: str, required: bool = True, **more: JsonValue) -> JsonObject:
+    out: JsonObject = {"type": type_, **more}
+    if not required:
+        out["required"] = False
+    return out
+
+
+def _set_of_strings(required: bool = True) -> JsonObject:
+    return _attr("Set", required, element={"type": "String"})
+
+
+def _mcp_arguments(pools: Sequence[ToolPool]) -> JsonObject:
+    """One record of every pinned MCP tool's top-level scalar arguments, each optional;
+    a name the tools type differently (or as no scalar) is left out."""
+    seen: dict[str, str | None] = {}
+    for pool in pools:
+        for connector in pool.connectors:
+            for tool in connector.mcp.tools if connector.mcp is not None else []:
+                props = tool.input_schema.get("properties")
+                for name, spec in props.items() if isinstance(props, dict) else []:
+                    kind = spec.get("type") if isinstance(spec, dict) else None
+                    cedar = _SCALARS.get(kind) if isinstance(kind, str) else None
+                    seen[name] = cedar if seen.get(name, cedar) == cedar else None
+    attributes: JsonObject = {n: _attr(t, False) for n, t in sorted(seen.items()) if t is not None}
+    return {"type": "Record", "attributes": attributes}
+
+
+def schema_for(pools: Sequence[ToolPool]) -> JsonObject:
+    """The Cedar schema (JSON form) of the tool pools: entity types, one action per
+    driver kind, and each action's context."""
+    budgets: JsonObject = {
+        "type": "Record",
+        "attributes": {
+            "max_steps": _attr("Long", False),
+            "max_model_turns": _attr("Long", False),
+            "max_tokens": _attr("Long", False),
+            "max_cost_cents": _attr("Long", False),
+            "max_wall_s": _attr("Long", False),
+        },
+    }
+    common: dict[str, JsonValue] = {
+        "step_id": _attr("String"),
+        "verb": _attr("String"),
+        "connector_id": _attr("String"),
+        "tool_pool": _attr("String"),
+        "profile": _attr("String"),
+        "tainted": _attr("Boolean"),
+        "input_known": _attr("Boolean"),
+        "read_only": _attr("Boolean"),
+        "risk": _attr("String"),
+        "profile_max_steps": _attr("Long"),
+        "budgets": budgets,
+    }
+    by_kind: dict[DriverKind, dict[str, JsonValue]] = {
+        DriverKind.NOOP: {},
+        DriverKind.HTTP: {
+            "method": _attr("String", False),
+            "url": _attr("String", False),
+            "scheme": _attr("String", False),
+            "host": _attr("String", False),
+            "port": _attr("Long", False),
+            "path": _attr("String", False),
+        },
+        DriverKind.RESTRICTED_SHELL: {
+            "program": _attr("String", False),
+            "args": _set_of_strings(False),
+            "argc": _attr("Long", False),
+        },
+        DriverKind.OPENCODE: {
+            "prompt": _attr("String", False),
+            "subgoals": _set_of_strings(False),
+        },
+        DriverKind.MCP_PROXY: {
+            "tool": _attr("String", False),
+            "arguments": {**_mcp_arguments(pools), "required": False},
+        },
+    }
+    actions: JsonObject = {}
+    for kind in DriverKind:
+        resources: list[JsonValue] = ["Connector"]
+        if kind is DriverKind.MCP_PROXY:
+            resources.append("McpTool")
+        actions[kind.value] = {
+            "appliesTo": {
+                "principalTypes": ["User"],
+                "resourceTypes": resources,
+                "context": {"type": "Record", "attributes": {**common, **by_kind.get(kind, {})}},
+            }
+        }
+    entity_types: JsonObject = {
+        "User": {},
+        "ToolPool": {},
+        "Connector": {
+            "memberOfTypes": ["ToolPool"],
+            "shape": {
+                "type": "Record",
+                "attributes": {
+                    "driver_kind": _attr("String"),
+                    "tool_pool": _attr("String"),
+                    "idempotent": _attr("Boolean"),
+                },
+            },
+        },
+        "McpTool": {
+            "memberOfTypes": ["Connector"],
+            "shape": {
+                "type": "Record",
+                "attributes": {
+                    "name": _attr("String"),
+                    "connector": _attr("String"),
+                    "read_only": _attr("Boolean"),
+                    "pin": _attr("String"),
+                },
+            },
+        },
+    }
+    return {NAMESPACE: {"entityTypes": entity_types, "actions": actions}}
+
+
+def _mcp_tool_id(connector_id: str, tool: str) -> str:
+    return f"{connector_id}/{tool}"
+
+
+def _entities(pools: Sequence[ToolPool]) -> Iterator[tuple[str, str, JsonObject, list[JsonValue]]]:
+    for pool in pools:
+        pool_ref: JsonValue = {"type": _t("ToolPool"), "id": pool.tool_pool_id}
+        yield "ToolPool", pool.tool_pool_id, {}, []
+        for c in pool.connectors:
+            attrs: JsonObject = {
+                "driver_kind": c.driver_kind.value,
+                "tool_pool": pool.tool_pool_id,
+                "idempotent": c.idempotency == "key",
+            }
+            yield "Connector", c.connector_id, attrs, [pool_ref]
+            server = c.mcp
+            for tool in server.tools if server is not None else []:
+                tool_attrs: JsonObject = {
+                    "name": tool.name,
+                    "connector": c.connector_id,
+                    "read_only": tool.name in server.read_only_tools if server else False,
+                    "pin": tool.digest,
+                }
+                parent: JsonValue = {"type": _t("Connector"), "id": c.connector_id}
+                yield "McpTool", _mcp_tool_id(c.connector_id, tool.name), tool_attrs, [parent]
+
+
+@lru_cache(maxsize=64)
+def _compiled_pool(pool_json: str) -> tuple[cedarpy.Schema, cedarpy.Entities]:
+    pool = ToolPool.model_validate_json(pool_json)
+    entities = [
+        {"uid": {"type": _t(kind), "id": uid}, "attrs": attrs, "parents": parents}
+        for kind, uid, attrs, parents in _entities([pool])
+    ]
+    schema = cedarpy.Schema.from_json_str(json.dumps(schema_for([pool])))
+    return schema, cedarpy.Entities.from_json_str(json.dumps(entities))
+
+
+@lru_cache(maxsize=64)
+def _compiled_policies(text: str) -> cedarpy.PolicySet:
+    return cedarpy.PolicySet.from_str(text)
+
+
+def _entity_refs(value: object) -> Iterator[tuple[str, str]]:
+    """Every entity literal in a policy set's JSON form: (type, id)."""
+    if isinstance(value, dict):
+        entity = value.get("__entity", value.get("entity"))
+        if isinstance(entity, dict) and isinstance(entity.get("type"), str):
+            yield str(entity["type"]), str(entity.get("id"))
+        entities = value.get("entities")
+        for e in entities if isinstance(entities, list) else []:
+            if isinstance(e, dict) and isinstance(e.get("type"), str):
+                yield str(e["type"]), str(e.get("id"))
+        for inner in value.values():
+            yield from _entity_refs(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _entity_refs(inner)
+
+
+def load_policy_set(policy_set_id: str, text: str, pools: Sequence[ToolPool]) -> CedarRules:
+    """A policy set checked against the schema of ``pools``, or ``cedar_policy_invalid``
+    naming every problem: a parse error, an entity type, action or attribute the
+    schema lacks, a connector or MCP tool no pool has."""
+    details: JsonObject = {"policy_set_id": policy_set_id}
+
+    def refuse(problems: list[str]) -> GatehouseError:
+        listed: list[JsonValue] = list(problems[:20])
+        return GatehouseError(
+            ErrorCode.CEDAR_POLICY_INVALID,
+            f"Cedar policy set {policy_set_id!r} is refused: {'; '.join(problems[:5])}",
+            {**details, "problems": listed},
+        )
+
+    try:
+        est = json.loads(cedarpy.policies_to_json_str(text))
+    except ValueError as exc:
+        raise refuse([f"it does not parse: {str(exc)[:500]}"]) from exc
+    if not est.get("staticPolicies") and not est.get("templates"):
+        raise refuse(["it holds no policy"])
+    if est.get("templates"):
+        raise refuse(["templates are not supported: write static policies"])
+    result = cedarpy.validate_policies(text, json.dumps(schema_for(pools)))
+    if not result.validation_passed:
+        raise refuse([str(e)[:300] for e in result.errors])
+    known = {(_t(kind), uid) for kind, uid, _, _ in _entities(pools)}
+    checked = {_t("Connector"), _t("McpTool"), _t("ToolPool")}
+    missing = sorted({(t, i) for t, i in _entity_refs(est) if t in checked} - known)
+    if missing:
+        raise refuse([f"it names {t}::{json.dumps(i)}, which no tool pool has" for t, i in missing])
+    digest = sha256_hex(text.encode("utf-8"))
+    return CedarRules(policy_set_id=policy_set_id, digest=digest, text=text)
+
+
+def bound(profile: PolicyProfile, submitted_by: str | None) -> PolicyProfile:
+    """``profile`` with its Cedar requests made on behalf of ``submitted_by``."""
+    rules = profile.cedar_rules
+    if rules is None or rules.submitted_by == submitted_by:
+        return profile
+    return profile.model_copy(
+        update={"cedar_rules": rules.model_copy(update={"submitted_by": submitted_by})}
+    )
+
+
+def _whole(value: float | None, scale: int = 1) -> int | None:
+    return None if value is None else math.ceil(value * scale)
+
+
+def _read_only(step: PlanStep, step_input: JsonObject | None, connector: Connector) -> bool:
+    """Whether the step cannot change anything, as far as its input is known."""
+    if step.driver_kind is DriverKind.NOOP:
+        return True
+    if step_input is None:
+        return False
+    if step.driver_kind is DriverKind.HTTP:
+        method = step_input.get("method", "GET")
+        return isinstance(method, str) and method.upper() in {"GET", "HEAD"}
+    if step.driver_kind is DriverKind.MCP_PROXY and connector.mcp is not None:
+        return step_input.get("tool") in connector.mcp.read_only_tools
+    return False
+
+
+def _input_context(step: PlanStep, step_input: JsonObject, pool: ToolPool) -> JsonObject:
+    kind = step.driver_kind
+    out: JsonObject = {}
+    if kind is DriverKind.HTTP:
+        url = step_input.get("url")
+        method = step_input.get("method", "GET")
+        if isinstance(method, str):
+            out["method"] = method.upper()
+        if isinstance(url, str):
+            parts = urlsplit(url)
+            out.update(url=url, scheme=parts.scheme, host=parts.hostname or "", path=parts.path)
+            try:
+                port = parts.port
+            except ValueError:
+                port = None
+            out["port"] = port or (443 if parts.scheme == "https" else 80)
+    elif kind is DriverKind.RESTRICTED_SHELL:
+        raw = step_input.get("argv")
+        argv = [a for a in raw if isinstance(a, str)] if isinstance(raw, list) else []
+        if argv:
+            out.update(program=argv[0], args=list[JsonValue](argv[1:]), argc=len(argv) - 1)
+    elif kind is DriverKind.OPENCODE:
+        prompt = step_input.get("prompt")
+        if isinstance(prompt, str):
+            out["prompt"] = prompt
+        goals = step_input.get("subgoals", [])
+        out["subgoals"] = (
+            [g for g in goals if isinstance(g, str)] if isinstance(goals, list) else []
+        )
+    elif kind is DriverKind.MCP_PROXY:
+        tool = step_input.get("tool")
+        if isinstance(tool, str):
+            out["tool"] = tool
+        args = step_input.get("arguments", {})
+        typed = _mcp_arguments([pool]).get("attributes")
+        if isinstance(args, dict) and isinstance(typed, dict):
+            out["arguments"] = {k: v for k, v in args.items() if k in typed and _fits(v, typed[k])}
+    return out
+
+
+def _fits(value: JsonValue, spec: JsonValue) -> bool:
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if kind == "String":
+        return isinstance(value, str)
+    if kind == "Boolean":
+        return isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def request_for(
+    step: PlanStep,
+    step_input: JsonObject | None,
+    connector: Connector,
+    pool: ToolPool,
+    profile: PolicyProfile,
+) -> JsonObject:
+    """The Cedar request that decides ``step``: principal, action, resource, context."""
+    rules = profile.cedar_rules
+    who = "" if rules is None or rules.submitted_by is None else rules.submitted_by
+    resource: JsonObject = {"type": _t("Connector"), "id": connector.connector_id}
+    tool = None if step_input is None else step_input.get("tool")
+    if step.driver_kind is DriverKind.MCP_PROXY and isinstance(tool, str):
+        resource = {"type": _t("McpTool"), "id": _mcp_tool_id(connector.connector_id, tool)}
+    read_only = _read_only(step, step_input, connector)
+    b = profile.budgets
+    budgets: JsonObject = {
+        k: v
+        for k, v in {
+            "max_steps": b.max_steps,
+            "max_model_turns": b.max_model_turns,
+            "max_tokens": b.max_tokens,
+            "max_cost_cents": _whole(b.max_cost_usd, 100),
+            "max_wall_s": _whole(b.max_wall_s),
+        }.items()
+        if v is not None
+    }
+    context: JsonObject = {
+        "step_id": step.step_id,
+        "verb": step.verb.value,
+        "connector_id": connector.connector_id,
+        "tool_pool": pool.tool_pool_id,
+        "profile": profile.profile_id,
+        "tainted": step.input_from is not None,
+        "input_known": step_input is not None,
+        "read_only": read_only,
+        "risk": "read" if read_only else "change",
+        "profile_max_steps": profile.max_steps,
+        "budgets": budgets,
+    }
+    if step_input is not None:
+        context.update(_input_context(step, step_input, pool))
+    return {
+        "principal": {"type": _t("User"), "id": who},
+        "action": {"type": _t("Action"), "id": step.driver_kind.value},
+        "resource": resource,
+        "context": context,
+    }
+
+
+def decide(
+    step: PlanStep,
+    step_input: JsonObject | None,
+    connector: Connector,
+    pool: ToolPool,
+    profile: PolicyProfile,
+) -> CedarDecision | None:
+    """Cedar's decision on a step (None: the profile names no policy set)."""
+    rules = profile.cedar_rules
+    if rules is None:
+        return None
+    schema, entities = _compiled_pool(pool.model_dump_json())
+    request = request_for(step, step_input, connector, pool, profile)
+    result = cedarpy.is_authorized(request, _compiled_policies(rules.text), entities, schema)
+    diagnostics = result.diagnostics
+    names = diagnostics.id_annotations_by_reason
+    ids = [names.get(r, r) for r in diagnostics.reasons]
+    return CedarDecision(result.allowed, ids, [str(e)[:300] for e in diagnostics.errors])
+
+
+def check(
+    step: PlanStep,
+    step_input: JsonObject | None,
+    connector: Connector,
+    pool: ToolPool,
+    profile: PolicyProfile,
+) -> None:
+    """Refuse the step with ``cedar_denied`` unless the profile's Cedar policy set permits it."""
+    found = decide(step, step_input, connector, pool, profile)
+    rules = profile.cedar_rules
+    if found is None or found.allowed or rules is None:
+        return
+    if found.policy_ids:
+        why = "denied by " + ", ".join(repr(i) for i in found.policy_ids)
+    else:
+        why = "no policy permits it"
+    if found.errors:
+        why += f" (evaluation errors: {'; '.join(found.errors[:3])})"
+    raise GatehouseError(
+        ErrorCode.CEDAR_DENIED,
+        f"step {step.step_id!r}: Cedar policy set {rules.policy_set_id!r} {why}",
+        {
+            "step_id": step.step_id,
+            "connector_id": step.connector_id,
+            "policy_set_id": rules.policy_set_id,
+            "policy_set_digest": rules.digest,
+            "policy_ids": list[JsonValue](found.policy_ids),
+            "errors": list[JsonValue](found.errors[:10]),
+        },
+    )
