@@ -98,7 +98,11 @@ def find_session(conn: Conn, token: str) -> Session | None:
     return Session(str(row[0]), [str(r) for r in roles] if isinstance(roles, list) else [])
 
 
-def end_session(conn: Conn, token: str) -> None:
-    conn.execute(
-        sa.text("DELETE FROM dashboard_sessions WHERE session_sha256 = :s"), {"s": _digest(token)}
-    )
+def end_session(conn: Conn, token: str) -> bool:
+    """The session's row gone (its token is worth nothing from now on); False when
+    there was none (never opened, ended already, or swept after it expired)."""
+    gone = conn.execute(
+        sa.text("DELETE FROM dashboard_sessions WHERE session_sha256 = :s RETURNING identity"),
+        {"s": _digest(token)},
+    ).first()
+    return gone is not None

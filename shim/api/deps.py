@@ -21,7 +21,15 @@ from shim.api.idp import OIDC_PREFIX, oidc_identity
 from shim.api.services import Service
 from shim.tokens import Identity, LiveTokens, TokenStore, bearer
 
-__all__ = ["ServiceDep", "TokensDep", "admit", "identity_of", "names_of", "require"]
+__all__ = [
+    "ServiceDep",
+    "SessionTokenDep",
+    "TokensDep",
+    "admit",
+    "identity_of",
+    "names_of",
+    "require",
+]
 
 
 async def _service(request: Request) -> Service:
@@ -74,6 +82,23 @@ def require(*roles: Role) -> Callable[[Request, TokenStore, Service], Awaitable[
         return admit(request, await identity_of(token, tokens, service.db), roles)
 
     return caller
+
+
+async def _session_token(request: Request) -> str:
+    """The bearer token of a route that ends the caller's own session (after ``require``
+    admitted it): a session the identity provider's sign-in opened, never a token of
+    the tokens file (those are revoked in the file)."""
+    token = bearer(request.headers.get("authorization"))
+    if not token.startswith(OIDC_PREFIX):
+        raise GatehouseError(
+            ErrorCode.INVALID_REQUEST,
+            "this bearer token is not a session from signing in (gatehouse login gives"
+            " oidc.…); a token of the tokens file ends with `gatehouse tokens revoke`",
+        )
+    return token
+
+
+SessionTokenDep = Annotated[str, Depends(_session_token)]
 
 
 def names_of(app: FastAPI) -> Callable[[str | None], str | None]:

@@ -84,6 +84,8 @@ def _ops(ref: Callable[[type[BaseModel]], Schema]) -> dict[tuple[str, str], Op]:
     episodes["properties"]["text_channels"] = channels
     events = _listing("security_events", _OBJECT)
     events["properties"]["text_channels"] = channels
+    ended: Schema = {"type": "object", "required": ["ended", "identity"], "properties": {
+        "ended": {"type": "boolean"}, "identity": {"type": "string"}}}  # fmt: skip
     verify: Schema = {
         "type": "object",
         "required": ["run_id", "entries", "ok"],
@@ -156,6 +158,8 @@ def _ops(ref: Callable[[type[BaseModel]], Schema]) -> dict[tuple[str, str], Op]:
         ("get", "/auth/oidc"): Op(answer=_OBJECT, public=True, errors=(404,)),
         ("post", "/auth/oidc/exchange"): Op(answer=OidcSession, body=OidcExchange, public=True,
                                             errors=(401, 403, 404, *_BODY)),
+        # Ends the session its bearer token names (a token of the tokens file: 422).
+        ("post", "/auth/oidc/logout"): Op(answer=ended, errors=(422,)),
         # Signed by Slack instead of a bearer token (docs/operators.md).
         ("post", "/slack/interactions"): Op(answer=outcome, form=slack_form, public=True,
                                             errors=(401, 404, 409, *_BODY)),

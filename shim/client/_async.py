@@ -136,6 +136,9 @@ class AsyncClient:
     async def cancel(self, run_id: str, reason: str | None = None) -> CancelAccepted:
         return await self.send(Calls.cancel(run_id, reason))
 
+    async def logout(self) -> JsonValue:
+        return await self.send(Calls.logout())
+
     async def message(self, run_id: str, text: str | None, end: bool = False) -> MessageAccepted:
         return await self.send(Calls.message(run_id, text, end))
 

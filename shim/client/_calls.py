@@ -129,6 +129,10 @@ class Calls:
         return Call("POST", f"/runs/{run_id}/cancel", CancelAccepted.model_validate_json, body)
 
     @staticmethod
+    def logout() -> Call[JsonValue]:
+        return Call("POST", "/auth/oidc/logout", _json, {})
+
+    @staticmethod
     def message(run_id: str, text: str | None, end: bool) -> Call[MessageAccepted]:
         body: JsonObject = {"end": True} if end else {"text": text}
         return Call("POST", f"/runs/{run_id}/messages", MessageAccepted.model_validate_json, body)

@@ -154,6 +154,11 @@ class Client:
         """Cancel as the token's identity (the run's submitter, or an operator)."""
         return self.send(Calls.cancel(run_id, reason))
 
+    def logout(self) -> JsonValue:
+        """End the session the token names (one ``gatehouse login`` opened): from now on
+        the token is refused."""
+        return self.send(Calls.logout())
+
     def message(self, run_id: str, text: str | None, end: bool = False) -> MessageAccepted:
         """The next turn of an interactive OPA run (or, with ``end``, close its session)."""
         return self.send(Calls.message(run_id, text, end))

@@ -1,23 +1,28 @@
 """``/auth/oidc``: how the CLI signs in with the company's identity provider
-(``gatehouse login``), and ``/auth/oidc/exchange``: its ID token for a session.
+(``gatehouse login``), ``/auth/oidc/exchange``: its ID token for a session, and
+``/auth/oidc/logout``: that session ended (``gatehouse logout``).
 
-Both are open (no bearer token): the first says only where to sign in; the second
-takes an ID token the provider signed for the CLI's client (``cli_client_id``),
+The first two are open (no bearer token): the first says only where to sign in; the
+second takes an ID token the provider signed for the CLI's client (``cli_client_id``),
 issued within five minutes, and answers a session token for the person it names,
 with the roles their groups give (``shim.api.idp``). ``not_found`` without the
-OIDC file, or when it names no CLI client.
+OIDC file, or when it names no CLI client. Logout takes the session token as its
+bearer token and deletes the session's row: the token is refused from then on.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from contracts import ErrorCode, GatehouseError, OidcExchange, OidcSession
-from shim.api.deps import ServiceDep
+from shim.api.deps import ServiceDep, SessionTokenDep, require
 from shim.api.http import Answer, model_response, read_body
 from shim.api.idp import IdentityProvider, Person, provider_of
 from shim.api.services import sessions
+from shim.tokens import Identity
 
 router = APIRouter()
 
@@ -55,3 +60,11 @@ async def exchange(request: Request, service: ServiceDep) -> Answer:
         sessions.open_session, service, person, idp.config
     )
     return model_response(opened)
+
+
+@router.post("/auth/oidc/logout")
+async def logout(
+    caller: Annotated[Identity, Depends(require())], token: SessionTokenDep, service: ServiceDep
+) -> Answer:
+    await run_in_threadpool(sessions.end_session, service, token)
+    return Answer({"ended": True, "identity": caller.name})

@@ -1,16 +1,17 @@
 """Sessions the identity provider's sign-in opens: a random token, shown once, whose
-digest names a row of ``dashboard_sessions`` (the person and their roles then)."""
+digest names a row of ``dashboard_sessions`` (the person and their roles then), until
+it expires or is ended (``gatehouse logout``, the dashboard's sign-out)."""
 
 from __future__ import annotations
 
 import secrets
 
-from contracts import OidcConfig, OidcSession
+from contracts import ErrorCode, GatehouseError, OidcConfig, OidcSession
 from ledger import oidc
 from shim.api.idp import OIDC_PREFIX, Person
 from shim.api.services.core import Service
 
-__all__ = ["open_session"]
+__all__ = ["end_session", "open_session"]
 
 
 def open_session(service: Service, person: Person, config: OidcConfig) -> OidcSession:
@@ -27,3 +28,14 @@ def open_session(service: Service, person: Person, config: OidcConfig) -> OidcSe
         roles=roles,
         expires_in_s=int(config.session_hours * 3600),
     )
+
+
+def end_session(service: Service, token: str) -> None:
+    """End the session ``token`` (``oidc.…``) names: its row goes, and the token is
+    refused from now on; ``unauthorized`` when it had ended already."""
+    with service.db.engine.begin() as conn:
+        ended = oidc.end_session(conn, token.removeprefix(OIDC_PREFIX))
+    if not ended:
+        raise GatehouseError(
+            ErrorCode.UNAUTHORIZED, "the session had already ended: there is nothing to end"
+        )

@@ -144,6 +144,11 @@ COMMANDS: dict[str, CommandInfo] = {
         "sign in with the company's identity provider from this terminal (device"
         " sign-in); prints export GATEHOUSE_TOKEN=… for a session with your groups' roles",
     ),
+    "logout": CommandInfo(
+        "shim.cli.commands.logout",
+        "end the session gatehouse login opened (GATEHOUSE_TOKEN): the server forgets it,"
+        " and the token is refused from then on",
+    ),
     "tokens": CommandInfo(
         "shim.cli.commands.tokens",
         "bearer tokens: tokens add NAME --roles … (printed once; only its digest is"
