@@ -211,3 +211,30 @@ def test_a_click_on_a_bots_message_decides_and_both_updates_agree(
     _check_closed(update, post, kept.ts, "Approved by bob, ")
     approvals = stack.client.get(f"/runs/{run_id}").json()["approvals"]
     assert [(a["decided_by"], a["plan_digest"]) for a in approvals] == [("bob", digest)]
+
+
+def test_an_edit_and_a_cancel_close_their_messages_saying_so(
+    bot: tuple[Stack, SlackWebApi],
+) -> None:
+    stack, api = bot
+    run_id, digest = _waiting(stack, "to be edited")
+    post = _posted(api, run_id)
+    [kept] = _kept(stack, run_id, closed=False)
+    edited = noop_plan(1, objective="edited")
+    r = stack.client.post(f"/runs/{run_id}/plan", headers=stack.client.people.auth("bob"),
+                          json={"plan": edited, "previous_digest": digest})  # fmt: skip
+    assert r.status_code == 202, r.text
+    new_run = r.json()["run_id"]
+    [update] = _updates(api, run_id)
+    _check_closed(update, post, kept.ts, f"Edited by bob into run {new_run}, ")
+
+    # the edited plan's own message, closed when its run is cancelled
+    stack.wait(new_run, {"waiting_approval"})
+    post2 = _posted(api, new_run)
+    [kept2] = _kept(stack, new_run, closed=False)
+    assert kept2.plan_digest == digest_of_plan(edited)
+    cancel = stack.client.post(f"/runs/{new_run}/cancel", json={"reason": "not today"},
+                               headers=stack.client.people.auth("olga"))  # fmt: skip
+    assert cancel.status_code in (200, 202), cancel.text
+    [update2] = api.wait_for("chat.update", 1, about=kept2.ts)  # (the first names new_run too)
+    _check_closed(update2, post2, kept2.ts, "The run was cancelled by olga, ")
