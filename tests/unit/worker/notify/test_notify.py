@@ -14,6 +14,7 @@ from standardwebhooks import Webhook
 from contracts import ErrorCode, GatehouseError, JsonObject, NotifyConfig
 from ledger.notifications import PendingEvent, delivery_id
 from ledger.slack_messages import Closing, SlackMessage, Why
+from tests.support.slack_api import SlackWebApi
 from worker.notify import load_config
 from worker.notify.payload import (
     closing_line,
@@ -26,6 +27,7 @@ from worker.notify.payload import (
     standard_webhook_headers,
     webhook_headers,
 )
+from worker.notify.senders import DeliveryError, send
 
 SINKS = {
     "sinks": [
@@ -198,3 +200,48 @@ def test_a_closed_slack_message_says_what_happened_who_and_when(
     other = Closing(SlackMessage("desk", "C1", "1700000000.000200", "run_1", "ab" * 32, 7, {}), why,
                     by, at, detail)  # fmt: skip
     assert slack_update(other, said)["delivery_id"] != update["delivery_id"]
+
+
+def test_a_bot_sink_posts_and_updates_through_the_web_api_and_says_why_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """slack_sdk's WebClient against a loopback stand-in for Slack's Web API: a post
+    answers where the message is; Slack's refusals and an unset token or unreachable
+    API are DeliveryErrors naming the cause (the notifier retries those)."""
+    with SlackWebApi("xoxb-right", channel_ids={"approvals": "C0APPROVALS"}) as api:
+        bot = {"id": "desk", "kind": "slack", "bot_token_env": "GH_TEST_BOT",
+               "channel": "approvals", "api_url": api.api_url, "buttons": True,
+               "events": ["waiting_approval"]}  # fmt: skip
+        config = NotifyConfig.model_validate({"sinks": [bot]})
+        sink = config.sinks[0]
+        data = payload(config, sink, "waiting_approval",
+                       _event("run.phase", {"status": "waiting_approval"}))  # fmt: skip
+        monkeypatch.delenv("GH_TEST_BOT", raising=False)
+        with pytest.raises(DeliveryError, match="GH_TEST_BOT is not set"):
+            send(sink, data)
+        monkeypatch.setenv("GH_TEST_BOT", "xoxb-wrong")
+        with pytest.raises(DeliveryError, match=r"chat\.postMessage: invalid_auth"):
+            send(sink, data)
+        monkeypatch.setenv("GH_TEST_BOT", "xoxb-right")
+        posted = send(sink, data)
+        assert posted is not None and posted.channel == "C0APPROVALS"
+        refused, call = api.on("chat.postMessage")  # the wrong token's, then this one
+        assert (refused.token, call.token) == ("xoxb-wrong", "xoxb-right")
+        assert call.body["channel"] == "approvals" and "gatehouse" not in call.body
+        assert [b["type"] for b in call.body["blocks"]] == ["section", "actions"]
+
+        said = {"text": call.body["text"], "blocks": call.body["blocks"]}
+        message = SlackMessage("desk", posted.channel, posted.ts, "run_1", "ab" * 32, 7, said)
+        closing = Closing(message, "approved", "bob", AT)
+        update = slack_update(closing, closing_line(closing))
+        api.fail_next("chat.update", "Approved by bob")
+        with pytest.raises(DeliveryError, match=r"chat\.update: fatal_error"):
+            send(sink, update)
+        assert send(sink, update) is None
+        assert "Approved by bob" in api.posted[(posted.channel, posted.ts)]["text"]
+        gone = update | {"ts": "1.000001"}
+        with pytest.raises(DeliveryError, match=r"chat\.update: message_not_found"):
+            send(sink, gone)
+        unreachable = sink.model_copy(update={"api_url": "http://127.0.0.1:9/api/"})
+        with pytest.raises(DeliveryError, match=r"chat\.postMessage: "):
+            send(unreachable, data)
