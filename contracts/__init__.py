@@ -60,6 +60,7 @@ from contracts.messages import MessageAccepted, MessageRequest
 from contracts.notify import NotifyConfig, NotifyEvent, Sink, SmtpServer
 from contracts.oidc import OidcConfig, OidcExchange, OidcSession
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
+from contracts.policy_test import PolicyExpectation, PolicyTestCase, PolicyTestFile
 from contracts.recipe import Recipe
 from contracts.replay import (
     CallResolution,
@@ -112,6 +113,7 @@ from contracts.tool_pool import (
     ToolPool,
 )
 from contracts.visible import canonical, shown_input, visible
+from contracts.what_if import RecordedPlan, RunChanges, StepChange, WhatIfReport
 
 __all__ = [
     "APPROVAL_TOPIC",
@@ -197,13 +199,18 @@ __all__ = [
     "PlanEditAccepted",
     "PlanEditRequest",
     "PlanStep",
+    "PolicyExpectation",
     "PolicyProfile",
+    "PolicyTestCase",
+    "PolicyTestFile",
     "Price",
     "QuorumView",
     "Recipe",
+    "RecordedPlan",
     "ReplayDivergence",
     "ReplayReport",
     "Role",
+    "RunChanges",
     "RunEvent",
     "RunEventKind",
     "RunList",
@@ -216,6 +223,7 @@ __all__ = [
     "SlackUserId",
     "SmtpServer",
     "Step",
+    "StepChange",
     "StepView",
     "StretchJob",
     "TextChannel",
@@ -224,6 +232,7 @@ __all__ = [
     "TokenId",
     "ToolPool",
     "Verb",
+    "WhatIfReport",
     "canonical",
     "canonical_json",
     "decision_button_value",

@@ -12,7 +12,15 @@ import sqlalchemy as sa
 
 from ledger._db import Conn, now_iso, rows_changed
 
-__all__ = ["PolicyVersion", "RunPrincipal", "keep", "run_principal", "set_cedar_digest", "version"]
+__all__ = [
+    "PolicyVersion",
+    "RunPrincipal",
+    "all_versions",
+    "keep",
+    "run_principal",
+    "set_cedar_digest",
+    "version",
+]
 
 
 @dataclass(frozen=True)
@@ -72,3 +80,9 @@ def run_principal(conn: Conn, run_id: str) -> RunPrincipal | None:
     if row is None:
         return None
     return RunPrincipal(str(row[0]), None if row[1] is None else str(row[1]))
+
+
+def all_versions(conn: Conn) -> dict[str, PolicyVersion]:
+    """Every kept version, by digest."""
+    rows = conn.execute(sa.text("SELECT digest, kind, policy_id, body FROM policy_versions"))
+    return {str(r[0]): PolicyVersion(str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows}

@@ -11,6 +11,9 @@ only narrow, and its refusal is ``cedar_denied``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 from contracts import (
     Connector,
     DriverKind,
@@ -30,7 +33,19 @@ from policies.mcp import check_call as check_mcp_call
 from policies.step_inputs import input_problem
 from policies.taint import check_plan as check_taint
 
-__all__ = ["RESULT_KEYS", "check_step", "find_results", "gate_plan", "read_only"]
+__all__ = [
+    "PLAN_LEVEL",
+    "RESULT_KEYS",
+    "StepVerdict",
+    "check_step",
+    "decide_plan",
+    "find_results",
+    "gate_plan",
+    "read_only",
+]
+
+# The step id a refusal of the whole plan is reported under (too many steps).
+PLAN_LEVEL = "@plan"
 
 # Keys that only an execution can produce. Their presence anywhere in a
 # proposed step input means the planner claims to have run something.
@@ -186,6 +201,59 @@ def gate_plan(plan: Plan, pool: ToolPool, profile: PolicyProfile) -> None:
     check_taint(plan, profile)
     for step in plan.steps:
         check_step(step, step.input, pool, profile)
+
+
+@dataclass(frozen=True)
+class StepVerdict:
+    """The gate's decision on one step: allowed, or the code and message refusing it."""
+
+    step_id: str
+    allowed: bool
+    code: str | None = None
+    message: str | None = None
+    policy_ids: list[str] = field(default_factory=list)  # the Cedar policies that denied it
+
+    @classmethod
+    def refused(cls, step_id: str, exc: GatehouseError) -> StepVerdict:
+        ids = exc.details.get("policy_ids")
+        named = [str(i) for i in ids] if isinstance(ids, list) else []
+        return cls(step_id, False, exc.code.value, exc.message, named)
+
+
+def decide_plan(
+    plan: Plan,
+    pool: ToolPool,
+    profile: PolicyProfile,
+    inputs: Mapping[str, JsonObject] | None = None,
+) -> list[StepVerdict]:
+    """Every step's own decision, the gate not stopping at the first refusal (policy
+    tests, what-if). ``inputs``: a step's resolved input, as right before it runs;
+    otherwise the plan's own, as at compile time. A refusal of the whole plan (too
+    many steps) comes first, under ``PLAN_LEVEL``; an outside value going where it may
+    not refuses the step it would fill."""
+    out: list[StepVerdict] = []
+    if len(plan.steps) > profile.max_steps:
+        try:
+            gate_plan(plan, pool, profile)
+        except GatehouseError as exc:
+            out.append(StepVerdict.refused(PLAN_LEVEL, exc))
+    tainted_refusal: GatehouseError | None = None
+    try:
+        check_taint(plan, profile)
+    except GatehouseError as exc:
+        tainted_refusal = exc
+    for step in plan.steps:
+        if tainted_refusal is not None and tainted_refusal.details.get("step_id") == step.step_id:
+            out.append(StepVerdict.refused(step.step_id, tainted_refusal))
+            continue
+        given = (inputs or {}).get(step.step_id)
+        try:
+            check_step(step, step.input if given is None else given, pool, profile)
+        except GatehouseError as exc:
+            out.append(StepVerdict.refused(step.step_id, exc))
+            continue
+        out.append(StepVerdict(step.step_id, True))
+    return out
 
 
 def read_only(plan: Plan) -> bool:

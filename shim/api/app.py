@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from contracts import GatehouseError
+from policies import catalog
 from shim.api import dashboard, routes, slack
 from shim.api.deps import names_of
 from shim.api.door import Door, DoorMiddleware
@@ -33,6 +34,10 @@ __all__ = ["create_app"]
 def create_app(
     settings: ShimSettings, service_factory: Callable[[ShimSettings], Service] = Service
 ) -> FastAPI:
+    # Every policy file, and the Cedar policy sets with them, is read and validated
+    # now: a broken one stops the shim at its start, not at its first intent.
+    catalog.list_profiles()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tokens = LiveTokens.open(settings.tokens_file)

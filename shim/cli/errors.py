@@ -44,7 +44,8 @@ EXIT_CODES: dict[Exit, str] = {
     " bundle does not verify (the first check that failed is printed)",
     Exit.USAGE: "usage: a bad flag or argument, no token, a missing tokens file, an unreadable"
     " file",
-    Exit.CHECK_FAILED: "a check failed: a replay diverged, or a ledger chain is broken",
+    Exit.CHECK_FAILED: "a check failed: a replay diverged, a ledger chain is broken, or a"
+    " policy test's expectation failed",
     Exit.INTERRUPTED: "interrupted (Ctrl-C)",
     Exit.BROKEN_PIPE: "the output was closed early (a pipe into head); nothing is printed about it",
 }

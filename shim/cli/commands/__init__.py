@@ -126,6 +126,12 @@ COMMANDS: dict[str, CommandInfo] = {
         "shim.cli.commands.policies",
         "list the policy profiles and tool pools with their digests, or show one",
     ),
+    "policy": CommandInfo(
+        "shim.cli.commands.policy",
+        "policies as code: policy test PATH… (policy tests as files, run through the gate),"
+        " policy what-if PROFILE_OR_POLICY (every recorded plan under proposed rules),"
+        " policy schema (the Cedar schema of the tool pools)",
+    ),
     "episodes": CommandInfo(
         "shim.cli.commands.episodes",
         "list a run's MOVA episodes",
