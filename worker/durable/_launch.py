@@ -67,7 +67,10 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
         )
         wait_out_full_disk(ds)
         set_datasource(ds)
-        DBOS.listen_queues([INTENT_QUEUE])
+        # On PostgreSQL the wake thread is the one claimer of the intent queue (its
+        # notifications and its fallback poll): DBOS's queue thread is not started for
+        # it, so two claims never count the same free slot (worker.durable._wake).
+        DBOS.listen_queues([] if not db.is_sqlite else [INTENT_QUEUE])
         DBOS.launch()
         add_missing_views(db)  # those over DBOS's tables, which exist from here on
         DBOS.register_queue(
@@ -78,7 +81,7 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
             polling_interval_sec=settings.queue_poll_s,
         )
         if not db.is_sqlite:  # told of new work at once; the poll is the fallback
-            wake = WorkWake(settings.database_url, settings.pg_timeouts)
+            wake = WorkWake(settings.database_url, settings.pg_timeouts, settings.queue_poll_s)
             wake.start()
             _wakes.append(wake)
     except BaseException:
