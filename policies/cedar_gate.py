@@ -236,6 +236,22 @@ def _compiled_pool(pool_json: str) -> tuple[cedarpy.Schema, cedarpy.Entities]:
     return schema, cedarpy.Entities.from_json_str(json.dumps(entities))
 
 
+# Compiled pools by the object's identity (kept alive here, so the id stays its own):
+# dumping a pool to key a cache would cost more than the decision.
+_BY_IDENTITY: dict[int, tuple[ToolPool, cedarpy.Schema, cedarpy.Entities]] = {}
+
+
+def _compiled(pool: ToolPool) -> tuple[cedarpy.Schema, cedarpy.Entities]:
+    hit = _BY_IDENTITY.get(id(pool))
+    if hit is not None and hit[0] is pool:
+        return hit[1], hit[2]
+    schema, entities = _compiled_pool(pool.model_dump_json())
+    if len(_BY_IDENTITY) >= 64:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[id(pool)] = (pool, schema, entities)
+    return schema, entities
+
+
 @lru_cache(maxsize=64)
 def _compiled_policies(text: str) -> cedarpy.PolicySet:
     return cedarpy.PolicySet.from_str(text)
@@ -430,7 +446,7 @@ def decide(
     rules = profile.cedar_rules
     if rules is None:
         return None
-    schema, entities = _compiled_pool(pool.model_dump_json())
+    schema, entities = _compiled(pool)
     request = request_for(step, step_input, connector, pool, profile)
     result = cedarpy.is_authorized(request, _compiled_policies(rules.text), entities, schema)
     diagnostics = result.diagnostics
