@@ -48,6 +48,8 @@ class RunChanges(Closed):
 class WhatIfReport(Closed):
     proposed: str  # what was proposed: a profile id or a Cedar policy set id, and its digest
     runs_read: int  # recorded plans read
+    # of them, those whose profile or tool pool is neither in force nor kept
+    runs_skipped: int = 0
     runs_evaluated: int  # of them, those the proposed rules apply to
     runs_changed: int
     steps_evaluated: int

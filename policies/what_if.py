@@ -10,7 +10,7 @@ decided on the plan's own input (the resolved value is not part of the plan).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from contracts import (
     CedarRules,
+    GatehouseError,
     PolicyProfile,
     RecordedPlan,
     RunChanges,
@@ -26,6 +27,7 @@ from contracts import (
     WhatIfReport,
 )
 from policies import catalog
+from policies.catalog import Loaded
 from policies.cedar_gate import bound
 from policies.gate import StepVerdict, decide_plan
 
@@ -73,16 +75,19 @@ class RulesOfTheirTime:
         self.kept = kept  # digest -> (policy id, body)
         self._parsed: dict[tuple[str, str | None], object] = {}
 
-    def _version(self, model: type[M], today: M, today_digest: str, digest: str | None) -> M:
-        if digest is None or digest == today_digest or digest not in self.kept:
-            return today
+    def _version(self, model: type[M], today: Loaded[M] | None, digest: str | None) -> M | None:
+        kept = None if digest is None else self.kept.get(digest)
+        if today is not None and (kept is None or digest == today.digest):
+            return today.model
+        if kept is None or digest is None:
+            return None  # neither in force nor kept
         key = (model.__name__, digest)
         found = self._parsed.get(key)
         if not isinstance(found, model):
             try:
-                found = model.model_validate_json(self.kept[digest][1])
+                found = model.model_validate_json(kept[1])
             except ValidationError:
-                found = today  # a kept version that no longer loads: today's rules
+                return None if today is None else today.model
             self._parsed[key] = found
         return found
 
@@ -99,14 +104,25 @@ class RulesOfTheirTime:
                 rules = None if found is None else found.model
         return profile.model_copy(update={"cedar_rules": rules})
 
-    def of(self, run: RecordedPlan) -> tuple[PolicyProfile, ToolPool]:
-        profile_now = catalog.profile(run.policy_profile)
-        pool_now = catalog.tool_pool(run.tool_pool)
+    def of(self, run: RecordedPlan) -> tuple[PolicyProfile, ToolPool] | None:
+        """None when the profile or tool pool the run ran under is neither in force
+        today nor kept (the run cannot be judged by the rules of its time)."""
         profile = self._version(
-            PolicyProfile, profile_now.model, profile_now.digest, run.profile_digest
+            PolicyProfile, _today(catalog.profile, run.policy_profile), run.profile_digest
         )
-        pool = self._version(ToolPool, pool_now.model, pool_now.digest, run.tool_pool_digest)
+        pool = self._version(
+            ToolPool, _today(catalog.tool_pool, run.tool_pool), run.tool_pool_digest
+        )
+        if profile is None or pool is None:
+            return None
         return self._cedar(profile, run.cedar_digest), pool
+
+
+def _today(find: Callable[[str], Loaded[M]], policy_id: str) -> Loaded[M] | None:
+    try:
+        return find(policy_id)
+    except GatehouseError:  # unknown_profile / unknown_tool_pool: no longer in force
+        return None
 
 
 def _changes(before: list[StepVerdict], after: list[StepVerdict]) -> list[StepChange]:
@@ -154,11 +170,15 @@ def what_if(
     runs: Iterable[RecordedPlan], proposal: Proposal, rules: RulesOfTheirTime, digest: str
 ) -> WhatIfReport:
     """Every run the proposal applies to, decided both ways; the changed ones reported."""
-    read = evaluated = steps = refused = allowed = 0
+    read = skipped = evaluated = steps = refused = allowed = 0
     changed: list[RunChanges] = []
     for run in runs:
         read += 1
-        then, pool = rules.of(run)
+        found_rules = rules.of(run)
+        if found_rules is None:
+            skipped += 1
+            continue
+        then, pool = found_rules
         proposed = proposal.applies(then)
         if proposed is None:
             continue
@@ -183,6 +203,7 @@ def what_if(
     return WhatIfReport(
         proposed=f"{proposal.name} ({digest[:12]})",
         runs_read=read,
+        runs_skipped=skipped,
         runs_evaluated=evaluated,
         runs_changed=len(changed),
         steps_evaluated=steps,
