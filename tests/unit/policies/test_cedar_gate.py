@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from contracts import ErrorCode, GatehouseError, Plan, PolicyProfile
+from contracts import ErrorCode, GatehouseError, Plan, PolicyProfile, ToolPool
 from policies import catalog, cedar_gate
 from policies.gate import check_step, gate_plan
+from tests.unit.policies.test_mcp_policy import connector
 
 POOL = catalog.tool_pool("default").model
 GUARDED = catalog.profile("guarded").model
@@ -188,3 +189,46 @@ def test_the_schema_has_an_action_per_driver_kind_and_the_pool_entities() -> Non
         _with(text),
     )
     assert refused.details["policy_ids"] == ["not-this-one"]
+
+
+def test_an_mcp_step_is_decided_on_its_pinned_tool_and_typed_arguments() -> None:
+    calc = connector(read_only_tools=["add"])
+    pool = ToolPool(
+        tool_pool_id="mcp-test", version="1", description="one MCP server", connectors=[calc]
+    )
+    text = PERMIT_ALL + (
+        '@id("small-sums") forbid (principal, action == Gatehouse::Action::"mcp_proxy",'
+        ' resource == Gatehouse::McpTool::"calc/add")'
+        " when { context has arguments && context.arguments has a && context.arguments.a > 100"
+        " && resource.read_only };"
+    )
+    rules = cedar_gate.load_policy_set("mcp", text, [pool])
+    base = GUARDED.model_copy(
+        update={"allowed_driver_kinds": [*GUARDED.allowed_driver_kinds, "mcp_proxy"]}
+    )
+    profile = cedar_gate.bound(
+        base.model_copy(update={"cedar": "mcp", "cedar_rules": rules}), "alice"
+    )
+
+    def call(a: int) -> Plan:
+        return _plan(
+            {
+                "step_id": "sum",
+                "verb": "read",
+                "connector_id": "calc",
+                "driver_kind": "mcp_proxy",
+                "input": {"tool": "add", "arguments": {"a": a, "b": 1}},
+            }
+        )
+
+    gate_plan(call(5), pool, profile)
+    with pytest.raises(GatehouseError) as caught:
+        gate_plan(call(500), pool, profile)
+    assert caught.value.details["policy_ids"] == ["small-sums"]
+    # a tool the pool does not pin cannot be named
+    with pytest.raises(GatehouseError, match="calc/sub"):
+        cedar_gate.load_policy_set(
+            "mcp",
+            PERMIT_ALL + 'forbid (principal, action, resource == Gatehouse::McpTool::"calc/sub");',
+            [pool],
+        )
