@@ -296,6 +296,14 @@ def load_policy_set(policy_set_id: str, text: str, pools: Sequence[ToolPool]) ->
         raise refuse(["it holds no policy"])
     if est.get("templates"):
         raise refuse(["templates are not supported: write static policies"])
+    named = [
+        str(policy.get("annotations", {}).get("id"))
+        for policy in est.get("staticPolicies", {}).values()
+        if isinstance(policy, dict) and "id" in policy.get("annotations", {})
+    ]
+    twice = sorted({n for n in named if named.count(n) > 1})
+    if twice:
+        raise refuse([f"@id {n!r} names more than one policy" for n in twice])
     result = cedarpy.validate_policies(text, json.dumps(schema_for(pools)))
     if not result.validation_passed:
         raise refuse([str(e)[:300] for e in result.errors])

@@ -152,6 +152,7 @@ def test_context_carries_taint_and_input_known_only_once_resolved() -> None:
         ('permit (principal, action, resource == Gatehouse::Connector::"nope");', "nope"),
         ("permit (principal, action, resource", "parse"),
         ("// nothing here\n", "no policy"),
+        (PERMIT_ALL + '@id("all") forbid (principal, action, resource);', "'all' names more"),
     ],
 )
 def test_a_policy_naming_what_does_not_exist_is_refused_at_load(text: str, named: str) -> None:
