@@ -85,11 +85,11 @@ def insert_fork(
         sa.text(
             "INSERT INTO runs (run_id, intent_id, recipe, objective, mode, status, phase,"
             " submitted_by, policy_profile, tool_pool, plan_digest, profile_digest,"
-            " tool_pool_digest, random_seed, created_at, updated_at, parent_run_id,"
-            " fork_from_step, stretch)"
+            " tool_pool_digest, cedar_digest, random_seed, created_at, updated_at,"
+            " parent_run_id, fork_from_step, stretch)"
             " SELECT :r, intent_id, recipe, objective, mode, :st, 'queued', :by, policy_profile,"
-            " tool_pool, NULL, profile_digest, tool_pool_digest, random_seed, :t, :t,"
-            " run_id, :n, 0 FROM runs WHERE run_id = :p"
+            " tool_pool, NULL, profile_digest, tool_pool_digest, cedar_digest, random_seed, :t,"
+            " :t, run_id, :n, 0 FROM runs WHERE run_id = :p"
         ),
         {**params, "st": RunStatus.QUEUED.value, "by": requested_by, "n": from_step},
     )
