@@ -49,6 +49,8 @@ _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.PROTOCOL_VIOLATION: ("policy_violation", "high"),
     ErrorCode.REPAIR_REFUSED: ("policy_violation", "medium"),
     ErrorCode.TAINTED_INPUT: ("instruction_misuse", "high"),
+    ErrorCode.CEDAR_DENIED: ("policy_violation", "high"),
+    ErrorCode.CEDAR_POLICY_INVALID: ("config", "low"),
     ErrorCode.OVERLOADED: ("rate_limit", "low"),
     ErrorCode.QUEUE_SHARE_EXCEEDED: ("rate_limit", "low"),
     # OPA archives: a hostile archive is an attempt on the machine (paths, bombs) or on

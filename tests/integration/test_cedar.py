@@ -130,6 +130,11 @@ def test_a_cedar_deny_refuses_at_submit(cedar_root: tuple[Stack, Path]) -> None:
     assert error["code"] == "cedar_denied"
     assert "no-secret-words" in error["message"]
     assert stack.sql("SELECT COUNT(*) FROM runs")[0][0] == before  # nothing stored
+    # the refusal is a security event: a policy violation
+    events = stack.sql(
+        "SELECT category, severity FROM security_events WHERE error_code = 'cedar_denied'"
+    )
+    assert ("policy_violation", "high") in events, events
 
 
 def test_a_cedar_deny_refuses_again_at_run_time(cedar_root: tuple[Stack, Path]) -> None:
@@ -140,6 +145,15 @@ def test_a_cedar_deny_refuses_again_at_run_time(cedar_root: tuple[Stack, Path]) 
         "error_message"
     )
     assert "no-secret-words" in str(done.get("error_message")), done
+    # the refusal at run time is a security episode of the run, at the step
+    refusals = stack.sql(
+        "SELECT step_id FROM episodes WHERE run_id = :r AND body_json LIKE :c"
+        " AND body_json LIKE :v",
+        r=done["run_id"],
+        c="%refused: cedar_denied%",
+        v='%"policy_violation"%',
+    )
+    assert refusals and {step for (step,) in refusals} == {"say"}, refusals
     # the same plan with a harmless word passes both gates (the step itself then runs
     # or is refused for want of a sandbox: never by Cedar)
     fine = _approved(stack, _note("pick", "hello"), _echo("say", ["echo"], input_from=into))
