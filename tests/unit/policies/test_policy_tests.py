@@ -134,3 +134,36 @@ def test_a_file_that_is_no_policy_test_is_a_usage_error(
     path.write_text('{"profile": "guarded", "cases": []}')
     assert _exit(["policy", "test", str(path)]) == 2
     assert "is not a policy test file" in capsys.readouterr().err
+
+
+def test_policy_schema_prints_the_schema_of_the_pools(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit(["policy", "schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    types = schema["Gatehouse"]["entityTypes"]
+    assert {"User", "ToolPool", "Connector", "McpTool"} <= set(types)
+    assert "mcp_proxy" in schema["Gatehouse"]["actions"]
+
+
+def test_what_if_refuses_what_it_cannot_try(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'none.sqlite'}"
+    # --profile goes with a policy set only
+    assert (
+        _exit(["policy", "what-if", "default", "--profile", "guarded", "--database-url", url]) == 2
+    )
+    assert "--profile goes with a Cedar policy set" in capsys.readouterr().err
+    broken = tmp_path / "broken.cedar"
+    broken.write_text("permit (principal, action, resource")
+    assert _exit(["policy", "what-if", str(broken), "--database-url", url]) == 2
+    assert "does not parse" in capsys.readouterr().err
+    assert (
+        _exit(["policy", "what-if", "guardrails", "--since", "last week", "--database-url", url])
+        == 2
+    )
+    assert "--since 'last week'" in capsys.readouterr().err
+    assert _exit(["policy", "what-if", "no-such-profile", "--database-url", url]) == 1
+    assert "unknown_profile" in capsys.readouterr().err
+    # a database that is not there is never created by a read
+    assert _exit(["policy", "what-if", "guardrails", "--database-url", url]) == 1
+    assert not (tmp_path / "none.sqlite").exists()
