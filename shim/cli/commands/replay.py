@@ -19,8 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--current-rules",
         action="store_true",
-        help="hold the run to today's profile and tool pool files instead of the versions it"
-        " ran under (would it still pass?)",
+        help="hold the run to today's profile, tool pool and Cedar policy set files instead of"
+        " the versions it ran under (would it still pass?)",
     )
 
 
