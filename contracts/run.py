@@ -176,6 +176,8 @@ class RunView(Closed):
     plan_digest: Digest | None
     profile_digest: Digest | None = None
     tool_pool_digest: Digest | None = None
+    # The Cedar policy set the run is held to, when its profile names one.
+    cedar_digest: Digest | None = None
     # Over the ordered (op_key, request digest, response digest) calls and the
     # plan digest; written when the run ends, reproduced by a replay.
     trace_digest: Digest | None = None

@@ -45,7 +45,7 @@ _RUN_COLUMNS = (
     "run_id, intent_id, recipe, objective, mode, status, phase, submitted_by,"
     " policy_profile, tool_pool, plan_digest, error_code, error_message, created_at, updated_at,"
     " profile_digest, tool_pool_digest, trace_digest, random_seed, parent_run_id, fork_from_step,"
-    " budgets_json"
+    " budgets_json, cedar_digest"
 )
 
 
@@ -134,6 +134,7 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
             parent_run_id=row[19],
             fork_from_step=row[20],
             budgets=None if row[21] is None else BudgetsView.model_validate_json(row[21]),
+            cedar_digest=row[22],
             opa=opa,
             plan_card=None if card is None else card.model_copy(update={"source": opa}),
             approvals=approvals.approvals_of(conn, run_id),

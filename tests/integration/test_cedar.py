@@ -163,6 +163,7 @@ def test_a_cedar_deny_refuses_again_at_run_time(cedar_root: tuple[Stack, Path]) 
     )
     found = catalog.cedar_policy_set(PROFILE)
     assert found is not None and {d for (d,) in digests} == {found.digest}
+    assert stack.run(str(done["run_id"]))["cedar_digest"] == found.digest  # in the run view
 
 
 def test_a_replay_holds_a_run_to_the_policy_set_of_its_time(
