@@ -323,6 +323,9 @@ class CedarRules(Closed):
     text: str = Field(min_length=1, max_length=1_000_000)
     # The principal of every request: who submitted the run (None: not known here).
     submitted_by: str | None = Field(default=None, max_length=256)
+    # Who approved the plan the step belongs to (the decision that let it run; the
+    # one that completed a quorum): ``context.approver`` at run time (None: before).
+    approved_by: str | None = Field(default=None, max_length=256)
 
 
 class PolicyProfile(Closed):

@@ -8,7 +8,8 @@ refused it by their ``@id`` annotation.
 
 The entity model (docs/policies.md), in namespace ``Gatehouse``:
 
-* principal ``User::"<name>"``: who submitted the run;
+* principal ``User::"<name>"``: who submitted the run; at run time
+  ``context.approver`` is the ``User`` whose decision let the step's plan run;
 * action ``Action::"<driver kind>"``: noop, http, restricted_shell, opencode, mcp_proxy;
 * resource ``Connector::"<connector_id>"`` (in ``ToolPool::"<tool_pool_id>"``), or for
   an mcp_proxy step whose tool is known ``McpTool::"<connector_id>/<tool>"`` (in its
@@ -54,6 +55,7 @@ from contracts import (
 __all__ = [
     "NAMESPACE",
     "CedarDecision",
+    "approved",
     "bound",
     "check",
     "decide",
@@ -131,6 +133,8 @@ def schema_for(pools: Sequence[ToolPool]) -> JsonObject:
         "risk": _attr("String"),
         "profile_max_steps": _attr("Long"),
         "budgets": budgets,
+        # who approved the step's plan: set at run time, absent at submit
+        "approver": _attr("Entity", False, name="User"),
     }
     by_kind: dict[DriverKind, dict[str, JsonValue]] = {
         DriverKind.NOOP: {},
@@ -326,6 +330,16 @@ def bound(profile: PolicyProfile, submitted_by: str | None) -> PolicyProfile:
     )
 
 
+def approved(profile: PolicyProfile, approved_by: str | None) -> PolicyProfile:
+    """``profile`` with its Cedar requests naming ``approved_by`` as the approver."""
+    rules = profile.cedar_rules
+    if rules is None or rules.approved_by == approved_by:
+        return profile
+    return profile.model_copy(
+        update={"cedar_rules": rules.model_copy(update={"approved_by": approved_by})}
+    )
+
+
 def _whole(value: float | None, scale: int = 1) -> int | None:
     return None if value is None else math.ceil(value * scale)
 
@@ -433,6 +447,8 @@ def request_for(
         "profile_max_steps": profile.max_steps,
         "budgets": budgets,
     }
+    if rules is not None and rules.approved_by is not None:
+        context["approver"] = {"__entity": {"type": _t("User"), "id": rules.approved_by}}
     if step_input is not None:
         context.update(_input_context(step, step_input, pool))
     return {

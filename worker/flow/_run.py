@@ -28,6 +28,7 @@ from contracts import (
     ToolPool,
 )
 from contracts.opa_run import OpaJob
+from policies.cedar_gate import approved
 from policies.gate import check_step
 from policies.taint import check_resolved, outside_data
 from worker.flow._budgets import Spent
@@ -59,6 +60,8 @@ class _Run:
         self.opa: OpaJob | None = None  # the run came from an OPA archive
         # An interactive OPA run's follow-up messages so far: {turn, text, after_step}.
         self.follow_ups: list[JsonObject] = []
+        # Whose decision let the current plan run (Cedar's ``context.approver``).
+        self.approver: str | None = None
 
     def end(
         self,
@@ -186,7 +189,7 @@ class _Run:
             try:
                 step_input = resolve_input(step, outputs)
                 check_resolved(step, plan, profile, step_input)
-                connector = check_step(step, step_input, pool, profile)
+                connector = check_step(step, step_input, pool, approved(profile, self.approver))
             except GatehouseError as exc:
                 if (stop := self.stopped(step.step_id, summary)) is not None:
                     return stop
@@ -345,6 +348,7 @@ class _Run:
         verified = self.ports.verify_plan(self.run_id, digest)
         if not verified.ok:  # the stored plan was changed after approval: run nothing
             return self.end(RunStatus.FAILED, summary, verified.error_code, verified.error_message)
+        self.approver = decided[1]
         return None
 
     def review_outside_data(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from contracts import ErrorCode, GatehouseError, Plan, PolicyProfile, ToolPool
+from contracts import ErrorCode, GatehouseError, JsonObject, Plan, PolicyProfile, ToolPool
 from policies import catalog, cedar_gate
 from policies.gate import check_step, gate_plan
 from tests.unit.policies.test_mcp_policy import connector
@@ -233,3 +233,20 @@ def test_an_mcp_step_is_decided_on_its_pinned_tool_and_typed_arguments() -> None
             PERMIT_ALL + 'forbid (principal, action, resource == Gatehouse::McpTool::"calc/sub");',
             [pool],
         )
+
+
+def test_at_run_time_the_approver_is_in_the_context() -> None:
+    only_olga = (
+        PERMIT_ALL + '@id("olga-approves-shell")\n'
+        'forbid (principal, action == Gatehouse::Action::"restricted_shell", resource)\n'
+        'when { context has approver && context.approver != Gatehouse::User::"olga" };\n'
+    )
+    profile = _with(only_olga)
+    step = _plan(_shell("look", "ls")).steps[0]
+    shell_input: JsonObject = {"argv": ["ls"]}
+    check_step(step, shell_input, POOL, profile)  # at submit no one has approved yet
+    check_step(step, shell_input, POOL, cedar_gate.approved(profile, "olga"))
+    with pytest.raises(GatehouseError) as caught:
+        check_step(step, shell_input, POOL, cedar_gate.approved(profile, "bob"))
+    assert caught.value.details["policy_ids"] == ["olga-approves-shell"]
+    assert cedar_gate.approved(catalog.profile("default").model, "bob").cedar_rules is None

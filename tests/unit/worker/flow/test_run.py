@@ -25,7 +25,7 @@ from contracts import (
     PolicyProfile,
 )
 from contracts.opa_run import OpaJob
-from policies import catalog
+from policies import catalog, cedar_gate
 from tests.support.fake_ports import FakePorts, Outcome, failed, ok, planned
 from worker.flow import run_intent
 
@@ -481,6 +481,24 @@ def test_an_outside_value_that_does_not_resolve_ends_the_run_before_any_revision
     out = run(fake)
     assert out["error_code"] == ErrorCode.INPUT_RESOLUTION_FAILED.value
     assert len(fake.cards) == 1
+
+
+# ---------------------------------------------------------------- Cedar
+def test_cedar_decides_each_step_knowing_who_approved_its_plan() -> None:
+    text = (
+        '@id("all") permit (principal, action, resource);\n'
+        '@id("notes-need-olga")\n'
+        'forbid (principal, action == Gatehouse::Action::"noop", resource)\n'
+        'when { context has approver && context.approver != Gatehouse::User::"olga" };\n'
+    )
+    rules = cedar_gate.load_policy_set("notes", text, [POOL])
+    profile = PROFILE.model_copy(update={"cedar": "notes", "cedar_rules": rules})
+    fake = ports(step("a"), profile=profile)  # approved by ann
+    out = run(fake)
+    assert (out["status"], out["error_code"]) == ("failed", ErrorCode.CEDAR_DENIED.value)
+    assert fake.sent == []
+    fake = ports(step("a"), profile=profile, decisions={"@approval": (True, "olga")})
+    assert run(fake)["status"] == "succeeded"
 
 
 # ---------------------------------------------------------------- budgets
