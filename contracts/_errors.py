@@ -85,6 +85,8 @@ class ErrorCode(Enum):
     PLAN_TAMPERED = _code("plan_tampered", 2009, 409, False, "The stored plan no longer matches the digest that was approved.")
     REPAIR_REFUSED = _code("repair_refused", 2012, 422, False, "A repaired plan changes steps that already ran, reuses their ids, or changes nothing.")
     TAINTED_INPUT = _code("tainted_input", 2013, 422, False, "A value from outside the approved plan (an earlier step's output) would fill a position the profile does not mark as data: a destination, a program or its flags, or an instruction to an agent.")
+    CEDAR_DENIED = _code("cedar_denied", 2014, 422, False, "The profile's Cedar policy set refused a step the rest of the gate allowed; the message names the denying policies (@id), or says that none permits it.")
+    CEDAR_POLICY_INVALID = _code("cedar_policy_invalid", 2015, 422, False, "A Cedar policy set does not parse, or names an entity type, action, attribute or entity that the schema generated from the tool pools does not have.")
     # approval
     RUN_NOT_FOUND = _code("run_not_found", 3001, 404, False, "No run has that id.")
     STALE_PLAN_DIGEST = _code("stale_plan_digest", 3002, 409, False, "The decision names a plan digest that is not the run's plan.")
@@ -100,8 +102,6 @@ class ErrorCode(Enum):
     RUN_CANCELLED = _code("run_cancelled", 3012, 409, False, "The run was cancelled.")
     RUN_ALREADY_FINISHED = _code("run_already_finished", 3013, 409, False, "The run has already finished; there is nothing to cancel.")
     RUN_NOT_AWAITING_INPUT = _code("run_not_awaiting_input", 3014, 409, False, "The run takes no follow-up message: it is not an interactive OPA run, or it has ended.")
-    CEDAR_DENIED = _code("cedar_denied", 3015, 403, False, "The profile's Cedar policy set refused a step the rest of the gate allowed; the message names the denying policies (@id), or says that none permits it.")
-    CEDAR_POLICY_INVALID = _code("cedar_policy_invalid", 3016, 422, False, "A Cedar policy set does not parse, or names an entity type, action, attribute or entity that the schema generated from the tool pools does not have.")
     PERMISSION_DENIED = _code("permission_denied", 2010, 403, False, "The policy profile refused an executor's permission ask; the tool did not run.")
     CHILD_SESSION_REFUSED = _code("child_session_refused", 2011, 403, False, "An executor session with a parent (a child session) was refused.")
     # execution

@@ -125,7 +125,7 @@ def test_a_cedar_deny_refuses_at_submit(cedar_root: tuple[Stack, Path]) -> None:
     stack, _ = cedar_root
     before = stack.sql("SELECT COUNT(*) FROM runs")[0][0]
     r, _ = _submit(stack, _echo("say", ["echo", "secret"]))
-    assert r.status_code == 403, r.text
+    assert r.status_code == 422, r.text
     error = r.json()["error"]
     assert error["code"] == "cedar_denied"
     assert "no-secret-words" in error["message"]
