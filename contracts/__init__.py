@@ -113,7 +113,14 @@ from contracts.tool_pool import (
     ToolPool,
 )
 from contracts.visible import canonical, shown_input, visible
-from contracts.what_if import RecordedPlan, RunChanges, StepChange, WhatIfReport
+from contracts.what_if import (
+    RecordedPlan,
+    RecordedRevision,
+    RecordedStep,
+    RunChanges,
+    StepChange,
+    WhatIfReport,
+)
 
 __all__ = [
     "APPROVAL_TOPIC",
@@ -207,6 +214,8 @@ __all__ = [
     "QuorumView",
     "Recipe",
     "RecordedPlan",
+    "RecordedRevision",
+    "RecordedStep",
     "ReplayDivergence",
     "ReplayReport",
     "Role",

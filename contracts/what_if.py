@@ -9,9 +9,34 @@ from typing import Literal
 from pydantic import Field
 
 from contracts._base import Closed
+from contracts._json import JsonObject
 from contracts.plan import Plan
 
-__all__ = ["RecordedPlan", "RunChanges", "StepChange", "WhatIfReport"]
+__all__ = [
+    "RecordedPlan",
+    "RecordedRevision",
+    "RecordedStep",
+    "RunChanges",
+    "StepChange",
+    "WhatIfReport",
+]
+
+
+class RecordedStep(Closed):
+    """A step the run reached (its ``run_steps`` row): it ran, or was refused right
+    before it would have."""
+
+    status: str  # succeeded / failed
+    # a succeeded step's output: what a later step's input_from read
+    output: JsonObject | None = None
+
+
+class RecordedRevision(Closed):
+    """One revision of a run's plan (``plan_revisions``), oldest first, and who approved it."""
+
+    plan_digest: str
+    approved_by: str | None  # decided_by of the decision that approved it; None: not approved
+    plan: Plan | None = None  # None: the newest revision, ``RecordedPlan.plan``
 
 
 class RecordedPlan(Closed):
@@ -27,6 +52,10 @@ class RecordedPlan(Closed):
     tool_pool_digest: str | None
     cedar_digest: str | None
     plan: Plan
+    # What the run did with it: the steps it reached, by id, and every revision its
+    # plan had with who approved each (a step ran under the approval of its revision).
+    steps: dict[str, RecordedStep] = Field(default_factory=dict)
+    revisions: list[RecordedRevision] = Field(default_factory=list)
 
 
 class StepChange(Closed):
@@ -35,6 +64,11 @@ class StepChange(Closed):
     code: str  # the refusing code: the new one (now_refused) or the old one (newly_allowed)
     reason: str
     policy_ids: list[str] = Field(default_factory=list)  # Cedar policies that deny (or denied)
+    # "ran": decided as at submit and again on the input it ran with (or was refused
+    # on, right before it ran), approved by ``approved_by``; "planned": the step never
+    # ran, decided as at submit only (a step taking an earlier output on the plan's own input)
+    decided_as: Literal["ran", "planned"] = "planned"
+    approved_by: str | None = None  # Cedar's context.approver when it ran
 
 
 class RunChanges(Closed):
@@ -53,6 +87,7 @@ class WhatIfReport(Closed):
     runs_evaluated: int  # of them, those the proposed rules apply to
     runs_changed: int
     steps_evaluated: int
+    steps_ran: int = 0  # of them, those decided on the input they ran with ("ran")
     steps_now_refused: int
     steps_newly_allowed: int
     runs: list[RunChanges]  # the runs with a changed decision, oldest first

@@ -4,21 +4,27 @@ ran under, kept by digest) and under the proposed rules, for the run's submitter
 the steps whose decision flips are reported with the reasons. Pure: the caller reads
 the ledger (``ledger.recorded_plans``, ``ledger.policy_versions``) and gives it here.
 
-Steps are decided as at compile time: a step that takes an earlier step's output is
-decided on the plan's own input (the resolved value is not part of the plan).
+Each step is decided as the run decided it. Every step as at submit (the plan's own
+input, no approver); a step the run reached (it ran, or was refused right before it
+would have) again as right before it ran: on its input with ``input_from`` resolved
+from the outputs the ledger recorded, and with Cedar's ``context.approver`` the person
+whose decision approved the plan revision it ran under. A step the run never reached
+keeps the decision at submit (``decided_as``: "planned").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from contracts import (
     CedarRules,
     GatehouseError,
+    JsonObject,
+    Plan,
     PolicyProfile,
     RecordedPlan,
     RunChanges,
@@ -28,10 +34,12 @@ from contracts import (
 )
 from policies import catalog
 from policies.catalog import Loaded
-from policies.cedar_gate import bound
-from policies.gate import StepVerdict, decide_plan
+from policies.cedar_gate import approved, bound
+from policies.gate import StepVerdict, check_step, decide_plan
+from policies.inputs import resolve_input
+from policies.taint import check_resolved
 
-__all__ = ["Proposal", "RulesOfTheirTime", "what_if"]
+__all__ = ["Proposal", "Ran", "RulesOfTheirTime", "ran_steps", "what_if"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -125,44 +133,126 @@ def _today(find: Callable[[str], Loaded[M]], policy_id: str) -> Loaded[M] | None
         return None
 
 
-def _changes(before: list[StepVerdict], after: list[StepVerdict]) -> list[StepChange]:
+@dataclass(frozen=True)
+class Ran:
+    """How a step the run reached was decided right before it ran."""
+
+    input: JsonObject  # its input, input_from resolved
+    approved_by: str | None  # who approved the revision it ran under (context.approver)
+
+
+def _kept(before: Plan, after: Plan) -> int:
+    """How many leading steps a revision kept as they were: the steps done before it
+    (a repair, an outside value written in, a new turn changes or adds from there)."""
+    kept = 0
+    for old, new in zip(before.steps, after.steps, strict=False):  # a shorter one ends it
+        if old != new:
+            break
+        kept += 1
+    return kept
+
+
+def _approvers(run: RecordedPlan) -> list[str | None]:
+    """By position in the newest plan: who approved the revision that step ran under
+    (the newest revision that did not keep it as already done)."""
+    out: list[str | None] = [None] * len(run.plan.steps)
+    previous: Plan | None = None
+    for revision in run.revisions:
+        plan = run.plan if revision.plan is None else revision.plan
+        start = 0 if previous is None else _kept(previous, plan)
+        out[start:] = [revision.approved_by] * (len(out) - start)
+        previous = plan
+    return out
+
+
+def ran_steps(run: RecordedPlan) -> dict[str, Ran]:
+    """The steps of the run's newest plan that the run reached, by id, with the input
+    each had (its input_from resolved from the outputs the ledger recorded) and its
+    approver. A step whose input does not resolve was never decided at run time."""
+    if not run.steps:
+        return {}
+    outputs = {
+        sid: s.output
+        for sid, s in run.steps.items()
+        if s.status == "succeeded" and s.output is not None
+    }
+    approvers = _approvers(run)
+    out: dict[str, Ran] = {}
+    for position, step in enumerate(run.plan.steps):
+        if step.step_id not in run.steps:
+            continue
+        try:
+            step_input = resolve_input(step, outputs)
+        except GatehouseError:  # input_resolution_failed: it stopped before the gate
+            continue
+        out[step.step_id] = Ran(step_input, approvers[position])
+    return out
+
+
+def _decide(
+    plan: Plan, pool: ToolPool, profile: PolicyProfile, ran: Mapping[str, Ran]
+) -> list[StepVerdict]:
+    """Every step as at submit; a step the run reached, if allowed then, again as
+    right before it ran (the flow's checks: the outside value, then the gate)."""
+    verdicts = decide_plan(plan, pool, profile)
+    if not ran:
+        return verdicts
+    steps = {s.step_id: s for s in plan.steps}
+    by_approver: dict[str | None, PolicyProfile] = {}
+    out: list[StepVerdict] = []
+    for verdict in verdicts:
+        found = ran.get(verdict.step_id)
+        step = steps.get(verdict.step_id)
+        if found is None or step is None or not verdict.allowed:
+            out.append(verdict)
+            continue
+        if step.input_from is None and found.approved_by is None:
+            out.append(verdict)  # the same request as at submit
+            continue
+        who = by_approver.get(found.approved_by)
+        if who is None:
+            who = by_approver[found.approved_by] = approved(profile, found.approved_by)
+        try:
+            check_resolved(step, plan, profile, found.input)
+            check_step(step, found.input, pool, who)
+        except GatehouseError as exc:
+            out.append(StepVerdict.refused(step.step_id, exc))
+            continue
+        out.append(verdict)
+    return out
+
+
+def _change(
+    verdict: StepVerdict, change: Literal["now_refused", "newly_allowed"], ran: Mapping[str, Ran]
+) -> StepChange:
+    found = ran.get(verdict.step_id)
+    return StepChange(
+        step_id=verdict.step_id,
+        change=change,
+        code=verdict.code or "",
+        reason=verdict.message or "",
+        policy_ids=verdict.policy_ids,
+        decided_as="planned" if found is None else "ran",
+        approved_by=None if found is None else found.approved_by,
+    )
+
+
+def _changes(
+    before: list[StepVerdict], after: list[StepVerdict], ran: Mapping[str, Ran]
+) -> list[StepChange]:
     was = {v.step_id: v for v in before}
     out: list[StepChange] = []
     for now in after:
         then = was.get(now.step_id)
         allowed_then = then.allowed if then is not None else True
         if allowed_then and not now.allowed:
-            out.append(
-                StepChange(
-                    step_id=now.step_id,
-                    change="now_refused",
-                    code=now.code or "",
-                    reason=now.message or "",
-                    policy_ids=now.policy_ids,
-                )
-            )
+            out.append(_change(now, "now_refused", ran))
         elif then is not None and not then.allowed and now.allowed:
-            out.append(
-                StepChange(
-                    step_id=now.step_id,
-                    change="newly_allowed",
-                    code=then.code or "",
-                    reason=then.message or "",
-                    policy_ids=then.policy_ids,
-                )
-            )
+            out.append(_change(then, "newly_allowed", ran))
     now_ids = {v.step_id for v in after}
     for then in before:  # a refusal of the whole plan that the proposed rules drop
         if then.step_id not in now_ids and not then.allowed:
-            out.append(
-                StepChange(
-                    step_id=then.step_id,
-                    change="newly_allowed",
-                    code=then.code or "",
-                    reason=then.message or "",
-                    policy_ids=then.policy_ids,
-                )
-            )
+            out.append(_change(then, "newly_allowed", ran))
     return out
 
 
@@ -170,7 +260,7 @@ def what_if(
     runs: Iterable[RecordedPlan], proposal: Proposal, rules: RulesOfTheirTime, digest: str
 ) -> WhatIfReport:
     """Every run the proposal applies to, decided both ways; the changed ones reported."""
-    read = skipped = evaluated = steps = refused = allowed = 0
+    read = skipped = evaluated = steps = steps_ran = refused = allowed = 0
     changed: list[RunChanges] = []
     for run in runs:
         read += 1
@@ -184,9 +274,11 @@ def what_if(
             continue
         evaluated += 1
         steps += len(run.plan.steps)
-        before = decide_plan(run.plan, pool, bound(then, run.submitted_by))
-        after = decide_plan(run.plan, pool, bound(proposed, run.submitted_by))
-        found = _changes(before, after)
+        ran = ran_steps(run)
+        steps_ran += len(ran)
+        before = _decide(run.plan, pool, bound(then, run.submitted_by), ran)
+        after = _decide(run.plan, pool, bound(proposed, run.submitted_by), ran)
+        found = _changes(before, after, ran)
         if not found:
             continue
         refused += sum(c.change == "now_refused" for c in found)
@@ -207,6 +299,7 @@ def what_if(
         runs_evaluated=evaluated,
         runs_changed=len(changed),
         steps_evaluated=steps,
+        steps_ran=steps_ran,
         steps_now_refused=refused,
         steps_newly_allowed=allowed,
         runs=changed,

@@ -4,7 +4,8 @@ tried on every recorded run, and the Cedar schema policies are written against.
 ``test`` runs policy test files (``contracts.PolicyTestFile``) through the gate: no
 database, no shim. ``what-if`` reads the database directly, read-only, as ``gatehouse
 sql`` does: every recorded plan, decided under the rules of its time and under the
-proposed ones (``policies.what_if``); nothing is written and nothing is sent.
+proposed ones (``policies.what_if``), each step it ran on the input it ran with and with
+its approver; nothing is written and nothing is sent.
 ``schema`` prints the Cedar schema generated from the tool pools in force.
 """
 
@@ -258,6 +259,8 @@ def _print_report(args: argparse.Namespace, report: WhatIfReport) -> None:
             "submitted_by": r.submitted_by,
             "step_id": c.step_id,
             "change": c.change.replace("_", " "),
+            "as": c.decided_as,
+            "approved_by": c.approved_by or "",
             "code": c.code,
             "policies": ", ".join(c.policy_ids),
             "reason": c.reason,
@@ -267,7 +270,8 @@ def _print_report(args: argparse.Namespace, report: WhatIfReport) -> None:
     ]
     show(args, raw, fields("What if", totals))
     if changes:
-        columns = ["run_id", "created_at", "submitted_by", "step_id", "change", "code"]
+        columns = ["run_id", "created_at", "submitted_by", "step_id", "change", "as"]
+        columns += ["approved_by", "code"]
         print_records("Changed decisions", [*columns, "policies", "reason"], changes, limit=100)
     else:
         sys.stdout.write("No step's decision would change.\n")

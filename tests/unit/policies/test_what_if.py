@@ -1,15 +1,17 @@
 """policies.what_if without a database: the rules of a run's time are the versions it
 recorded (kept by digest), changes go both ways, and a run whose rules are neither in
-force nor kept is skipped, not judged by others."""
+force nor kept is skipped, not judged by others. A step the run reached is decided on
+the input it had and with the approver of the revision it ran under; one it never
+reached, as at submit."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from contracts import Plan, RecordedPlan
+from contracts import Plan, RecordedPlan, RecordedRevision, RecordedStep
 from policies import catalog
 from policies.cedar_gate import load_policy_set
-from policies.what_if import Proposal, RulesOfTheirTime, what_if
+from policies.what_if import Proposal, RulesOfTheirTime, ran_steps, what_if
 
 POOL = catalog.tool_pool("default")
 GUARDED = catalog.profile("guarded")
@@ -97,3 +99,144 @@ def test_a_profile_proposal_applies_to_its_own_runs_only() -> None:
         "d" * 64,
     )
     assert report.runs_read == 1 and report.runs_evaluated == 0
+
+
+# -- as the run decided: a step it reached, on its resolved input and with its approver
+
+NOTE: dict[str, Any] = {"verb": "note", "connector_id": "note", "driver_kind": "noop"}
+# a noop that takes an earlier step's output is refused once that value is known
+ON_RESOLVED = PERMIT + (
+    '@id("no-outside-notes") forbid (principal, action == Gatehouse::Action::"noop", resource)'
+    " when { context.tainted && context.input_known };\n"
+)
+NOT_BOB = PERMIT + (
+    '@id("not-approved-by-bob") forbid (principal, action, resource)'
+    ' when { context has approver && context.approver == Gatehouse::User::"bob" };\n'
+)
+
+
+def _notes() -> Plan:
+    steps: list[dict[str, Any]] = [
+        {**NOTE, "step_id": "first", "input": {"text": "hi"}},
+        {**NOTE, "step_id": "second", "input_from": {"step_id": "first", "pointer": "/echo"}},
+    ]
+    return Plan.model_validate({"objective": "notes", "steps": steps})
+
+
+def _ran(
+    run_id: str,
+    rules: str | None,
+    *,
+    reached: dict[str, RecordedStep] | None = None,
+    approved_by: str | None = "bob",
+) -> RecordedPlan:
+    return _run(run_id, rules).model_copy(
+        update={
+            "plan": _notes(),
+            "steps": reached or {},
+            "revisions": [RecordedRevision(plan_digest="d" * 64, approved_by=approved_by)],
+        }
+    )
+
+
+BOTH_RAN = {
+    "first": RecordedStep(status="succeeded", output={"echo": {"text": "hi"}}),
+    "second": RecordedStep(status="succeeded", output={"echo": {"text": "hi"}}),
+}
+
+
+def _rules(*texts: str) -> tuple[list[Any], RulesOfTheirTime]:
+    sets = [load_policy_set("guardrails", t, [POOL.model]) for t in texts]
+    return sets, RulesOfTheirTime({s.digest: ("guardrails", s.text) for s in sets})
+
+
+def test_a_step_that_ran_is_decided_on_the_input_it_had() -> None:
+    (loose, strict), kept = _rules(PERMIT, ON_RESOLVED)
+    ran = _ran("ran", loose.digest, reached=BOTH_RAN)
+    never = _ran("never", loose.digest)  # waiting: its steps never ran
+    report = what_if([ran, never], Proposal(cedar=strict), kept, strict.digest)
+    assert report.steps_evaluated == 4 and report.steps_ran == 2
+    [changed] = report.runs
+    assert changed.run_id == "ran"
+    [change] = changed.changes
+    assert (change.step_id, change.change, change.decided_as, change.approved_by) == (
+        "second",
+        "now_refused",
+        "ran",
+        "bob",
+    )
+    assert change.policy_ids == ["no-outside-notes"]
+    # as at submit alone, nothing changes: the value was not known then
+    assert what_if([never], Proposal(cedar=strict), kept, strict.digest).runs_changed == 0
+
+
+def test_the_approver_is_whoever_approved_the_plan_it_ran_under() -> None:
+    (loose, strict), kept = _rules(PERMIT, NOT_BOB)
+    runs = [
+        _ran("by-bob", loose.digest, reached=BOTH_RAN),
+        _ran("by-ann", loose.digest, reached=BOTH_RAN, approved_by="ann"),
+        _ran("waiting", loose.digest),
+    ]
+    report = what_if(runs, Proposal(cedar=strict), kept, strict.digest)
+    [changed] = report.runs
+    assert changed.run_id == "by-bob"
+    assert [(c.step_id, c.decided_as, c.approved_by) for c in changed.changes] == [
+        ("first", "ran", "bob"),
+        ("second", "ran", "bob"),
+    ]
+    assert {tuple(c.policy_ids) for c in changed.changes} == {("not-approved-by-bob",)}
+
+
+def test_a_step_refused_right_before_it_ran_is_newly_allowed_on_that_input() -> None:
+    (loose, strict), kept = _rules(PERMIT, ON_RESOLVED)
+    refused = {
+        "first": BOTH_RAN["first"],
+        "second": RecordedStep(status="failed", output=None),
+    }
+    report = what_if(
+        [_ran("refused", strict.digest, reached=refused)], Proposal(cedar=loose), kept, "x"
+    )
+    [change] = report.runs[0].changes
+    assert (change.step_id, change.change, change.code, change.decided_as) == (
+        "second",
+        "newly_allowed",
+        "cedar_denied",
+        "ran",
+    )
+
+
+def test_a_step_whose_input_did_not_resolve_keeps_the_decision_at_submit() -> None:
+    (loose, strict), kept = _rules(PERMIT, ON_RESOLVED)
+    failed_first = {
+        "first": RecordedStep(status="failed", output=None),
+        "second": RecordedStep(status="failed", output=None),
+    }
+    run = _ran("no-input", loose.digest, reached=failed_first)
+    assert set(ran_steps(run)) == {"first"}
+    report = what_if([run], Proposal(cedar=strict), kept, strict.digest)
+    assert report.runs_changed == 0 and report.steps_ran == 1
+
+
+def test_each_step_has_the_approver_of_the_revision_it_ran_under() -> None:
+    revised = Plan.model_validate(
+        {
+            "objective": "notes",
+            "steps": [
+                {**NOTE, "step_id": "first", "input": {"text": "hi"}},
+                {**NOTE, "step_id": "mended", "input": {"text": "again"}},
+            ],
+        }
+    )
+    run = _ran("revised", None, reached=BOTH_RAN).model_copy(
+        update={
+            "plan": revised,
+            "steps": {**BOTH_RAN, "mended": RecordedStep(status="succeeded", output={})},
+            "revisions": [
+                RecordedRevision(plan_digest="1" * 64, approved_by="bob", plan=_notes()),
+                RecordedRevision(plan_digest="2" * 64, approved_by="ann"),
+            ],
+        }
+    )
+    found = ran_steps(run)
+    assert {sid: r.approved_by for sid, r in found.items()} == {"first": "bob", "mended": "ann"}
+    assert found["mended"].input == {"text": "again"}
