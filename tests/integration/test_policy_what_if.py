@@ -5,6 +5,10 @@ and ``default`` by two submitters. A proposed policy set is tried on them: the r
 names exactly the steps whose decision changes, and they are the steps the gate
 itself refuses when each recorded plan is put to it under the proposed rules, for its
 submitter. Nothing is written: the database's row counts stand still.
+
+Runs that ran (under ``opencode``, a profile no other proposal here reaches; approved
+by bob or ann, or left waiting) are decided as they ran: a note that took the first
+note's output on that value, and every step they reached with its approver.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import pytest
 from contracts import ErrorCode, GatehouseError, Plan
 from policies import catalog, cedar_gate
 from policies.gate import check_step, gate_plan
+from policies.inputs import resolve_input
 from shim.cli import main
 from tests.support.stack import Stack, running_stack
 
@@ -215,3 +220,157 @@ def test_the_table_names_each_changed_step(
     assert ended.value.code == 0
     out = capsys.readouterr().out
     assert run_ids[1] in out and "max-no-shell" in out and "now refused" in out
+
+
+# -- runs that ran: each step decided on the input it had, with its approver
+
+NOTE: dict[str, Any] = {"verb": "note", "connector_id": "note", "driver_kind": "noop"}
+NOTES = [
+    {**NOTE, "step_id": "first", "input": {"text": "hello"}},
+    # the whole input is the first note's output: outside the approved plan
+    {**NOTE, "step_id": "second", "input_from": {"step_id": "first", "pointer": "/echo"}},
+]
+APPROVERS = ["bob", "ann", None]  # None: left waiting, never ran
+PERMIT = '@id("all") permit (principal, action, resource);\n'
+# refuses a note only once the outside value it takes is known: right before it runs
+ON_RESOLVED = PERMIT + (
+    '@id("no-outside-notes") forbid (principal, action == Gatehouse::Action::"noop", resource)'
+    " when { context.tainted && context.input_known };\n"
+)
+NOT_BOB = PERMIT + (
+    '@id("not-approved-by-bob") forbid (principal, action, resource)'
+    ' when { context has approver && context.approver == Gatehouse::User::"bob" };\n'
+)
+
+
+@pytest.fixture(scope="module")
+def ran(recorded: tuple[Stack, list[str]]) -> list[str]:
+    """Three runs of NOTES under ``opencode``: approved by bob and by ann (both ran to
+    the end), and one left waiting."""
+    stack, _ = recorded
+    run_ids: list[str] = []
+    for approver in APPROVERS:
+        plan = {"objective": "what-if ran", "steps": NOTES}
+        body = {
+            "recipe": "echo",
+            "objective": "what-if ran",
+            "mode": "run-plan",
+            "plan": plan,
+            "policy_profile": "opencode",
+        }
+        r = stack.client.post("/intent", json=body, headers=stack.auth("alice"))
+        assert r.status_code == 202, r.text
+        run_id = str(r.json()["run_id"])
+        card = stack.wait(run_id, {"waiting_approval"})
+        if approver is not None:
+            ok = stack.client.post(
+                f"/approve/{run_id}",
+                json={"plan_digest": card["plan_digest"]},
+                headers=stack.auth(approver),
+            )
+            assert ok.status_code == 200, ok.text
+            assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
+        run_ids.append(run_id)
+    stack.settle()
+    return run_ids
+
+
+def _as_it_ran(stack: Stack, run_id: str, text: str) -> set[Any]:
+    """(run, step, code, policies) the gate refuses under ``text`` for the opencode
+    run ``run_id``: at submit (the plan's own input, no approver) and, for a step the
+    run reached, on the input it had (its input_from resolved from the recorded
+    outputs) with the approver of its plan."""
+    pool = catalog.tool_pool("default").model
+    rules = cedar_gate.load_policy_set("proposed", text, [pool])
+    [(raw, by)] = stack.sql(
+        "SELECT c.plan_json, r.submitted_by FROM plan_cards c JOIN runs r"
+        " ON r.run_id = c.run_id WHERE c.run_id = :r",
+        r=run_id,
+    )
+    plan = Plan.model_validate_json(raw)
+    approvals = stack.sql(
+        "SELECT decided_by FROM plan_approvals WHERE run_id = :r AND decision = 'approved'",
+        r=run_id,
+    )
+    approver = approvals[0][0] if approvals else None
+    reached = {
+        sid: json.loads(out) if out else None
+        for sid, out in stack.sql(
+            "SELECT step_id, output_json FROM run_steps WHERE run_id = :r", r=run_id
+        )
+    }
+    outputs = {sid: out for sid, out in reached.items() if isinstance(out, dict)}
+    profile = catalog.profile("opencode").model.model_copy(
+        update={"cedar": "proposed", "cedar_rules": rules}
+    )
+    at_submit = cedar_gate.bound(profile, by)
+    at_run = cedar_gate.approved(at_submit, approver)
+    out: set[Any] = set()
+    for step in plan.steps:
+        try:
+            check_step(step, step.input, pool, at_submit)
+            if step.step_id in reached:
+                check_step(step, resolve_input(step, outputs), pool, at_run)
+        except GatehouseError as exc:
+            named = exc.details.get("policy_ids")
+            ids = tuple(sorted(str(i) for i in named)) if isinstance(named, list) else ()
+            out.add((run_id, step.step_id, exc.code.value, ids))
+    return out
+
+
+def _decided(report: dict[str, Any]) -> set[Any]:
+    return {
+        (r["run_id"], c["step_id"], c["decided_as"], c["approved_by"])
+        for r in report["runs"]
+        for c in r["changes"]
+    }
+
+
+def test_a_step_is_decided_on_the_input_it_ran_with(
+    recorded: tuple[Stack, list[str]],
+    ran: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stack, _ = recorded
+    by_bob, by_ann, waiting = ran
+    proposed = tmp_path / "proposed.cedar"
+    proposed.write_text(ON_RESOLVED)
+    before = _counts(stack)
+    report = _what_if(stack, str(proposed), "--profile", "opencode", capsys=capsys)
+    assert _counts(stack) == before  # read-only
+    expected = set().union(*(_as_it_ran(stack, r, ON_RESOLVED) for r in ran))
+    assert _reported(report) == expected
+    # only the value the note ran with is refused: at submit it was not known, and
+    # the run left waiting never got that far
+    assert expected == {
+        (r, "second", ErrorCode.CEDAR_DENIED.value, ("no-outside-notes",)) for r in (by_bob, by_ann)
+    }
+    assert _decided(report) == {(by_bob, "second", "ran", "bob"), (by_ann, "second", "ran", "ann")}
+    assert report["runs_evaluated"] == 3 and report["steps_evaluated"] == 6
+    assert report["steps_ran"] == 4 and report["steps_now_refused"] == 2
+    assert waiting not in {r["run_id"] for r in report["runs"]}
+
+
+def test_a_policy_on_who_approved(
+    recorded: tuple[Stack, list[str]],
+    ran: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stack, _ = recorded
+    by_bob = ran[0]
+    proposed = tmp_path / "proposed.cedar"
+    proposed.write_text(NOT_BOB)
+    report = _what_if(stack, str(proposed), "--profile", "opencode", capsys=capsys)
+    expected = set().union(*(_as_it_ran(stack, r, NOT_BOB) for r in ran))
+    assert _reported(report) == expected
+    assert {(r, s) for r, s, _, _ in expected} == {(by_bob, "first"), (by_bob, "second")}
+    assert _decided(report) == {(by_bob, "first", "ran", "bob"), (by_bob, "second", "ran", "bob")}
+    assert report["runs_changed"] == 1
+    url = stack.database_url
+    with pytest.raises(SystemExit) as ended:
+        main(["policy", "what-if", str(proposed), "--profile", "opencode", "--database-url", url])
+    assert ended.value.code == 0
+    out = capsys.readouterr().out
+    assert by_bob in out and "not-approved-by-bob" in out and "ran" in out and "bob" in out
