@@ -2,12 +2,15 @@
 
 Issue 33. A fresh database per backend (SQLite; PostgreSQL when it answers), migrated,
 with the policy versions a worker keeps and ``--runs`` recorded runs written in: each
-a plan card of three steps (an HTTP read, a shell count, a note) under the shipped
-profile ``guarded`` (Cedar policy set ``guardrails``), by one of eight submitters. A
-proposed policy set (the shipped one plus a forbid on one submitter's shell steps) is
-then tried on them by the command itself, ``gatehouse policy what-if FILE --json``, in
-a process of its own: the wall time includes its start, reading every plan and both
-decisions of every step. The target (issue 33) is under a minute for 10,000.
+a plan card of three steps (an HTTP read, a shell count, a note of what the read
+returned) under the shipped profile ``guarded`` (Cedar policy set ``guardrails``), by
+one of eight submitters, approved by one of three approvers, every step run (its
+``run_steps`` row, with its output). A proposed policy set (the shipped one plus a
+forbid on one submitter's shell steps) is then tried on them by the command itself,
+``gatehouse policy what-if FILE --json``, in a process of its own: the wall time
+includes its start, reading every plan, step record and approval, and every step
+decided both ways as the run decided it (at submit, and again on the input it ran with
+and with its approver). The target (issue 33) is under a minute for 10,000.
 
 Results go between this module's markers in ``--out`` (``docs/benchmarks.md``); the
 target is reported, never an exit code.
@@ -39,6 +42,7 @@ BEGIN = "<!-- bench:whatif begin -->"
 END = "<!-- bench:whatif end -->"
 TARGET_S = 60.0
 SUBMITTERS = [f"user{n}" for n in range(8)]
+APPROVERS = ["ann", "bob", "olga"]
 PROPOSED = """
 @id("user3-no-shell")
 forbid (principal == Gatehouse::User::"user3", action == Gatehouse::Action::"restricted_shell",
@@ -69,10 +73,20 @@ def _plan(n: int) -> dict[str, Any]:
                 "verb": "note",
                 "connector_id": "note",
                 "driver_kind": "noop",
-                "input": {"n": n},
+                "input_from": {"step_id": "read", "pointer": "/json"},
             },
         ],
     }
+
+
+# What each step of run n recorded (run_steps): (step_id, driver kind, connector, output)
+def _outputs(n: int) -> list[tuple[str, str, str, dict[str, Any]]]:
+    read = {"status": 200, "json": {"n": n, "name": f"item {n}"}}
+    return [
+        ("read", "http", "local-http", read),
+        ("count", "restricted_shell", "workspace-shell", {"exit_code": 0, "stdout": f"{n}\n"}),
+        ("keep", "noop", "note", {"echo": read["json"]}),
+    ]
 
 
 def _keep_catalog(conn: sa.Connection) -> None:
@@ -104,7 +118,7 @@ def record(url: str, runs: int) -> float:
         migrate(db)
         with db.engine.begin() as conn:
             _keep_catalog(conn)
-            intents, rows, cards = [], [], []
+            intents, rows, cards, steps, approvals = [], [], [], [], []
             for n in range(runs):
                 stamp = (base + timedelta(seconds=n)).isoformat()
                 who = SUBMITTERS[n % len(SUBMITTERS)]
@@ -124,6 +138,27 @@ def record(url: str, runs: int) -> float:
                     }
                 )
                 cards.append({"r": f"run_{n:032x}", "p": json.dumps(plan), "d": digest, "t": stamp})
+                approvals.append(
+                    {
+                        "a": f"apr_{n:032x}",
+                        "r": f"run_{n:032x}",
+                        "d": digest,
+                        "b": APPROVERS[n % len(APPROVERS)],
+                        "t": stamp,
+                    }
+                )
+                for position, (sid, kind, connector, output) in enumerate(_outputs(n)):
+                    steps.append(
+                        {
+                            "r": f"run_{n:032x}",
+                            "s": sid,
+                            "p": position,
+                            "k": kind,
+                            "c": connector,
+                            "o": json.dumps(output),
+                            "t": stamp,
+                        }
+                    )
             conn.execute(
                 sa.text(
                     "INSERT INTO intents (intent_id, request_json, request_digest, submitted_by,"
@@ -147,6 +182,21 @@ def record(url: str, runs: int) -> float:
                     " updated_at) VALUES (:r, :p, :d, 'approved', :t, :t)"
                 ),
                 cards,
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO plan_approvals (approval_id, run_id, plan_digest, decision,"
+                    " decided_by, decided_at) VALUES (:a, :r, :d, 'approved', :b, :t)"
+                ),
+                approvals,
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO run_steps (run_id, step_id, position, driver_kind, connector_id,"
+                    " status, output_json, finished_at) VALUES (:r, :s, :p, :k, :c, 'succeeded',"
+                    " :o, :t)"
+                ),
+                steps,
             )
     finally:
         db.dispose()
@@ -190,6 +240,9 @@ def measure(backend: str, runs: int, tmp: Path) -> dict[str, Any]:
     # the report must be right, not only fast: user3's shell step, in each of its runs
     assert report["runs_evaluated"] == runs, report
     assert report["runs_changed"] == expected and report["steps_now_refused"] == expected
+    # every step ran: each decided on the input it had, with its approver
+    assert report["steps_ran"] == report["steps_evaluated"], report
+    assert {c["decided_as"] for r in report["runs"] for c in r["changes"]} == {"ran"}
     return {
         "backend": backend,
         "runs": runs,
@@ -224,13 +277,17 @@ def section(found: list[dict[str, Any]]) -> str:
         )
     lines += [
         "",
-        "* Each run is a plan card of three steps (an HTTP read, a shell count, a note) under"
-        " the shipped profile `guarded` (Cedar set `guardrails`), by one of eight submitters."
-        " The proposed set is the shipped one plus a forbid on one submitter's shell steps: a"
-        " run in eight changes, and the bench checks the report says exactly that.",
+        "* Each run is a plan card of three steps (an HTTP read, a shell count, a note of what"
+        " the read returned, via `input_from`) under the shipped profile `guarded` (Cedar set"
+        " `guardrails`), by one of eight submitters, approved by one of three approvers, every"
+        " step run and recorded with its output. The proposed set is the shipped one plus a"
+        " forbid on one submitter's shell steps: a run in eight changes, and the bench checks"
+        " the report says exactly that.",
         "* The wall time is the command in a process of its own (`gatehouse policy what-if"
-        " FILE --json`): its start, the read of every plan card and kept policy version, and"
-        " every step decided under the rules of its time and under the proposed ones (the"
+        " FILE --json`): its start, the read of every plan card, step record, approval and"
+        " kept policy version, and every step decided under the rules of its time and under"
+        " the proposed ones as the run decided it: as at submit, and again on the input it"
+        " ran with (the note's resolved from the read's output) with its approver (the"
         " deny-by-default gate, then Cedar, for the run's submitter).",
         END,
     ]

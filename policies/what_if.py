@@ -198,6 +198,10 @@ def _decide(
     if not ran:
         return verdicts
     steps = {s.step_id: s for s in plan.steps}
+    # A policy set that never names the approver cannot tell a request with one from
+    # the same request without: a step on its own input is then decided as at submit.
+    rules = profile.cedar_rules
+    sees_approver = rules is not None and "approver" in rules.text
     by_approver: dict[str | None, PolicyProfile] = {}
     out: list[StepVerdict] = []
     for verdict in verdicts:
@@ -206,7 +210,7 @@ def _decide(
         if found is None or step is None or not verdict.allowed:
             out.append(verdict)
             continue
-        if step.input_from is None and found.approved_by is None:
+        if step.input_from is None and (found.approved_by is None or not sees_approver):
             out.append(verdict)  # the same request as at submit
             continue
         who = by_approver.get(found.approved_by)
