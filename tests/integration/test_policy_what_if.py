@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
-from contracts import ErrorCode, GatehouseError, Plan
+from contracts import ErrorCode, GatehouseError, Plan, digest_of
+from ledger import migrate, open_database, recorded_plans
 from policies import catalog, cedar_gate
 from policies.gate import check_step, gate_plan
 from policies.inputs import resolve_input
+from policies.what_if import ran_steps
 from shim.cli import main
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, drop_database, fresh_database_url, running_stack
 
 URL = "http://127.0.0.1:8000/items"
 GUARDRAILS = Path(catalog.__file__).with_name("cedar").joinpath("guardrails.cedar").read_text()
@@ -374,3 +377,78 @@ def test_a_policy_on_who_approved(
     assert ended.value.code == 0
     out = capsys.readouterr().out
     assert by_bob in out and "not-approved-by-bob" in out and "ran" in out and "bob" in out
+
+
+def test_a_revised_plan_gives_each_step_the_approver_of_its_revision(
+    backend: str, tmp_path: Path
+) -> None:
+    """The ledger's side of a revised plan (as a repair leaves it, written in here):
+    every revision with its approver, the earlier ones' plans, what ran."""
+    first = {"objective": "revised", "steps": NOTES}
+    mended = {**NOTE, "step_id": "mended", "input": {"text": "again"}}
+    second = {"objective": "revised", "steps": [NOTES[0], mended]}
+    d1, d2 = (digest_of(Plan.model_validate(p).model_dump(mode="json")) for p in (first, second))
+    at = "2026-11-27T00:00:00+00:00"
+    url = fresh_database_url(backend, tmp_path)
+    db = open_database(url)
+    try:
+        migrate(db)
+        writes: list[tuple[str, list[dict[str, Any]]]] = [
+            (
+                "INSERT INTO intents (intent_id, request_json, request_digest, submitted_by,"
+                " created_at) VALUES ('int_1', '{}', :d, 'alice', :t)",
+                [{"d": d1, "t": at}],
+            ),
+            (
+                "INSERT INTO runs (run_id, intent_id, recipe, objective, mode, status, phase,"
+                " submitted_by, policy_profile, tool_pool, plan_digest, created_at,"
+                " updated_at) VALUES ('run_1', 'int_1', 'echo', 'revised', 'run-plan',"
+                " 'succeeded', 'done', 'alice', 'opencode', 'default', :d, :t, :t)",
+                [{"d": d2, "t": at}],
+            ),
+            (
+                "INSERT INTO plan_cards (run_id, plan_json, plan_digest, status, created_at,"
+                " updated_at, revision, previous_digest) VALUES ('run_1', :p, :d,"
+                " 'approved', :t, :t, 2, :prev)",
+                [{"p": json.dumps(second), "d": d2, "t": at, "prev": d1}],
+            ),
+            (
+                "INSERT INTO plan_revisions (run_id, revision, plan_json, plan_digest,"
+                " created_at) VALUES ('run_1', :n, :p, :d, :t)",
+                [
+                    {"n": 1, "p": json.dumps(first), "d": d1, "t": at},
+                    {"n": 2, "p": json.dumps(second), "d": d2, "t": at},
+                ],
+            ),
+            (
+                "INSERT INTO plan_approvals (approval_id, run_id, plan_digest, decision,"
+                " decided_by, decided_at) VALUES (:a, 'run_1', :d, 'approved', :b, :t)",
+                [
+                    {"a": "apr_1", "d": d1, "b": "bob", "t": at},
+                    {"a": "apr_2", "d": d2, "b": "ann", "t": at},
+                ],
+            ),
+            (
+                "INSERT INTO run_steps (run_id, step_id, position, driver_kind, connector_id,"
+                " status, output_json, finished_at) VALUES ('run_1', :s, :n, 'noop', 'note',"
+                " :st, :o, :t)",
+                [
+                    {"s": "first", "n": 0, "st": "succeeded", "o": '{"echo": {}}', "t": at},
+                    {"s": "second", "n": 1, "st": "failed", "o": None, "t": at},
+                    {"s": "mended", "n": 1, "st": "succeeded", "o": "{}", "t": at},
+                ],
+            ),
+        ]
+        with db.engine.begin() as conn:
+            for statement, rows in writes:
+                conn.execute(sa.text(statement), rows)
+        with db.engine.connect() as conn:
+            [run] = list(recorded_plans.recorded_plans(conn, profiles=["opencode"]))
+    finally:
+        db.dispose()
+        drop_database(url)
+    assert [(r.plan_digest, r.approved_by) for r in run.revisions] == [(d1, "bob"), (d2, "ann")]
+    assert run.revisions[0].plan == Plan.model_validate(first) and run.revisions[1].plan is None
+    assert run.steps["first"].output == {"echo": {}} and run.steps["second"].output is None
+    found = ran_steps(run)
+    assert {sid: r.approved_by for sid, r in found.items()} == {"first": "bob", "mended": "ann"}
