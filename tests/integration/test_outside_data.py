@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from policies import catalog
 from shim.local import InventoryService
@@ -159,3 +160,32 @@ def test_a_value_rejected_is_never_used(reviewed: tuple[Stack, InventoryService]
     done = stack.wait(run_id, {"succeeded", "failed", "rejected"})
     assert done["status"] == "rejected", done
     assert [s["step_id"] for s in done["steps"]] == ["fetch"]
+
+
+def test_the_card_says_the_value_will_be_put_to_a_person(
+    reviewed: tuple[Stack, InventoryService],
+) -> None:
+    stack, inventory = reviewed
+    plan = _plan(inventory)
+    # the value goes into a request's body this time: its request is not known yet
+    plan["steps"][1] = {
+        "step_id": "send",
+        "verb": "write",
+        "connector_id": "local-http",
+        "driver_kind": "http",
+        "input": {"method": "POST", "url": f"{inventory.base_url}/status"},
+        "input_from": {"step_id": "fetch", "pointer": "/json", "into": "/json"},
+    }
+    body = {"recipe": "echo", "objective": "outside data", "mode": "run-plan", "plan": plan}
+    r = stack.submit(body | {"policy_profile": PROFILE})
+    assert r.status_code == 202, r.text
+    run_id = str(r.json()["run_id"])
+    stack.wait(run_id, {"waiting_approval"})
+    browser = TestClient(stack.client.app, follow_redirects=False)
+    login = {"token": stack.client.people.tokens["bob"], "next": "/dashboard"}
+    assert browser.post("/dashboard/login", data=login).status_code == 303
+    page = browser.get(f"/dashboard/runs/{run_id}")
+    assert page.status_code == 200, page.text
+    assert "put to a person with the value written in before it is sent" in page.text
+    assert _decide(stack, "reject", run_id, digest_of_plan(plan)).status_code == 200
+    assert stack.wait(run_id, {"rejected", "failed"})["status"] == "rejected"

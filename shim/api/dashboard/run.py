@@ -75,6 +75,14 @@ def _pool(tool_pool_id: str) -> ToolPool | None:
         return None
 
 
+def _reviews_outside_data(profile_id: str) -> bool:
+    """The run's profile has a person decide on outside data once its value exists."""
+    try:
+        return catalog.profile(profile_id).model.approval.reapprove_outside_data
+    except GatehouseError:  # a profile since removed
+        return False
+
+
 def _run_context(
     request: Request, service: Service, me: Identity, run_id: str
 ) -> dict[str, object]:
@@ -95,6 +103,7 @@ def _run_context(
         "view": view,
         "plan_inputs": inputs,
         "summary": summarize(card.plan, _pool(view.tool_pool)) if card is not None else None,
+        "reviews_outside_data": _reviews_outside_data(view.policy_profile),
         "card_state": _card_state(view),
         "changes": _changes(view),
         "plan_json": pretty(card.plan.model_dump(mode="json")) if card is not None else "",
