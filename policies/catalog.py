@@ -47,6 +47,7 @@ __all__ = [
     "output_schema",
     "profile",
     "recipe",
+    "reload",
     "tool_pool",
     "with_cedar",
 ]
@@ -191,6 +192,13 @@ def _output_schemas() -> dict[str, Loaded[JsonObject]]:
         jsonschema.Draft202012Validator.check_schema(schema)
         out[entry.name.removesuffix(".json")] = Loaded(schema, sha256_hex(raw))
     return out
+
+
+def reload() -> None:
+    """Read the policy files again on their next use: after ``GATEHOUSE_EXTRA_POLICIES``
+    changed in this process (a test giving the stack an operator's own files)."""
+    for cached in (_profiles, _cedar_sets, _pools, _recipes, _output_schemas):
+        cached.cache_clear()
 
 
 def output_schema(ref: str) -> Loaded[JsonObject] | None:

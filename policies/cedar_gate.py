@@ -322,22 +322,19 @@ def load_policy_set(policy_set_id: str, text: str, pools: Sequence[ToolPool]) ->
 
 def bound(profile: PolicyProfile, submitted_by: str | None) -> PolicyProfile:
     """``profile`` with its Cedar requests made on behalf of ``submitted_by``."""
-    rules = profile.cedar_rules
-    if rules is None or rules.submitted_by == submitted_by:
-        return profile
-    return profile.model_copy(
-        update={"cedar_rules": rules.model_copy(update={"submitted_by": submitted_by})}
-    )
+    return _with_rules(profile, "submitted_by", submitted_by)
 
 
 def approved(profile: PolicyProfile, approved_by: str | None) -> PolicyProfile:
     """``profile`` with its Cedar requests naming ``approved_by`` as the approver."""
+    return _with_rules(profile, "approved_by", approved_by)
+
+
+def _with_rules(profile: PolicyProfile, field: str, value: str | None) -> PolicyProfile:
     rules = profile.cedar_rules
-    if rules is None or rules.approved_by == approved_by:
+    if rules is None or getattr(rules, field) == value:
         return profile
-    return profile.model_copy(
-        update={"cedar_rules": rules.model_copy(update={"approved_by": approved_by})}
-    )
+    return profile.model_copy(update={"cedar_rules": rules.model_copy(update={field: value})})
 
 
 def _whole(value: float | None, scale: int = 1) -> int | None:

@@ -12,7 +12,6 @@ catalog from loading.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 
 from ledger import open_database
 from policies import catalog
+from tests.support.extra_policies import extra_policies, write_profile
 from tests.support.plans import digest_of_plan
 from tests.support.stack import Stack, running_stack
 from worker.replay import replay_run
@@ -43,39 +43,25 @@ EDITED = (
 )
 
 
-def _clear_catalog() -> None:
-    catalog._cedar_sets.cache_clear()  # re-read with the extra policies
-    catalog._profiles.cache_clear()
-
-
 @pytest.fixture(scope="module")
 def cedar_root(
     backend: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Stack, Path]]:
     root = tmp_path_factory.mktemp(f"cedar-{backend}")
-    profile = json.loads(
-        Path(catalog.__file__).with_name("profiles").joinpath("default.json").read_text()
-    )
-    profile["profile_id"] = PROFILE
-    profile["cedar"] = PROFILE
+    policies = root / "policies"
     # an earlier step's output may become a shell argument (never the program)
-    profile["tainted_data"] = {"noop": [""], "http": ["/json"], "restricted_shell": ["/argv/1"]}
-    (root / "policies" / "profiles").mkdir(parents=True)
-    (root / "policies" / "cedar").mkdir(parents=True)
-    (root / "policies" / "profiles" / f"{PROFILE}.json").write_text(json.dumps(profile))
-    cedar_file = root / "policies" / "cedar" / f"{PROFILE}.cedar"
+    tainted = {"noop": [""], "http": ["/json"], "restricted_shell": ["/argv/1"]}
+    write_profile(policies, PROFILE, cedar=PROFILE, tainted_data=tainted)
+    (policies / "cedar").mkdir(parents=True)
+    cedar_file = policies / "cedar" / f"{PROFILE}.cedar"
     cedar_file.write_text(POLICIES)
     (root / "stack").mkdir()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(catalog.EXTRA_POLICIES_ENV, str(root / "policies"))
-        _clear_catalog()
+    with extra_policies(policies):
         try:
             with running_stack(backend, root / "stack") as stack:
                 yield stack, cedar_file
         finally:
             cedar_file.write_text(POLICIES)
-            patch.delenv(catalog.EXTRA_POLICIES_ENV)
-            _clear_catalog()
 
 
 def _note(step_id: str, word: str) -> dict[str, Any]:
@@ -177,7 +163,7 @@ def test_a_replay_holds_a_run_to_the_policy_set_of_its_time(
     assert ("cedar", PROFILE) in kept
 
     cedar_file.write_text(EDITED)  # as after an edit and a restart
-    _clear_catalog()
+    catalog.reload()
     try:
         found = catalog.cedar_policy_set(PROFILE)
         assert found is not None and "no-notes" in found.model.text
@@ -193,7 +179,7 @@ def test_a_replay_holds_a_run_to_the_policy_set_of_its_time(
         assert "Cedar policy set" in today.divergences[0].message
     finally:
         cedar_file.write_text(POLICIES)
-        _clear_catalog()
+        catalog.reload()
 
 
 def test_a_policy_naming_an_unknown_entity_is_refused_at_load(
@@ -203,16 +189,16 @@ def test_a_policy_naming_an_unknown_entity_is_refused_at_load(
     cedar_file.write_text(
         POLICIES + '@id("x") forbid (principal, action, resource == Gatehouse::Connector::"ftp");'
     )
-    _clear_catalog()
+    catalog.reload()
     try:
         with pytest.raises(RuntimeError) as caught:
             catalog.profile(PROFILE)
         message = str(caught.value)
         assert f"{PROFILE}.cedar" in message and 'Gatehouse::Connector::"ftp"' in message
         cedar_file.write_text(POLICIES.replace('Action::"restricted_shell"', 'Action::"ssh"'))
-        _clear_catalog()
+        catalog.reload()
         with pytest.raises(RuntimeError, match="unrecognized action"):
             catalog.list_cedar_policy_sets()
     finally:
         cedar_file.write_text(POLICIES)
-        _clear_catalog()
+        catalog.reload()

@@ -52,8 +52,7 @@ def test_kill_9_during_an_mcp_call(
         folder = write_policies(tmp_path / "policies", [http_connector(server.url)])
         env = {catalog.EXTRA_POLICIES_ENV: str(folder)}
         patch.setenv(catalog.EXTRA_POLICIES_ENV, str(folder))
-        catalog._pools.cache_clear()
-        catalog._profiles.cache_clear()
+        catalog.reload()
         try:
             with shim_client(db_url) as client:
                 step = {
@@ -121,5 +120,4 @@ def test_kill_9_during_an_mcp_call(
                 assert statuses == (["completed"] if read_only else ["applied"])
         finally:
             patch.delenv(catalog.EXTRA_POLICIES_ENV)
-            catalog._pools.cache_clear()
-            catalog._profiles.cache_clear()
+            catalog.reload()

@@ -37,8 +37,7 @@ from worker.sandbox.bwrap import current as current_sandbox
 
 
 def clear_catalog() -> None:
-    catalog._pools.cache_clear()  # re-read with the extra policies
-    catalog._profiles.cache_clear()
+    catalog.reload()  # re-read with the extra policies
 
 
 class Mcp:

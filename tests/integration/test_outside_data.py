@@ -12,25 +12,19 @@ note never run. The profile is an operator's own (``GATEHOUSE_EXTRA_POLICIES``).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from policies import catalog
 from shim.local import InventoryService
+from tests.support.extra_policies import extra_policies, write_profile
 from tests.support.plans import digest_of_plan
 from tests.support.stack import Stack, running_stack
 
 PROFILE = "reviewed-data"
-
-
-def _clear_catalog() -> None:
-    catalog._profiles.cache_clear()  # re-read with the extra policies
 
 
 @pytest.fixture(scope="module")
@@ -38,23 +32,14 @@ def reviewed(
     backend: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Stack, InventoryService]]:
     root = tmp_path_factory.mktemp(f"outside-data-{backend}")
-    profile = json.loads(
-        Path(catalog.__file__).with_name("profiles").joinpath("default.json").read_text()
-    )
-    profile["profile_id"] = PROFILE
-    profile["approval"]["reapprove_outside_data"] = True
-    (root / "policies" / "profiles").mkdir(parents=True)
-    (root / "policies" / "profiles" / f"{PROFILE}.json").write_text(json.dumps(profile))
+    write_profile(root / "policies", PROFILE, approval={"reapprove_outside_data": True})
     (root / "stack").mkdir()
-    with InventoryService() as inventory, pytest.MonkeyPatch.context() as patch:
-        patch.setenv(catalog.EXTRA_POLICIES_ENV, str(root / "policies"))
-        _clear_catalog()
-        try:
-            with running_stack(backend, root / "stack") as stack:
-                yield stack, inventory
-        finally:
-            patch.delenv(catalog.EXTRA_POLICIES_ENV)
-            _clear_catalog()
+    with (
+        InventoryService() as inventory,
+        extra_policies(root / "policies"),
+        running_stack(backend, root / "stack") as stack,
+    ):
+        yield stack, inventory
 
 
 def _plan(inventory: InventoryService) -> dict[str, Any]:
