@@ -121,13 +121,15 @@ def test_one_submitter_holds_at_most_its_share(fair: tuple[Stack, Turnstile]) ->
         assert stack.run(run_id)["status"] == "waiting_approval"
 
     # as an older release queued work: no partition key, which DBOS never claims
-    # from a partitioned queue; the leader's tick gives them one, and they start
-    for stretch in [f"{r}:1" for r in queued]:
-        stack.execute(
-            f"UPDATE {_wf(stack)} SET queue_partition_key = NULL"
-            " WHERE workflow_uuid = :w AND status = 'ENQUEUED'",
-            w=stretch,
-        )
+    # from a partitioned queue; the leader's tick gives them one, and they start.
+    # One statement: a tick between two would key one and leave the other to the next
+    stretches = {f"w{i}": f"{r}:1" for i, r in enumerate(queued)}
+    stack.execute(
+        f"UPDATE {_wf(stack)} SET queue_partition_key = NULL"
+        f" WHERE workflow_uuid IN ({', '.join(':' + k for k in stretches)})"
+        " AND status = 'ENQUEUED'",
+        **stretches,
+    )
     gate.until("the unkeyed work starts", lambda h: h["alice"] == SHARE + 1)
     assert set(_keys(stack, queued).values()) == {LEGACY_PARTITION}
 
