@@ -16,6 +16,7 @@ from dbos import DBOS, DBOSClient, DBOSPortableJSONSerializer
 
 # DBOS's private modules, in this one place: the client's pool size (so its engine
 # carries the same connection bounds as ours) and the JSON serializer workers read.
+from contracts import INTENT_WORKFLOW, IntentJob, queue_partition
 from ledger import Conn, Database, migrate, open_database, stretches, system_engine
 from shim.api.services.watch import RunWatch
 from shim.settings import ShimSettings
@@ -55,6 +56,15 @@ class Service:
         transaction. False for a run begun before runs were split: it waits in
         place, and the caller wakes it with a ``send`` once this commits."""
         return stretches.hand_off(conn, self.client, self.settings.app_version, run_id).split
+
+    def queue_run(self, conn: Conn, job: IntentJob, runs_for: str) -> None:
+        """A new run's first stretch (an intent, a fork, an edit), queued in the
+        transaction that wrote its rows, in the queue partition of whoever it runs
+        for; the workers are told when it commits."""
+        partition = queue_partition(runs_for)
+        version = self.settings.app_version
+        options = stretches.enqueue_options(INTENT_WORKFLOW, job.run_id, version, partition)
+        stretches.queue_in_transaction(conn, self.client, options, job.model_dump(mode="json"))
 
     def work_queued(self, partition: str) -> None:
         """After work was queued in this queue partition outside a transaction of

@@ -14,7 +14,6 @@ from __future__ import annotations
 import uuid
 
 from contracts import (
-    INTENT_WORKFLOW,
     Decision,
     ErrorCode,
     GatehouseError,
@@ -25,7 +24,6 @@ from contracts import (
     PlanEditRequest,
     RunStatus,
     digest_of,
-    queue_partition,
 )
 from ledger import approvals, edits, intents, opa_runs, plan_cards, runs, stretches
 from policies import catalog
@@ -49,7 +47,7 @@ def _edited_request(parent: IntentRequest, body: PlanEditRequest) -> IntentReque
 def edit_plan(
     service: Service, run_id: str, *, body: PlanEditRequest, who: Identity
 ) -> PlanEditAccepted:
-    db, client, settings = service.db, service.client, service.settings
+    db, client = service.db, service.client
     new_digest = digest_of(body.plan.model_dump(mode="json"))
     if new_digest == body.previous_digest:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, "the edited plan changes nothing")
@@ -107,11 +105,7 @@ def edit_plan(
         )
         edits.insert_edit(conn, new_id, edits.Edit(run_id, body.previous_digest, who.name))
         job = IntentJob(run_id=new_id, intent_id=intent_id, request=request, stretched=True)
-        partition = queue_partition(request.submitted_by)
-        options = stretches.enqueue_options(
-            INTENT_WORKFLOW, new_id, settings.app_version, partition
-        )
-        stretches.queue_in_transaction(conn, client, options, job.model_dump(mode="json"))
+        service.queue_run(conn, job, request.submitted_by)
     return PlanEditAccepted(
         run_id=new_id,
         parent_run_id=run_id,

@@ -9,7 +9,6 @@ from dbos import WorkflowHandle
 from sqlalchemy.engine import Connection
 
 from contracts import (
-    INTENT_WORKFLOW,
     REPLAY_WORKFLOW,
     RESOLUTION_TOPIC,
     CallResolution,
@@ -142,7 +141,7 @@ def replay(service: Service, run_id: str, who: Identity, rules: str = "recorded"
 
 def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> ForkAccepted:
     """A new run: the parent's results before plan step ``from_step``, live after."""
-    db, client, settings = service.db, service.client, service.settings
+    db = service.db
     body = acting_as(body, "requested_by", who)
     with db.engine.connect() as conn:
         parent = runs.get_run(conn, run_id, run_links(run_id))
@@ -206,9 +205,7 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
         )
         # A run of its own: it gates the parent's plan again and waits on its own
         # plan card for someone other than its requester and the parent's submitter.
-        version, partition = settings.app_version, queue_partition(who.name)
-        options = stretches.enqueue_options(INTENT_WORKFLOW, new_id, version, partition)
-        stretches.queue_in_transaction(conn, client, options, job.model_dump(mode="json"))
+        service.queue_run(conn, job, who.name)
     return ForkAccepted(
         run_id=new_id,
         parent_run_id=run_id,

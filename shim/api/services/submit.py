@@ -12,7 +12,6 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from contracts import (
-    INTENT_WORKFLOW,
     Episode,
     ErrorCode,
     GatehouseError,
@@ -21,10 +20,9 @@ from contracts import (
     IntentRequest,
     Plan,
     RunStatus,
-    queue_partition,
     validate_instance,
 )
-from ledger import Database, evidence, intents, now_iso, opa_runs, runs, stretches
+from ledger import Database, evidence, intents, now_iso, opa_runs, runs
 from policies import catalog, cedar_gate
 from policies.episodes import episode
 from policies.gate import gate_plan
@@ -89,7 +87,7 @@ def submit(
 ) -> tuple[bool, IntentAccepted]:
     """Store and enqueue an intent; (created, answer). A repeated key returns its run.
     ``opa``: the validated archive the intent was made from, stored with the run."""
-    db, client, settings = service.db, service.client, service.settings
+    db, settings = service.db, service.settings
     request = acting_as(request, "submitted_by", who)
     if key is not None:
         existing = _existing(db, request, key)
@@ -123,11 +121,7 @@ def submit(
             if opa is not None:
                 opa_runs.put_input(conn, run_id, opa)
                 evidence.put_episode(conn, run_id, None, _archive_episode(run_id, opa, who))
-            partition = queue_partition(request.submitted_by)
-            options = stretches.enqueue_options(
-                INTENT_WORKFLOW, run_id, settings.app_version, partition
-            )
-            stretches.queue_in_transaction(conn, client, options, job.model_dump(mode="json"))
+            service.queue_run(conn, job, request.submitted_by)
     except IntegrityError:
         # Two requests with one Idempotency-Key raced; the other one won.
         if key is None:
