@@ -3,7 +3,7 @@
 Imports nothing else of Gatehouse; every other package imports this one.
 """
 
-from contracts._base import Closed
+from contracts._base import RUN_ID_PATTERN, Closed, new_run_id
 from contracts._errors import ErrorCode, ErrorSpec, GatehouseError
 from contracts._files import load_settings_file, named_secret
 from contracts._json import (
@@ -141,6 +141,7 @@ __all__ = [
     "REJECT_ACTION",
     "REPLAY_WORKFLOW",
     "RESOLUTION_TOPIC",
+    "RUN_ID_PATTERN",
     "RUN_VIEW_CHANNELS",
     "SCHEMA_MODELS",
     "SECURITY_EVENTS_CHANNELS",
@@ -248,6 +249,7 @@ __all__ = [
     "digest_of",
     "load_settings_file",
     "named_secret",
+    "new_run_id",
     "queue_partition",
     "render_schema",
     "schema_id",

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from fastapi import Header, Path, Query
 
+from contracts import RUN_ID_PATTERN
+
 __all__ = [
     "ArchiveMode",
     "ArchiveName",
@@ -17,7 +19,7 @@ __all__ = [
     "Sha256",
 ]
 
-RunId = Annotated[str, Path(pattern=r"^run_[0-9a-f]{32}$")]
+RunId = Annotated[str, Path(pattern=f"^{RUN_ID_PATTERN}$")]
 Sha256 = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 OpKey = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 PolicyId = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._:-]{0,63}$")]

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from contracts import RUN_ID_PATTERN
 from shim.cli.client import Client
 from shim.cli.errors import UsageError
 from shim.cli.output import note
@@ -39,7 +40,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TOKENS_FILE = "var/tokens.json"
 
 
-_RUN_ID = re.compile(r"run_[0-9a-f]{32}")
+_RUN_ID = re.compile(RUN_ID_PATTERN)
 
 
 def _run_id(text: str) -> str:

@@ -24,6 +24,7 @@ from contracts import (
     PlanEditRequest,
     RunStatus,
     digest_of,
+    new_run_id,
 )
 from ledger import approvals, edits, intents, opa_runs, plan_cards, runs, stretches
 from policies import catalog
@@ -51,7 +52,7 @@ def edit_plan(
     new_digest = digest_of(body.plan.model_dump(mode="json"))
     if new_digest == body.previous_digest:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, "the edited plan changes nothing")
-    new_id = "run_" + uuid.uuid4().hex
+    new_id = new_run_id()
     with db.engine.begin() as conn:
         refuse_if_cancelled(conn, client, run_id)  # first: the run's row lock
         status = runs.run_status(conn, run_id)

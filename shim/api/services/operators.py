@@ -22,6 +22,7 @@ from contracts import (
     JsonValue,
     ReplayReport,
     RunStatus,
+    new_run_id,
     queue_partition,
 )
 from ledger import calls, evidence, forks, intents, now_iso, opa_runs, runs, stretches
@@ -166,7 +167,7 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
             f" {body.from_step}",
         )
     step_id = steps[body.from_step - 1].step_id
-    new_id = "run_" + uuid.uuid4().hex
+    new_id = new_run_id()
     with db.engine.begin() as conn:
         if not any(c.step_id == step_id for c in calls.of_runs(conn, [run_id]).values()):
             raise GatehouseError(

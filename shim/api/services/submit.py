@@ -20,6 +20,7 @@ from contracts import (
     IntentRequest,
     Plan,
     RunStatus,
+    new_run_id,
     validate_instance,
 )
 from ledger import Database, evidence, intents, now_iso, opa_runs, runs
@@ -100,7 +101,7 @@ def submit(
         missing = planner_missing(db, s.app_version, s.dead_after_s, request.recipe, planner)
         if missing is not None:
             raise missing
-    run_id = "run_" + uuid.uuid4().hex
+    run_id = new_run_id()
     intent_id = "int_" + uuid.uuid4().hex
     opa_job = None if opa is None else opa.job
     job = IntentJob(
