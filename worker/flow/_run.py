@@ -283,7 +283,7 @@ class _Run:
         no message within the approval timeout); how the run ended otherwise."""
         if self.opa is None or self.opa.execution_mode != "interactive":
             return None
-        profile, pool, mode = gate
+        profile = gate[0]
         turn = len(self.follow_ups) + 1
         message = self.ports.await_message(self.run_id, turn, profile)
         if (stop := self.stopped(f"@input-{turn}", summary)) is not None:
@@ -315,21 +315,8 @@ class _Run:
             **plan_value,
             "steps": [st.model_dump(mode="json") for st in plan.steps] + fresh,
         }
-        revise: JsonObject = {
-            "previous": plan.model_dump(mode="json"),
-            "previous_digest": digest,
-            "keep": len(plan.steps),
-            "ran": list[JsonValue](ran),
-        }
-        budgets = None if self.spent is None else self.spent.view_json()
-        gated = self.ports.gate_and_card(
-            self.run_id, composed, profile, pool, mode, revise=revise, budgets=budgets
-        )
-        if not gated.ok or gated.plan is None or gated.plan_digest is None:
-            return self.end(RunStatus.FAILED, summary, gated.error_code, gated.error_message)
-        self.trace.revision(gated.plan_digest)
-        refused = self.approval(gated.plan_digest, profile, summary, f"@approval-turn-{turn + 1}")
-        return refused if refused is not None else (gated.plan, gated.plan_digest)
+        revise = _revising(plan, digest, keep=len(plan.steps), ran=ran)
+        return self.decide_revision(composed, revise, gate, summary, f"@approval-turn-{turn + 1}")
 
     def approval(
         self, digest: str, profile: PolicyProfile, summary: list[JsonValue], at: str
@@ -368,13 +355,21 @@ class _Run:
         raw = plan.model_dump(mode="json")
         written = {**step.model_dump(mode="json"), "input": step_input, "input_from": None}
         raw["steps"] = [*raw["steps"][:position], written, *raw["steps"][position + 1 :]]
-        revise: JsonObject = {
-            "previous": plan.model_dump(mode="json"),
-            "previous_digest": digest,
-            "keep": position,
-            "ran": [s.step_id for s in plan.steps[:position]],
-            "outside_data": step.step_id,
-        }
+        ran = [s.step_id for s in plan.steps[:position]]
+        revise = _revising(plan, digest, keep=position, ran=ran, outside_data=step.step_id)
+        return self.decide_revision(raw, revise, gate, summary, f"@approval-data-{step.step_id}")
+
+    def decide_revision(
+        self,
+        raw: JsonObject,
+        revise: JsonObject,
+        gate: tuple[PolicyProfile, ToolPool, Mode],
+        summary: list[JsonValue],
+        at: str,
+    ) -> tuple[Plan, str] | JsonObject:
+        """A new revision of the run's plan (an interactive run's next turn, an outside
+        value written in) gated, on the plan card and decided at boundary ``at``:
+        (plan, digest) when approved, else how the run ended."""
         profile, pool, mode = gate
         budgets = None if self.spent is None else self.spent.view_json()
         gated = self.ports.gate_and_card(
@@ -383,7 +378,6 @@ class _Run:
         if not gated.ok or gated.plan is None or gated.plan_digest is None:
             return self.end(RunStatus.FAILED, summary, gated.error_code, gated.error_message)
         self.trace.revision(gated.plan_digest)
-        at = f"@approval-data-{step.step_id}"
         refused = self.approval(gated.plan_digest, profile, summary, at)
         return refused if refused is not None else (gated.plan, gated.plan_digest)
 
@@ -403,12 +397,8 @@ class _Run:
         raw, _code, why = repairs.remainder(plan, position, step, final)
         if raw is None:
             return why
-        revise: JsonObject = {
-            "previous": plan.model_dump(mode="json"),
-            "previous_digest": digest,
-            "keep": position,
-            "ran": [s.step_id for s in plan.steps[: position + 1]],
-        }
+        ran = [s.step_id for s in plan.steps[: position + 1]]
+        revise = _revising(plan, digest, keep=position, ran=ran)
         profile, pool, mode = gate
         gated = self.ports.gate_and_card(
             self.run_id, raw, profile, pool, mode, revise=revise, repaired=True
@@ -417,3 +407,15 @@ class _Run:
             return f"the repaired plan was refused: {gated.error_message}"
         self.trace.revision(gated.plan_digest)
         return gated.plan, gated.plan_digest
+
+
+def _revising(plan: Plan, digest: str, *, keep: int, ran: list[str], **more: str) -> JsonObject:
+    """What ``gate_and_card`` holds a new revision of ``plan`` to: its first ``keep``
+    steps unchanged, none of the ``ran`` step ids used again (``policies.repair``)."""
+    return {
+        "previous": plan.model_dump(mode="json"),
+        "previous_digest": digest,
+        "keep": keep,
+        "ran": list[JsonValue](ran),
+        **more,
+    }
