@@ -20,5 +20,6 @@ CREATE TABLE slack_messages (
     closed_line   TEXT,
     PRIMARY KEY (sink_id, channel, ts)
 );
-CREATE INDEX slack_messages_open ON slack_messages (closed_at);
+-- only the open messages are looked through (each notifier pass that closes them)
+CREATE INDEX slack_messages_open ON slack_messages (posted_at, ts) WHERE closed_at IS NULL;
 CREATE INDEX slack_messages_run ON slack_messages (run_id);

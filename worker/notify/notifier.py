@@ -13,9 +13,10 @@ Each pass (every ``poll_s``):
    notifier that was away writes the latest only, not the ones it missed); one
    within ``approval.warn_before_expiry_s`` of the end of its wait (which denies
    it) gets one ``approval_expiring`` delivery per sink that asked;
-3. close: a message a Slack bot posted about a plan (``slack_messages``) whose plan
-   can no longer be decided (decided anywhere, edited, replaced by a new revision,
-   expired, its run ended) is marked closed, in one transaction with a
+3. close (with 2, every ``_ESCALATION_EVERY_S``): a message a Slack bot posted about
+   a plan (``slack_messages``) whose plan can no longer be decided (decided
+   anywhere, edited, replaced by a new revision, expired, its run ended) is marked
+   closed, in one transaction with a
    ``slack_update`` delivery that replaces it in Slack (``chat.update``: the buttons
    gone, a line saying what happened, who, when);
 4. deliver: due deliveries are claimed with a lease, sent, and marked delivered,
@@ -142,7 +143,8 @@ class Notifier(threading.Thread):
             self.escalate()
             self.remind()
             self.warn()
-        self.close()
+            # a scan of the open bot messages: at this cadence, not every pass
+            self.close()
         return self.deliver()
 
     def fan_out(self) -> int:
