@@ -56,7 +56,6 @@ from worker.notify.payload import (
     decidable,
     event_name,
     payload,
-    slack_message,
     slack_update,
 )
 from worker.notify.senders import DeliveryError, Posted, send
@@ -251,7 +250,7 @@ class Notifier(threading.Thread):
             conn, sink_id=sink.id, channel=posted.channel, ts=posted.ts,
             run_id=delivery.run_id, plan_digest=str(data["plan_digest"]),
             seq=int(str(data["seq"])), delivery_id=delivery.delivery_id,
-            message=slack_message(data, sink.buttons),
+            message=posted.message,
         )  # fmt: skip
 
     def deliver(self) -> int:

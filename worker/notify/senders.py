@@ -45,6 +45,7 @@ class Posted:
 
     channel: str
     ts: str
+    message: JsonObject  # what was posted (text and blocks), kept for the update
 
 
 def _secret(sink: Sink) -> bytes | None:
@@ -135,7 +136,7 @@ def _bot(sink: Sink, data: JsonObject) -> Posted | None:
     channel, ts = answer.get("channel"), answer.get("ts")
     if not isinstance(channel, str) or not isinstance(ts, str):
         raise DeliveryError("chat.postMessage: Slack's answer names no channel and ts")
-    return Posted(channel, ts)
+    return Posted(channel, ts, message)
 
 
 def send(sink: Sink, data: JsonObject) -> Posted | None:
