@@ -32,6 +32,7 @@ from policies.destinations import match_destination
 from policies.mcp import check_call as check_mcp_call
 from policies.step_inputs import input_problem
 from policies.taint import check_plan as check_taint
+from policies.taint import check_step_taint, tainted
 
 __all__ = [
     "PLAN_LEVEL",
@@ -237,17 +238,11 @@ def decide_plan(
             gate_plan(plan, pool, profile)
         except GatehouseError as exc:
             out.append(StepVerdict.refused(PLAN_LEVEL, exc))
-    tainted_refusal: GatehouseError | None = None
-    try:
-        check_taint(plan, profile)
-    except GatehouseError as exc:
-        tainted_refusal = exc
+    dirty = tainted(plan)
     for step in plan.steps:
-        if tainted_refusal is not None and tainted_refusal.details.get("step_id") == step.step_id:
-            out.append(StepVerdict.refused(step.step_id, tainted_refusal))
-            continue
         given = (inputs or {}).get(step.step_id)
         try:
+            check_step_taint(step, dirty, profile)
             check_step(step, step.input if given is None else given, pool, profile)
         except GatehouseError as exc:
             out.append(StepVerdict.refused(step.step_id, exc))

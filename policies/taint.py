@@ -32,6 +32,7 @@ __all__ = [
     "OUTSIDE_DATA",
     "check_plan",
     "check_resolved",
+    "check_step_taint",
     "outside_data",
     "position",
     "tainted",
@@ -148,8 +149,14 @@ def check_plan(plan: Plan, profile: PolicyProfile) -> None:
     """Refuse the plan at the first step an outside value would fill wrongly."""
     dirty = tainted(plan)
     for step in plan.steps:
-        if step.input_from is not None and step.input_from.step_id in dirty:
-            _check_position(step, position(step), profile)
+        check_step_taint(step, dirty, profile)
+
+
+def check_step_taint(step: PlanStep, dirty: set[str], profile: PolicyProfile) -> None:
+    """Refuse the step if an outside value would fill it wrongly (``dirty``: the plan's
+    ``tainted`` steps)."""
+    if step.input_from is not None and step.input_from.step_id in dirty:
+        _check_position(step, position(step), profile)
 
 
 def _flag(value: JsonValue) -> bool:

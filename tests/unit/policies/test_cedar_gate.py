@@ -10,7 +10,7 @@ import pytest
 
 from contracts import ErrorCode, GatehouseError, JsonObject, Plan, PolicyProfile, ToolPool
 from policies import catalog, cedar_gate
-from policies.gate import check_step, gate_plan
+from policies.gate import check_step, decide_plan, gate_plan
 from tests.unit.policies.test_mcp_policy import connector
 
 POOL = catalog.tool_pool("default").model
@@ -250,3 +250,16 @@ def test_at_run_time_the_approver_is_in_the_context() -> None:
         check_step(step, shell_input, POOL, cedar_gate.approved(profile, "bob"))
     assert caught.value.details["policy_ids"] == ["olga-approves-shell"]
     assert cedar_gate.approved(catalog.profile("default").model, "bob").cedar_rules is None
+
+
+def test_every_step_an_outside_value_would_fill_wrongly_is_refused_not_only_the_first() -> None:
+    whole = {"step_id": "get", "pointer": ""}
+    plan = _plan(
+        _http("get"),
+        {**_http("b"), "input": None, "input_from": whole},
+        {**_http("c"), "input": None, "input_from": whole},
+        _http("d"),
+    )
+    verdicts = {v.step_id: v for v in decide_plan(plan, POOL, catalog.profile("default").model)}
+    assert [s for s, v in verdicts.items() if not v.allowed] == ["b", "c"]
+    assert {verdicts[s].code for s in ("b", "c")} == {ErrorCode.TAINTED_INPUT.value}
