@@ -18,7 +18,6 @@ __all__ = [
     "all_versions",
     "keep",
     "run_principal",
-    "set_cedar_digest",
     "version",
 ]
 
@@ -62,14 +61,6 @@ class RunPrincipal:
 
     submitted_by: str
     cedar_digest: str | None
-
-
-def set_cedar_digest(conn: Conn, run_id: str, digest: str | None) -> None:
-    """Record which Cedar policy set file the run is held to (None: its profile names none)."""
-    conn.execute(
-        sa.text("UPDATE runs SET cedar_digest = :d WHERE run_id = :r"),
-        {"d": digest, "r": run_id},
-    )
 
 
 def run_principal(conn: Conn, run_id: str) -> RunPrincipal | None:

@@ -269,11 +269,17 @@ def set_status(
         conn.execute(sa.text("SELECT pg_notify(:c, :r)"), {"c": STATUS_CHANNEL, "r": run_id})
 
 
-def set_policy_digests(conn: Conn, run_id: str, profile_digest: str, pool_digest: str) -> None:
-    """Record exactly which profile and tool pool files the run is held to."""
+def set_policy_digests(
+    conn: Conn, run_id: str, profile_digest: str, pool_digest: str, cedar_digest: str | None
+) -> None:
+    """Record exactly which profile, tool pool and Cedar policy set files the run is
+    held to (``cedar_digest`` None: its profile names no policy set)."""
     conn.execute(
-        sa.text("UPDATE runs SET profile_digest = :p, tool_pool_digest = :t WHERE run_id = :r"),
-        {"p": profile_digest, "t": pool_digest, "r": run_id},
+        sa.text(
+            "UPDATE runs SET profile_digest = :p, tool_pool_digest = :t, cedar_digest = :c"
+            " WHERE run_id = :r"
+        ),
+        {"p": profile_digest, "t": pool_digest, "c": cedar_digest, "r": run_id},
     )
 
 

@@ -37,14 +37,16 @@ def _begun(s: Conn, run_id: str, arg: JsonObject, me: WorkerSettings) -> JsonObj
             ok=False, seed=seed, error_code=exc.code.value, error_message=exc.message
         ).model_dump(mode="json")
     runs.set_status(s, run_id, RunStatus.RUNNING, "compile")
-    runs.set_policy_digests(s, run_id, prof.digest, pool.digest)
     rules = prof.model.cedar_rules
-    policy_versions.set_cedar_digest(s, run_id, None if rules is None else rules.digest)
-    who = policy_versions.run_principal(s, run_id)
+    cedar_digest = None if rules is None else rules.digest
+    runs.set_policy_digests(s, run_id, prof.digest, pool.digest, cedar_digest)
+    profile = prof.model
+    if rules is not None:  # Cedar's requests are made for the run's submitter
+        who = policy_versions.run_principal(s, run_id)
+        profile = cedar_gate.bound(profile, None if who is None else who.submitted_by)
     return BeginResult(
         ok=True,
-        # Cedar's requests are made for the run's submitter.
-        profile=cedar_gate.bound(prof.model, None if who is None else who.submitted_by),
+        profile=profile,
         profile_digest=prof.digest,
         tool_pool=pool.model,
         tool_pool_digest=pool.digest,
