@@ -140,7 +140,7 @@ def _cedar_folder(where: Path, name: str) -> dict[str, Loaded[CedarRules]]:
             rules = load_policy_set(set_id, raw.decode("utf-8"), pools)
         except GatehouseError as exc:
             # A broken policy file must stop the process, not be skipped silently.
-            raise RuntimeError(f"{name}/{entry.name}: {exc.message}") from exc
+            raise RuntimeError(f"{name}/{entry.name}: {exc.code.value}: {exc.message}") from exc
         except (UnicodeDecodeError, ValidationError) as exc:
             raise RuntimeError(f"{name}/{entry.name} is invalid: {exc}") from exc
         out[set_id] = Loaded(rules, rules.digest, rules.text)

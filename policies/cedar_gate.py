@@ -240,20 +240,8 @@ def _compiled_pool(pool_json: str) -> tuple[cedarpy.Schema, cedarpy.Entities]:
     return schema, cedarpy.Entities.from_json_str(json.dumps(entities))
 
 
-# Compiled pools by the object's identity (kept alive here, so the id stays its own):
-# dumping a pool to key a cache would cost more than the decision.
-_BY_IDENTITY: dict[int, tuple[ToolPool, cedarpy.Schema, cedarpy.Entities]] = {}
-
-
 def _compiled(pool: ToolPool) -> tuple[cedarpy.Schema, cedarpy.Entities]:
-    hit = _BY_IDENTITY.get(id(pool))
-    if hit is not None and hit[0] is pool:
-        return hit[1], hit[2]
-    schema, entities = _compiled_pool(pool.model_dump_json())
-    if len(_BY_IDENTITY) >= 64:
-        _BY_IDENTITY.clear()
-    _BY_IDENTITY[id(pool)] = (pool, schema, entities)
-    return schema, entities
+    return _compiled_pool(pool.model_dump_json())
 
 
 @lru_cache(maxsize=64)

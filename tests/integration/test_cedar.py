@@ -195,6 +195,7 @@ def test_a_policy_naming_an_unknown_entity_is_refused_at_load(
             catalog.profile(PROFILE)
         message = str(caught.value)
         assert f"{PROFILE}.cedar" in message and 'Gatehouse::Connector::"ftp"' in message
+        assert "cedar_policy_invalid" in message  # the code docs/policies.md names
         cedar_file.write_text(POLICIES.replace('Action::"restricted_shell"', 'Action::"ssh"'))
         catalog.reload()
         with pytest.raises(RuntimeError, match="unrecognized action"):

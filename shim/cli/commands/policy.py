@@ -12,7 +12,6 @@ its approver; nothing is written and nothing is sent.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from datetime import UTC, datetime, timedelta
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 from contracts import (
     CedarRules,
     GatehouseError,
+    JsonObject,
     JsonValue,
     PolicyProfile,
     PolicyTestFile,
@@ -215,8 +215,6 @@ def _proposal(args: argparse.Namespace) -> tuple[Proposal, str, list[str] | None
         loaded = catalog.with_cedar(catalog.Loaded(model, sha256_hex(text.encode()), text), given)
         return Proposal(profile=loaded.model), loaded.digest, [model.profile_id]
     found = catalog.cedar_policy_set(given)
-    if found is not None and args.profile is None:
-        return Proposal(cedar=found.model), found.digest, None
     if found is not None:
         return Proposal(cedar=found.model, for_profile=args.profile), found.digest, None
     profile = catalog.profile(given)  # unknown_profile names the ones there are
@@ -245,13 +243,11 @@ def _what_if(args: argparse.Namespace) -> int:
 
 
 def _print_report(args: argparse.Namespace, report: WhatIfReport) -> None:
-    raw: JsonValue = json.loads(report.model_dump_json())
+    raw: JsonObject = report.model_dump(mode="json")
     if args.json:
         write_json(raw)
         return
-    totals: dict[str, JsonValue] = {
-        k: v for k, v in report.model_dump(mode="json").items() if k != "runs"
-    }
+    totals: dict[str, JsonValue] = {k: v for k, v in raw.items() if k != "runs"}
     changes: list[dict[str, JsonValue]] = [
         {
             "run_id": r.run_id,
