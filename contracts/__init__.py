@@ -96,6 +96,7 @@ from contracts.slack import (
     DecisionButton,
     SlackConfig,
     SlackUserId,
+    closed_slack_message,
     decision_button_value,
 )
 from contracts.tool_pool import (
@@ -245,6 +246,7 @@ __all__ = [
     "WhatIfReport",
     "canonical",
     "canonical_json",
+    "closed_slack_message",
     "decision_button_value",
     "digest_of",
     "load_settings_file",

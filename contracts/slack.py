@@ -22,7 +22,7 @@ from typing import Annotated
 from pydantic import Field, StringConstraints
 
 from contracts._base import Closed, Digest, Identifier
-from contracts._json import canonical_json
+from contracts._json import JsonObject, JsonValue, canonical_json
 
 __all__ = [
     "APPROVE_ACTION",
@@ -31,6 +31,7 @@ __all__ = [
     "DecisionButton",
     "SlackConfig",
     "SlackUserId",
+    "closed_slack_message",
     "decision_button_value",
 ]
 
@@ -62,3 +63,18 @@ def decision_button_value(run_id: str, plan_digest: str) -> str:
     """What a decision button carries back: the run and the digest of the plan the
     message showed, so a click decides on that plan and no other."""
     return canonical_json(DecisionButton(run_id=run_id, plan_digest=plan_digest).model_dump())
+
+
+def closed_slack_message(original: JsonObject | None, run_id: str, line: str) -> JsonObject:
+    """A message about a plan once nobody can decide on it: what it said (``original``:
+    its text and blocks), its buttons gone, ``line`` below. The same whether the shim
+    answers a click or a worker's bot updates the message it posted."""
+    text = f"Gatehouse: run {run_id}"
+    kept: list[JsonValue] = []
+    if original is not None:
+        text = str(original.get("text") or text)
+        blocks = original.get("blocks")
+        if isinstance(blocks, list):
+            kept = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "actions")]
+    kept.append({"type": "context", "elements": [{"type": "mrkdwn", "text": line}]})
+    return {"text": f"{text}: {line}", "blocks": kept}

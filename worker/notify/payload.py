@@ -31,6 +31,7 @@ from contracts import (
     RunStatus,
     Sink,
     canonical_json,
+    closed_slack_message,
     decision_button_value,
 )
 from ledger.notifications import PendingEvent, WaitingApproval, delivery_id
@@ -266,14 +267,6 @@ def slack_update(closing: Closing, line: str) -> JsonObject:
     """The delivery that replaces a bot's message about a plan once it closed: what it
     said, the buttons gone, ``line`` below (``chat.update``)."""
     message = closing.message
-    original = message.message
-    blocks = original.get("blocks")
-    kept: list[JsonValue] = [
-        b for b in (blocks if isinstance(blocks, list) else [])
-        if not (isinstance(b, dict) and b.get("type") == "actions")
-    ]  # fmt: skip
-    kept.append({"type": "context", "elements": [{"type": "mrkdwn", "text": line}]})
-    text = str(original.get("text") or f"Gatehouse: run {message.run_id}")
     return {
         "delivery_id": delivery_id(
             message.run_id,
@@ -287,8 +280,7 @@ def slack_update(closing: Closing, line: str) -> JsonObject:
         "why": closing.why,
         "channel": message.channel,
         "ts": message.ts,
-        "text": f"{text}: {line}",
-        "blocks": kept,
+        **closed_slack_message(message.message, message.run_id, line),
     }
 
 

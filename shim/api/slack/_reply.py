@@ -17,7 +17,13 @@ from datetime import UTC, datetime
 
 import httpx
 
-from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, QuorumView
+from contracts import (
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    QuorumView,
+    closed_slack_message,
+)
 from shim.api.slack._config import SlackDoor
 
 __all__ = [
@@ -50,15 +56,7 @@ def _when() -> str:
 
 def _replaced(original: JsonObject | None, run_id: str, line: str) -> JsonObject:
     """The message without its buttons, ``line`` added below what it said."""
-    kept: list[JsonValue] = []
-    text = f"Gatehouse: run {run_id}"
-    if original is not None:
-        text = str(original.get("text") or text)
-        blocks = original.get("blocks")
-        if isinstance(blocks, list):
-            kept = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "actions")]
-    kept.append({"type": "context", "elements": [{"type": "mrkdwn", "text": line}]})
-    return {"replace_original": True, "text": f"{text}: {line}", "blocks": kept}
+    return {"replace_original": True, **closed_slack_message(original, run_id, line)}
 
 
 def decided_message(
