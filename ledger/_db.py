@@ -47,6 +47,11 @@ __all__ = [
 
 APP_SCHEMA = "gatehouse"
 
+# SQLite's memory in a process, all connections together (bytes): a soft bound, past
+# which each connection's page cache recycles its pages. Without it every pooled
+# connection keeps up to 2 MiB of pages, filled as the database file grows.
+SQLITE_HEAP_LIMIT = 8 * 1024 * 1024
+
 # Ledger functions run on a plain connection (shim) or inside a DBOS
 # datasource transaction's session (worker); both execute SQL the same way.
 Conn: TypeAlias = Connection | Session
@@ -88,6 +93,9 @@ def _sqlite_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA journal_mode=WAL")
+    # Process-wide (every connection's page cache, DBOS's included): past it SQLite
+    # reuses cached pages instead of growing, so memory stays put as the file grows.
+    cur.execute(f"PRAGMA soft_heap_limit={SQLITE_HEAP_LIMIT}")
     cur.close()
 
 
@@ -111,12 +119,17 @@ def sqlalchemy_url(url: str) -> str:
     )
 
 
-def open_database(url: str, pool_size: int = 5, timeouts: PgTimeouts | None = None) -> Database:
+def open_database(url: str, pool_size: int = 10, timeouts: PgTimeouts | None = None) -> Database:
     """The engine for Gatehouse's own tables; on PostgreSQL every connection is
-    bounded by ``timeouts`` (the defaults when None), see ``ledger._net``."""
+    bounded by ``timeouts`` (the defaults when None), see ``ledger._net``.
+
+    At most ``pool_size`` connections, each kept once opened: a thread that finds
+    them all in use waits for one rather than opening (and, returning it, closing)
+    a connection of its own, which on PostgreSQL is a server process started per
+    request under load."""
     sa_url = sqlalchemy_url(url)
     if sa_url.startswith("sqlite"):
-        engine = sa.create_engine(sa_url, pool_pre_ping=True)
+        engine = sa.create_engine(sa_url, pool_size=pool_size, max_overflow=0, pool_pre_ping=True)
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
     else:
@@ -124,7 +137,7 @@ def open_database(url: str, pool_size: int = 5, timeouts: PgTimeouts | None = No
         engine = sa.create_engine(
             sa_url,
             pool_size=pool_size,
-            max_overflow=pool_size,
+            max_overflow=0,
             pool_pre_ping=True,
             connect_args=connect_args(bounds, f"-c search_path={APP_SCHEMA}"),
         )
