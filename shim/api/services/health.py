@@ -7,8 +7,9 @@ heartbeat within ``dead_after_s`` (the same limit after which the reaper
 declares a worker dead). Without such a worker a submitted run waits
 ``queued``; readiness says so instead of "ok". The report also counts the
 queued runs and the oldest one's age: runs can stay queued behind live
-workers too, since a run waiting for a decision or for input holds one of its
-worker's slots (GATEHOUSE_WORKER_CONCURRENCY).
+workers too, when every slot (GATEHOUSE_WORKER_CONCURRENCY) runs a stretch, or
+a submitter's runs hold its share (GATEHOUSE_WORKER_SHARE). A run waiting for a
+decision or for input holds no slot.
 """
 
 from __future__ import annotations

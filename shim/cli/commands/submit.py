@@ -153,8 +153,9 @@ def submit_warnings(ready: bool, report: JsonValue) -> list[str]:
     if isinstance(queue, dict) and isinstance(oldest, int | float) and oldest > STALE_QUEUE_S:
         return [
             f"{queue.get('queued')} run(s) queued, the oldest for {oldest:.0f} s, although"
-            " workers are live: each run waiting for approval or input holds one of its"
-            " worker's slots (GATEHOUSE_WORKER_CONCURRENCY); decide on them, or add workers"
-            " (gatehouse workers, gatehouse runs --status waiting_approval)"
+            " workers are live: their slots (GATEHOUSE_WORKER_CONCURRENCY) are taken by runs"
+            " executing, or this submitter's runs hold their share (GATEHOUSE_WORKER_SHARE);"
+            " runs waiting for a decision or for input hold none. Add workers"
+            " (gatehouse workers; gatehouse runs --status running)"
         ]
     return []

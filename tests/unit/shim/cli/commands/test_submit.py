@@ -30,6 +30,8 @@ def test_submit_warns_of_no_worker_and_of_a_full_one() -> None:
     stale: JsonValue = {**live, "queue": {"queued": 5, "oldest_queued_s": STALE_QUEUE_S + 1}}
     [warning] = submit_warnings(True, stale)
     assert warning.startswith("5 run(s) queued") and "GATEHOUSE_WORKER_CONCURRENCY" in warning
+    # waiting for people costs no slot since runs are split at decisions: not blamed
+    assert "GATEHOUSE_WORKER_SHARE" in warning and "hold none" in warning
     assert submit_warnings(False, "not json") == []
 
 
