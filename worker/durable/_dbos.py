@@ -74,6 +74,22 @@ def _queue(sys_db: SystemDatabase, name: str) -> Queue | None:
     return queue
 
 
+# Whether this worker runs the application's newest version, as last read, and when:
+# a claim would otherwise read the versions table in every pass (DBOS's own poll
+# does). A newer version registered by another worker is seen within _QUEUE_TTL_S;
+# until then this one may still claim work queued with no version, as it did before.
+_latest: list[tuple[float, SystemDatabase, bool]] = []
+
+
+def _is_latest(sys_db: SystemDatabase) -> bool:
+    now = time.monotonic()
+    if _latest and _latest[0][1] is sys_db and now - _latest[0][0] < _QUEUE_TTL_S:
+        return _latest[0][2]
+    latest = sys_db._is_latest_version(GlobalParams.app_version)
+    _latest[:] = [(now, sys_db, latest)]
+    return latest
+
+
 def dequeue_now(queue_name: str, partitions: Collection[str] | None = None) -> bool:
     """One pass of DBOS's own queue poll for ``queue_name``, now, in this thread: the
     queued workflows this worker has room for (its ``worker_concurrency``, and for
@@ -127,7 +143,7 @@ def _claim(
     try:
         ids, stopped = sys_db.start_queued_workflows(
             queue, GlobalParams.executor_id, GlobalParams.app_version, key, running, theirs,
-            owner_xid=owner,
+            owner_xid=owner, is_latest_version=_is_latest(sys_db),
         )  # fmt: skip
     except DBAPIError as exc:
         if sys_db.is_lock_conflict(exc) or sys_db.is_serialization_conflict(exc):
