@@ -181,7 +181,9 @@ def section(r: Results) -> str:
         "",
         "CPU per run, all rounds (sequential and in flight), ms: the system's own processes,"
         " the benchmark's process (Gatehouse's HTTP clients; a peer's caller only waits on"
-        " a pipe) and the PostgreSQL server over the same windows. On this machine's"
+        " a pipe) and the PostgreSQL backends of the system's database over the same"
+        " windows (those alive at a window's end: each system's pools keep their"
+        " connections, so none is missed). On this machine's"
         f" {os.cpu_count()} cores, runs/s cannot pass cores ÷ total CPU per run.",
         "",
         "| system | system processes | client | PostgreSQL | total | ceiling, runs/s"
