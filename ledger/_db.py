@@ -123,9 +123,10 @@ def open_database(url: str, pool_size: int = 10, timeouts: PgTimeouts | None = N
     """The engine for Gatehouse's own tables; on PostgreSQL every connection is
     bounded by ``timeouts`` (the defaults when None), see ``ledger._net``.
 
-    At most ``pool_size`` connections, each kept once opened: a thread that finds
-    them all in use waits for one rather than opening (and, returning it, closing)
-    a connection of its own, which on PostgreSQL is a server process started per
+    At most ``pool_size`` connections (on PostgreSQL ``timeouts.pool_size``,
+    GATEHOUSE_PG_POOL_SIZE), each kept once opened: a thread that finds them all
+    in use waits for one rather than opening (and, returning it, closing) a
+    connection of its own, which on PostgreSQL is a server process started per
     request under load."""
     sa_url = sqlalchemy_url(url)
     if sa_url.startswith("sqlite"):
@@ -136,7 +137,7 @@ def open_database(url: str, pool_size: int = 10, timeouts: PgTimeouts | None = N
         bounds = timeouts or PgTimeouts()
         engine = sa.create_engine(
             sa_url,
-            pool_size=pool_size,
+            pool_size=bounds.pool_size,
             max_overflow=0,
             pool_pre_ping=True,
             connect_args=connect_args(bounds, f"-c search_path={APP_SCHEMA}"),
@@ -145,10 +146,11 @@ def open_database(url: str, pool_size: int = 10, timeouts: PgTimeouts | None = N
     return Database(url=url, engine=engine)
 
 
-def system_engine(url: str, pool_size: int, timeouts: PgTimeouts | None = None) -> Engine | None:
+def system_engine(url: str, timeouts: PgTimeouts | None = None) -> Engine | None:
     """The engine DBOS keeps its system tables through, on PostgreSQL: DBOS's own
-    engine settings (``dbos._dbos_config``) with ``timeouts`` on every connection.
-    None on SQLite, where DBOS makes its own."""
+    engine settings (``dbos._dbos_config``) with ``timeouts`` on every connection,
+    and as many kept as Gatehouse's own pool (``timeouts.pool_size``). None on
+    SQLite, where DBOS makes its own."""
     sa_url = sqlalchemy_url(url)
     if sa_url.startswith("sqlite"):
         return None
@@ -157,7 +159,7 @@ def system_engine(url: str, pool_size: int, timeouts: PgTimeouts | None = None) 
     args["application_name"] = "dbos_transact"
     engine = sa.create_engine(
         sa_url,
-        pool_size=pool_size,
+        pool_size=bounds.pool_size,
         max_overflow=0,
         pool_timeout=30,
         pool_pre_ping=True,

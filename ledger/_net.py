@@ -67,6 +67,8 @@ class PgTimeouts:
     statement_s: float = 60.0
     idle_in_transaction_s: float = 60.0
     answer_s: float = 90.0
+    # Not a time: the connections each pool keeps (see ``ledger.open_database``).
+    pool_size: int = 10
 
     def options(self) -> str:
         """The server-side settings, as libpq ``options`` (``-c name=value`` each)."""
@@ -184,8 +186,11 @@ _ENV = {
     "statement_s": "GATEHOUSE_PG_STATEMENT_TIMEOUT_S",
     "idle_in_transaction_s": "GATEHOUSE_PG_IDLE_IN_TRANSACTION_S",
     "answer_s": "GATEHOUSE_PG_ANSWER_TIMEOUT_S",
+    "pool_size": "GATEHOUSE_PG_POOL_SIZE",
 }
-_WHOLE = frozenset({"connect_s", "keepalive_idle_s", "keepalive_interval_s", "keepalive_count"})
+_WHOLE = frozenset(
+    {"connect_s", "keepalive_idle_s", "keepalive_interval_s", "keepalive_count", "pool_size"}
+)
 
 
 def resolve_pg_timeouts(env: Mapping[str, str]) -> PgTimeouts:

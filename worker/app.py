@@ -31,7 +31,7 @@ from ledger import (
 from ledger.policy_versions import PolicyVersion
 from policies import catalog
 from worker.coordinator import install_handlers
-from worker.durable import SYS_DB_POOL_SIZE, UPKEEP, start_dbos, stop_dbos
+from worker.durable import UPKEEP, start_dbos, stop_dbos
 from worker.handlers import Handler
 from worker.handlers.opencode.supervisor import stop_running_server
 from worker.notify import Notifier
@@ -83,7 +83,7 @@ def _launch_once(
     settings: WorkerSettings, handlers: Mapping[DriverKind, Handler] | None = None
 ) -> Runtime:
     db: Database = open_database(settings.database_url, timeouts=settings.pg_timeouts)
-    sys_engine = system_engine(settings.database_url, SYS_DB_POOL_SIZE, settings.pg_timeouts)
+    sys_engine = system_engine(settings.database_url, settings.pg_timeouts)
     try:
         migrate(db)
         keep_catalog(db)

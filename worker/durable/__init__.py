@@ -23,7 +23,6 @@ Every durable name comes from ``contracts.durable``.
 """
 
 from worker.durable._launch import (
-    SYS_DB_POOL_SIZE,
     dbos_config,
     start_dbos,
     stop_dbos,
@@ -41,7 +40,6 @@ from worker.durable._workflows import (
 )
 
 __all__ = [
-    "SYS_DB_POOL_SIZE",
     "UPKEEP",
     "WORKFLOWS",
     "LivePorts",

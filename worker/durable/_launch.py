@@ -20,9 +20,10 @@ from worker.durable._wake import WorkWake
 from worker.durable._workflows import register
 from worker.runtime import WorkerSettings
 
-__all__ = ["SYS_DB_POOL_SIZE", "dbos_config", "start_dbos", "stop_dbos", "wakes_heard"]
+__all__ = ["dbos_config", "start_dbos", "stop_dbos", "wakes_heard"]
 
-# DBOS's system-database pool (its connections to the dbos schema).
+# DBOS's system-database pool on SQLite, where DBOS makes its own engine (on
+# PostgreSQL it is given ``ledger.system_engine``, sized by GATEHOUSE_PG_POOL_SIZE).
 SYS_DB_POOL_SIZE = 10
 
 # This process's listener for new work (PostgreSQL), stopped before DBOS is.

@@ -14,17 +14,12 @@ import threading
 
 from dbos import DBOS, DBOSClient, DBOSPortableJSONSerializer
 
-# DBOS's private modules, in this one place: the client's pool size (so its engine
-# carries the same connection bounds as ours) and the JSON serializer workers read.
 from contracts import INTENT_WORKFLOW, IntentJob, queue_partition
 from ledger import Conn, Database, migrate, open_database, stretches, system_engine
 from shim.api.services.watch import RunWatch
 from shim.settings import ShimSettings
 
-__all__ = ["CLIENT_POOL_SIZE", "Service"]
-
-# The DBOS client's connections to the system tables (DBOS's own default, 10).
-CLIENT_POOL_SIZE = 10
+__all__ = ["Service"]
 
 
 class Service:
@@ -36,9 +31,7 @@ class Service:
         migrate(self.db)
         DBOS.migrate(settings.database_url)
         # On PostgreSQL the client's engine carries the same connection bounds.
-        self._client_engine = system_engine(
-            settings.database_url, CLIENT_POOL_SIZE, settings.pg_timeouts
-        )
+        self._client_engine = system_engine(settings.database_url, settings.pg_timeouts)
         self.client = DBOSClient(
             system_database_url=settings.database_url,
             system_database_engine=self._client_engine,

@@ -4,9 +4,10 @@ checked, and turned into libpq parameters."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy.pool import QueuePool
 
 from contracts import GatehouseError
-from ledger import PgTimeouts, resolve_pg_timeouts
+from ledger import PgTimeouts, open_database, resolve_pg_timeouts, system_engine
 from ledger._net import connect_args
 from shim.settings import ShimSettings
 from worker.runtime import WorkerSettings
@@ -27,9 +28,10 @@ def test_each_setting_is_read() -> None:
             "GATEHOUSE_PG_STATEMENT_TIMEOUT_S": "4",
             "GATEHOUSE_PG_IDLE_IN_TRANSACTION_S": "6",
             "GATEHOUSE_PG_ANSWER_TIMEOUT_S": "8",
+            "GATEHOUSE_PG_POOL_SIZE": "6",
         }
     )
-    assert t == PgTimeouts(3, 2, 1, 4, 5.5, 4.0, 6.0, 8.0)
+    assert t == PgTimeouts(3, 2, 1, 4, 5.5, 4.0, 6.0, 8.0, 6)
     args = connect_args(t, "-c search_path=gatehouse")
     assert args["connect_timeout"] == 3
     assert args["keepalives"] == 1
@@ -53,6 +55,8 @@ def test_each_setting_is_read() -> None:
         ("GATEHOUSE_PG_TCP_USER_TIMEOUT_S", "0"),
         ("GATEHOUSE_PG_STATEMENT_TIMEOUT_S", "soon"),
         ("GATEHOUSE_PG_ANSWER_TIMEOUT_S", "60"),  # not more than the statement timeout
+        ("GATEHOUSE_PG_POOL_SIZE", "0"),
+        ("GATEHOUSE_PG_POOL_SIZE", "2.5"),
     ],
 )
 def test_a_bad_value_is_refused_with_its_name(name: str, value: str) -> None:
@@ -65,3 +69,17 @@ def test_both_processes_read_them() -> None:
     env = {"GATEHOUSE_PG_ANSWER_TIMEOUT_S": "75", "GATEHOUSE_DATABASE_URL": "sqlite:///x.db"}
     assert ShimSettings.from_env(env).pg_timeouts.answer_s == 75
     assert WorkerSettings.from_env(env).pg_timeouts.answer_s == 75
+
+
+def test_both_pools_of_a_process_keep_the_size_given() -> None:
+    url = "postgresql://nobody@127.0.0.1:1/none"  # engines connect lazily: nothing is dialled
+    bounds = resolve_pg_timeouts({"GATEHOUSE_PG_POOL_SIZE": "6"})
+    db, dbos = open_database(url, timeouts=bounds), system_engine(url, bounds)
+    assert dbos is not None
+    try:
+        for pool in (db.engine.pool, dbos.pool):
+            assert isinstance(pool, QueuePool)
+            assert (pool.size(), pool._max_overflow) == (6, 0)
+    finally:
+        db.dispose()
+        dbos.dispose()
