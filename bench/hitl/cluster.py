@@ -49,6 +49,10 @@ BEGIN = "<!-- bench:cluster begin -->"
 END = "<!-- bench:cluster end -->"
 WORKERS = (1, 2, 4)
 SHIMS = 2
+# Connections each pool of a process keeps (GATEHOUSE_PG_POOL_SIZE): 4 workers and 2
+# shims at 10 (130 at most) outgrow the server's default max_connections of 100; at
+# 6 they need 82 at most (docs/operators.md, "Sizing").
+POOL = 6
 IDLE_WINDOW_S = 5.0
 
 
@@ -79,7 +83,13 @@ def _until(check: Any, what: str, timeout: float = 60) -> None:
 
 def cluster(url: str, tmp: Path, workers: int, runs: int, callers: int) -> dict[str, Any]:
     """One configuration measured (see the module)."""
-    g = GatehouseSystem("postgres", url, tmp / f"workers-{workers}", share=None)
+    g = GatehouseSystem(
+        "postgres",
+        url,
+        tmp / f"workers-{workers}",
+        share=None,
+        env={"GATEHOUSE_PG_POOL_SIZE": str(POOL)},
+    )
     clients: list[httpx.Client] = []
     try:
         bases = [g.base] + [g.add_shim() for _ in range(SHIMS - 1)]
@@ -178,7 +188,8 @@ def section(found: list[dict[str, Any]], quick: bool) -> str:
         f"* when: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; PostgreSQL 15 on this"
         f" machine ({os.cpu_count()} cores, shared by every process below); {SHIMS} shims and"
         f" 1, 2 or 4 workers as separate processes ({WORKER_CONCURRENCY} slots each, a"
-        f" submitter's share {default_share(WORKER_CONCURRENCY)}); a run is 3 noop steps,"
+        f" submitter's share {default_share(WORKER_CONCURRENCY)}, `GATEHOUSE_PG_POOL_SIZE`"
+        f" {POOL} in every process); a run is 3 noop steps,"
         " submitted, approved when its card appears, until `succeeded`, by closed-loop"
         " callers spread over the shims, three in four as one submitter",
         "",

@@ -64,6 +64,7 @@ class GatehouseSystem:
         *,
         worker: bool = True,
         share: int | None = WORKER_CONCURRENCY,
+        env: dict[str, str] | None = None,
     ) -> None:
         """The shim and (unless ``worker`` is False: nothing runs, runs stay queued) a worker.
 
@@ -94,6 +95,7 @@ class GatehouseSystem:
         }
         if share is not None:
             self._env["GATEHOUSE_WORKER_SHARE"] = str(share)
+        self._env |= env or {}  # more settings, for every process started
         if not worker:
             # Intake alone is measured: the door's per-caller rate limits and the queue's
             # bound (which a shim with no worker fills at once) are lifted for it.
