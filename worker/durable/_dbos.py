@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import Generic, TypeVar
 
 from dbos import DBOS, Queue, SQLAlchemyDatasource
 
@@ -27,6 +28,8 @@ from sqlalchemy.exc import DBAPIError
 from ledger import storage_full
 
 __all__ = ["DatasourceOptions", "dequeue_now", "recover_pending_workflows", "wait_out_full_disk"]
+
+T = TypeVar("T")
 
 
 def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
@@ -53,41 +56,44 @@ def wait_out_full_disk(ds: SQLAlchemyDatasource) -> None:
     setattr(ds, "_is_serialization_error", transient)  # noqa: B010  (an instance's hook)
 
 
-# The queue's settings as last read, and when (monotonic): a pass on every hand-off
-# need not read the row each time (a round trip on approve → first step). DBOS's own
-# poll re-reads it each pass, so a change reaches this cache within _QUEUE_TTL_S.
-_QUEUE_TTL_S = 5.0
-# Held per DBOS instance: a process that launches DBOS again (tests do) reads anew.
-_queues: dict[str, tuple[float, SystemDatabase, Queue]] = {}
+# What a claim reads of DBOS's tables that seldom changes, as last read and when
+# (monotonic), so that a pass on every hand-off need not read it again (a round trip
+# each on approve → first step): the queue's settings, and whether this worker runs
+# the application's newest version. DBOS's own poll re-reads both every pass, so a
+# change (a queue's limits, another worker's newer version) is seen within _HELD_S;
+# until then this worker may still claim work queued with no version, as before.
+_HELD_S = 5.0
+
+
+class _Held(Generic[T]):
+    """One such answer, held per DBOS instance (a process that launches DBOS again,
+    as tests do, reads anew)."""
+
+    def __init__(self) -> None:
+        self._at = 0.0
+        self._sys_db: SystemDatabase | None = None
+        self._value: T | None = None
+
+    def get(self, sys_db: SystemDatabase, read: Callable[[], T | None]) -> T | None:
+        """``read()``, or its answer of under ``_HELD_S`` ago (None is never held)."""
+        now = time.monotonic()
+        if self._value is not None and self._sys_db is sys_db and now - self._at < _HELD_S:
+            return self._value
+        self._at, self._sys_db, self._value = now, sys_db, read()
+        return self._value
+
+
+_queues: dict[str, _Held[Queue]] = {}
+_latest: _Held[bool] = _Held()
 
 
 def _queue(sys_db: SystemDatabase, name: str) -> Queue | None:
-    now = time.monotonic()
-    held = _queues.get(name)
-    if held is not None and held[1] is sys_db and now - held[0] < _QUEUE_TTL_S:
-        return held[2]
-    queue = sys_db.get_queue(name)
-    if queue is None:
-        _queues.pop(name, None)
-        return None
-    _queues[name] = (now, sys_db, queue)
-    return queue
-
-
-# Whether this worker runs the application's newest version, as last read, and when:
-# a claim would otherwise read the versions table in every pass (DBOS's own poll
-# does). A newer version registered by another worker is seen within _QUEUE_TTL_S;
-# until then this one may still claim work queued with no version, as it did before.
-_latest: list[tuple[float, SystemDatabase, bool]] = []
+    return _queues.setdefault(name, _Held()).get(sys_db, lambda: sys_db.get_queue(name))
 
 
 def _is_latest(sys_db: SystemDatabase) -> bool:
-    now = time.monotonic()
-    if _latest and _latest[0][1] is sys_db and now - _latest[0][0] < _QUEUE_TTL_S:
-        return _latest[0][2]
-    latest = sys_db._is_latest_version(GlobalParams.app_version)
-    _latest[:] = [(now, sys_db, latest)]
-    return latest
+    version = GlobalParams.app_version
+    return bool(_latest.get(sys_db, lambda: sys_db._is_latest_version(version)))
 
 
 def dequeue_now(queue_name: str, partitions: Collection[str] | None = None) -> bool:
