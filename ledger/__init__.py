@@ -30,6 +30,7 @@ from ledger._config_file import (
 from ledger._db import (
     APP_SCHEMA,
     DEFAULT_DATABASE_URL,
+    SQLITE_POOL_SIZE,
     Conn,
     Database,
     database_unreachable,
@@ -44,11 +45,13 @@ from ledger._db import (
 from ledger._migrate import add_missing_views, migrate, pending_migrations
 from ledger._net import PgTimeouts, resolve_pg_timeouts
 from ledger._net import connect as pg_connect
+from ledger._net import connect_args as pg_connect_args
 
 __all__ = [
     "APP_SCHEMA",
     "CONFIG_FILE",
     "DEFAULT_DATABASE_URL",
+    "SQLITE_POOL_SIZE",
     "Conn",
     "Database",
     "PgTimeouts",
@@ -71,6 +74,7 @@ __all__ = [
     "open_database",
     "pending_migrations",
     "pg_connect",
+    "pg_connect_args",
     "plan_cards",
     "policy_versions",
     "recorded_plans",

@@ -28,6 +28,7 @@ from ledger._net import PgTimeouts, connect_args, timed_connect
 __all__ = [
     "APP_SCHEMA",
     "DEFAULT_DATABASE_URL",
+    "SQLITE_POOL_SIZE",
     "Conn",
     "Database",
     "corrupt",
@@ -51,6 +52,8 @@ APP_SCHEMA = "gatehouse"
 # which each connection's page cache recycles its pages. Without it every pooled
 # connection keeps up to 2 MiB of pages, filled as the database file grows.
 SQLITE_HEAP_LIMIT = 8 * 1024 * 1024
+# The connections a process keeps to a SQLite file (PostgreSQL's default, fixed).
+SQLITE_POOL_SIZE = PgTimeouts.pool_size
 
 # Ledger functions run on a plain connection (shim) or inside a DBOS
 # datasource transaction's session (worker); both execute SQL the same way.
@@ -119,18 +122,20 @@ def sqlalchemy_url(url: str) -> str:
     )
 
 
-def open_database(url: str, pool_size: int = 10, timeouts: PgTimeouts | None = None) -> Database:
+def open_database(url: str, timeouts: PgTimeouts | None = None) -> Database:
     """The engine for Gatehouse's own tables; on PostgreSQL every connection is
     bounded by ``timeouts`` (the defaults when None), see ``ledger._net``.
 
-    At most ``pool_size`` connections (on PostgreSQL ``timeouts.pool_size``,
-    GATEHOUSE_PG_POOL_SIZE), each kept once opened: a thread that finds them all
-    in use waits for one rather than opening (and, returning it, closing) a
+    At most ``timeouts.pool_size`` connections on PostgreSQL (GATEHOUSE_PG_POOL_SIZE),
+    ``SQLITE_POOL_SIZE`` on SQLite, each kept once opened: a thread that finds them
+    all in use waits for one rather than opening (and, returning it, closing) a
     connection of its own, which on PostgreSQL is a server process started per
     request under load."""
     sa_url = sqlalchemy_url(url)
     if sa_url.startswith("sqlite"):
-        engine = sa.create_engine(sa_url, pool_size=pool_size, max_overflow=0, pool_pre_ping=True)
+        engine = sa.create_engine(
+            sa_url, pool_size=SQLITE_POOL_SIZE, max_overflow=0, pool_pre_ping=True
+        )
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
     else:

@@ -7,8 +7,7 @@ import pytest
 from sqlalchemy.pool import QueuePool
 
 from contracts import GatehouseError
-from ledger import PgTimeouts, open_database, resolve_pg_timeouts, system_engine
-from ledger._net import connect_args
+from ledger import PgTimeouts, open_database, pg_connect_args, resolve_pg_timeouts, system_engine
 from shim.settings import ShimSettings
 from worker.runtime import WorkerSettings
 
@@ -32,7 +31,7 @@ def test_each_setting_is_read() -> None:
         }
     )
     assert t == PgTimeouts(3, 2, 1, 4, 5.5, 4.0, 6.0, 8.0, 6)
-    args = connect_args(t, "-c search_path=gatehouse")
+    args = pg_connect_args(t, "-c search_path=gatehouse")
     assert args["connect_timeout"] == 3
     assert args["keepalives"] == 1
     assert (args["keepalives_idle"], args["keepalives_interval"], args["keepalives_count"]) == (

@@ -9,17 +9,17 @@ from pathlib import Path
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
-from ledger import open_database
+from ledger import SQLITE_POOL_SIZE, open_database
 
 
 def test_connections_are_kept_and_never_more_than_the_pool(tmp_path: Path) -> None:
-    db = open_database(f"sqlite:///{tmp_path / 'g.sqlite'}", pool_size=3)
+    db, size = open_database(f"sqlite:///{tmp_path / 'g.sqlite'}"), SQLITE_POOL_SIZE
     opened: list[object] = []
     event.listen(db.engine, "connect", lambda conn, _rec: opened.append(conn))
     try:
-        held = [db.engine.connect() for _ in range(3)]
+        held = [db.engine.connect() for _ in range(size)]
         got: list[Connection] = []
-        # a fourth caller waits for one of the three instead of opening a fourth
+        # one caller more waits for one of them instead of opening its own
         waiter = threading.Thread(target=lambda: got.append(db.engine.connect()))
         waiter.start()
         waiter.join(timeout=0.3)
@@ -32,7 +32,7 @@ def test_connections_are_kept_and_never_more_than_the_pool(tmp_path: Path) -> No
         for _ in range(20):  # checked out and back again: nothing opened anew
             with db.engine.connect():
                 pass
-        assert len(opened) == 3
+        assert len(opened) == size
     finally:
         db.dispose()
 
