@@ -240,10 +240,6 @@ def _compiled_pool(pool_json: str) -> tuple[cedarpy.Schema, cedarpy.Entities]:
     return schema, cedarpy.Entities.from_json_str(json.dumps(entities))
 
 
-def _compiled(pool: ToolPool) -> tuple[cedarpy.Schema, cedarpy.Entities]:
-    return _compiled_pool(pool.model_dump_json())
-
-
 @lru_cache(maxsize=64)
 def _compiled_policies(text: str) -> cedarpy.PolicySet:
     return cedarpy.PolicySet.from_str(text)
@@ -455,7 +451,7 @@ def decide(
     rules = profile.cedar_rules
     if rules is None:
         return None
-    schema, entities = _compiled(pool)
+    schema, entities = _compiled_pool(pool.model_dump_json())
     request = request_for(step, step_input, connector, pool, profile)
     result = cedarpy.is_authorized(request, _compiled_policies(rules.text), entities, schema)
     diagnostics = result.diagnostics

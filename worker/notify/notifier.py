@@ -16,9 +16,8 @@ Each pass (every ``poll_s``):
 3. close (with 2, every ``_ESCALATION_EVERY_S``): a message a Slack bot posted about
    a plan (``slack_messages``) whose plan can no longer be decided (decided
    anywhere, edited, replaced by a new revision, expired, its run ended) is marked
-   closed, in one transaction with a
-   ``slack_update`` delivery that replaces it in Slack (``chat.update``: the buttons
-   gone, a line saying what happened, who, when);
+   closed, in one transaction with a ``slack_update`` delivery that replaces it in
+   Slack (``chat.update``: the buttons gone, a line saying what happened, who, when);
 4. deliver: due deliveries are claimed with a lease, sent, and marked delivered,
    or retried after ``backoff_s * 2^(n-1)`` (at most ``max_backoff_s``), or given up
    after ``max_attempts``. A worker killed mid-send loses its lease when it passes
