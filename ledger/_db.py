@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from contracts import ErrorCode, GatehouseError
 from ledger._config_file import DEFAULT_DATABASE_URL
-from ledger._net import PgTimeouts, connect_args, timed_connect
+from ledger._net import PgTimeouts, connect_args, still_open, timed_connect
 
 __all__ = [
     "APP_SCHEMA",
@@ -133,9 +133,8 @@ def open_database(url: str, timeouts: PgTimeouts | None = None) -> Database:
     request under load."""
     sa_url = sqlalchemy_url(url)
     if sa_url.startswith("sqlite"):
-        engine = sa.create_engine(
-            sa_url, pool_size=SQLITE_POOL_SIZE, max_overflow=0, pool_pre_ping=True
-        )
+        # no liveness check: a file's connection has no session to lose
+        engine = sa.create_engine(sa_url, pool_size=SQLITE_POOL_SIZE, max_overflow=0)
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
     else:
@@ -144,10 +143,10 @@ def open_database(url: str, timeouts: PgTimeouts | None = None) -> Database:
             sa_url,
             pool_size=bounds.pool_size,
             max_overflow=0,
-            pool_pre_ping=True,
             connect_args=connect_args(bounds, f"-c search_path={APP_SCHEMA}"),
         )
         event.listen(engine, "do_connect", timed_connect(bounds))
+        event.listen(engine, "checkout", still_open)
     return Database(url=url, engine=engine)
 
 
@@ -167,10 +166,10 @@ def system_engine(url: str, timeouts: PgTimeouts | None = None) -> Engine | None
         pool_size=bounds.pool_size,
         max_overflow=0,
         pool_timeout=30,
-        pool_pre_ping=True,
         connect_args=args,
     )
     event.listen(engine, "do_connect", timed_connect(bounds))
+    event.listen(engine, "checkout", still_open)
     return engine
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import select
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,7 +36,9 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.abc import PQGen
 from psycopg.conninfo import make_conninfo
+from psycopg.pq import ConnStatus, TransactionStatus
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DisconnectionError
 
 from contracts import ErrorCode, GatehouseError
 
@@ -46,6 +49,7 @@ __all__ = [
     "connect_args",
     "long_statements",
     "resolve_pg_timeouts",
+    "still_open",
     "timed_connect",
 ]
 
@@ -174,6 +178,43 @@ def timed_connect(timeouts: PgTimeouts) -> Callable[..., AnswerBoundConnection]:
         return conn
 
     return do_connect
+
+
+# What a socket with something to read, or a broken link, reports to poll(2).
+_SPOKE = select.POLLIN | select.POLLERR | select.POLLHUP
+
+
+def still_open(dbapi_conn: Any, _record: object, _proxy: object) -> None:
+    """A SQLAlchemy ``checkout`` listener: a pooled connection whose session ended
+    while it sat in the pool is replaced before anyone uses it, with no round trip.
+
+    An idle session has nothing to say: the server writes on a connection only in
+    answer to a command. When it ends one (``pg_terminate_backend``, a shutdown or
+    restart, its idle bounds) it writes a last error and closes the socket, and a
+    link the kernel gave up on (keepalives, the TCP user timeout) reports an error:
+    each makes the socket ready to read. Such a connection, or one psycopg already
+    knows is broken or left inside a transaction, is refused here
+    (``DisconnectionError``), and the pool opens another in its place.
+
+    This stands in for SQLAlchemy's ``pool_pre_ping``, a round trip on every
+    checkout (each one a transaction in PostgreSQL's statistics): half of what an
+    idle worker committed, and a round trip before every transaction of a run. What
+    neither notices, a server gone without a word before any keepalive lapsed, fails
+    the first statement instead of the ping, as a session ended between the ping and
+    the statement always could: either is the database away
+    (``ledger.database_unreachable``), a step tried again, an answer to try again."""
+    pg = dbapi_conn.pgconn
+    if (
+        dbapi_conn.closed
+        or pg.status != ConnStatus.OK
+        or pg.transaction_status != TransactionStatus.IDLE
+        or pg.socket < 0
+    ):
+        raise DisconnectionError("the pooled connection's session has ended")
+    watch = select.poll()
+    watch.register(pg.socket, _SPOKE)
+    if watch.poll(0):
+        raise DisconnectionError("the server spoke on an idle pooled connection: its session ended")
 
 
 # ------------------------------------------------------------ settings
