@@ -72,8 +72,10 @@ PACKAGES = (
     ("sqlite3", "/sqlite3/"),
 )
 _FRAME = re.compile(r"^(?P<fn>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
-# The pool's liveness check of a connection as it is checked out (pool_pre_ping).
-PING = "do_ping"
+# The pools' liveness checks of a connection as it is checked out: Gatehouse's
+# (ledger's ``still_open``, no round trip) and SQLAlchemy's ``pool_pre_ping`` (a round
+# trip; DBOS's own engine on SQLite has it).
+PING = ("still_open", "do_ping")
 
 
 @dataclass
@@ -201,7 +203,7 @@ def section(found: dict[str, dict[str, object]], runs: int) -> str:
         "Own share by package: the samples whose innermost frame is that package's code.",
         "",
         "| backend | process | kind | samples | ms/run while sampled | top packages (own share) |"
-        " pool's pre-ping (inclusive) |",
+        " pool's checkout check (inclusive) |",
         "|---|---|---|---|---|---|---|",
     ]
     for backend, f in found.items():
@@ -212,7 +214,7 @@ def section(found: dict[str, dict[str, object]], runs: int) -> str:
                 top = ", ".join(f"{k} {p.share(p.own, k):.0f} %" for k, _ in p.own.most_common(5))
                 # nested ping frames hold the same samples: the outermost's count
                 ping = max(
-                    (c for k, c in p.inclusive.items() if PING in k.split(" (")[0]), default=0
+                    (c for k, c in p.inclusive.items() if k.split(" (")[0].endswith(PING)), default=0
                 )
                 ping_share = 100.0 * ping / p.samples if p.samples else 0.0
                 ms = f[f"{kind} ms/run"]
@@ -247,9 +249,11 @@ NOTES = """What the figures mean:
   answer (`ledger/_net.py`): time in it is the database's round trips, not CPU.
 * `(no Gatehouse frame)`: DBOS's own threads (its queue poll, the step records it
   writes around each step, its notifier) and the HTTP server's.
-* The pool's pre-ping is SQLAlchemy checking a connection as it is taken from the
-  pool (`pool_pre_ping`, DBOS's default too): one round trip per transaction, there so
-  that a connection the database dropped (a restart) is replaced, not failed on.
+* The pool's checkout check is how a connection taken from a pool is known to be
+  usable, so that one the database dropped (a restart) is replaced, not failed on:
+  on PostgreSQL Gatehouse's `still_open` (`ledger/_net.py`), a look at the socket
+  with no round trip, in every pool of both processes; on SQLite, DBOS's own engine
+  keeps SQLAlchemy's `pool_pre_ping`, a statement per transaction.
 * The benchmark's own statement counters (`bench/hitl/_counting.py`) run in both
   processes and take 1 to 4 % of the samples.
 """
