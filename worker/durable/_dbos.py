@@ -11,6 +11,9 @@ import time
 from collections.abc import Callable, Collection
 from typing import Generic, TypeVar
 
+# DBOS's background jobs (delayed workflows made ready, workflow timeouts enforced):
+# how often one process of the application runs them. Read when DBOS launches.
+import dbos._workflow_commands as _jobs
 from dbos import DBOS, Queue, SQLAlchemyDatasource
 
 # One pass of the queue's claim and dispatch (``dequeue_now``): the calls DBOS's
@@ -27,7 +30,13 @@ from sqlalchemy.exc import DBAPIError
 
 from ledger import storage_full
 
-__all__ = ["DatasourceOptions", "dequeue_now", "recover_pending_workflows", "wait_out_full_disk"]
+__all__ = [
+    "DatasourceOptions",
+    "dequeue_now",
+    "quiet_background",
+    "recover_pending_workflows",
+    "wait_out_full_disk",
+]
 
 T = TypeVar("T")
 
@@ -37,6 +46,32 @@ def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
     adopts each; the ids of those handed over. DBOS 3.4 has no public call for
     this: its own recovery only runs at a process's start, for its own id."""
     return [h.get_workflow_id() for h in DBOS._recover_pending_workflows(executor_ids)]
+
+
+# What Gatehouse asks of DBOS's machinery it does not use (see ``quiet_background``).
+_JOBS_EVERY_S = 4.0  # under DBOS's 5 s idle bound on the jobs' lock transaction
+_INTERNAL_POLL_S = 10.0
+
+
+def quiet_background() -> None:
+    """Have DBOS's loops for features Gatehouse does not use run less often: before
+    ``DBOS.launch``, on the constructed instance.
+
+    DBOS 3.4 runs its background jobs (delayed workflows made ready, workflow
+    timeouts enforced: three transactions, the jobs' advisory lock included) once a
+    second, and polls its internal queue (where it recovers workflows that were on
+    no queue, and runs scheduled ones: two transactions) once a second, whether or
+    not anything uses them; on an idle worker that was five of its eight
+    transactions a second. Gatehouse queues every workflow on its own queues
+    (recovery keeps a workflow's queue), enqueues none with a delay or a timeout,
+    and schedules none. So the jobs run every ``_JOBS_EVERY_S`` and the internal
+    queue is polled every ``_INTERNAL_POLL_S``: anything DBOS itself puts there is
+    still run, that much later. Neither setting has a public name: the interval is a
+    module constant read at launch, and the internal queue's poll interval is an
+    attribute of the queue object, read on each pass."""
+    setattr(_jobs, "_BACKGROUND_JOBS_INTERVAL_SEC", _JOBS_EVERY_S)  # noqa: B010  (a module's constant)
+    internal = _get_dbos_instance()._registry.get_internal_queue()
+    internal._polling_interval_sec = _INTERNAL_POLL_S
 
 
 def wait_out_full_disk(ds: SQLAlchemyDatasource) -> None:

@@ -13,7 +13,7 @@ from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, SQLAlchemyDatasou
 
 from contracts import INTENT_QUEUE
 from ledger import Database, add_missing_views
-from worker.durable._dbos import wait_out_full_disk
+from worker.durable._dbos import quiet_background, wait_out_full_disk
 from worker.durable._expiry import close_client
 from worker.durable._state import set_datasource
 from worker.durable._wake import WorkWake
@@ -72,6 +72,7 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
         # notifications and its fallback poll): DBOS's queue thread is not started for
         # it, so two claims never count the same free slot (worker.durable._wake).
         DBOS.listen_queues([] if not db.is_sqlite else [INTENT_QUEUE])
+        quiet_background()  # DBOS's loops for what Gatehouse does not use, slower
         DBOS.launch()
         add_missing_views(db)  # those over DBOS's tables, which exist from here on
         DBOS.register_queue(
