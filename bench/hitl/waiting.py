@@ -56,6 +56,10 @@ TIMED = 20  # template runs timed idle, and again beside the waiting plans
 QUICK_TIMED = 5  # --quick: the harness proved, nothing judged
 TX_WINDOW_S = 10.0  # how long the transactions per second are counted over (--quick: 2 s)
 BACKLOG = (64, 10)  # one submitter's runs approved at once, and each one's noop steps
+# DBOS polls for schedules every second for its first minute, then every 30 s: the
+# idle count waits that minute out (not with --quick), so it is what an idle stack
+# costs from then on.
+STARTUP_S = 62.0
 SHIPPED_SHARE = default_share(WORKER_CONCURRENCY)
 
 
@@ -119,6 +123,7 @@ def waiting(
 ) -> dict[str, Any]:
     timed_n = QUICK_TIMED if quick else TIMED
     window = 2.0 if quick else TX_WINDOW_S
+    started = time.monotonic()
     g = GatehouseSystem(backend, url, tmp / "waiting", share=None)
     try:
         pid = g.pids()[1]
@@ -126,7 +131,13 @@ def waiting(
             g.one_run()  # warm
         time.sleep(2)
         idle_rss, idle_threads = rss_mib(pid), _threads(pid)
-        idle_tx = tx_per_s(url, window)
+        if not quick:
+            time.sleep(max(0.0, STARTUP_S - (time.monotonic() - started)))
+        counted = g.counts()
+        idle_tx = tx_per_s(url, window)  # the server's count (PostgreSQL; None on SQLite)
+        if idle_tx is None:
+            time.sleep(window)
+        idle_by_process = _per_s(counted, g.counts(), window)
         idle_ms, idle_runs = _timed(g, timed_n)
         to_card = _to_card(url, [r["run_id"] for r in idle_runs])
 
@@ -173,6 +184,7 @@ def waiting(
         "full_threads": full_threads,
         "held_workflows": held,
         "idle_tx": idle_tx,
+        "idle_by_process": idle_by_process,
         "beside_tx": beside_tx,
         "approve_to_step": _p50(phases.get("approval → first tool call starts", [])),
         "submit_to_card": _p50(to_card),
@@ -200,6 +212,18 @@ def _to_card(url: str, run_ids: list[str]) -> list[float]:
 
 def _ms(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+
+
+def _per_s(
+    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], seconds: float
+) -> dict[str, float]:
+    """Each process's transactions per second between two readings of its counts
+    (commits and rollbacks on every SQLAlchemy engine in it, DBOS's included)."""
+
+    def ended(c: dict[str, int]) -> int:
+        return c["commits"] + c["rollbacks"]
+
+    return {p: (ended(after[p]) - ended(before[p])) / seconds for p in ("worker", "shim")}
 
 
 def _tx(v: float | None) -> str:
@@ -301,13 +325,15 @@ def section(found: dict[str, dict[str, Any]], quick: bool) -> str:
                         r["submit_to_card"] <= 20,
                     )
                 )
-                rows.append(
-                    (
-                        "idle stack ≤ 2 database transactions/s per process (2 processes)",
-                        f"{_tx(r['idle_tx'])} for both",
-                        r["idle_tx"] is not None and r["idle_tx"] <= 4,
-                    )
+            per = r["idle_by_process"]
+            server = "" if r["idle_tx"] is None else f" (the server's count: {r['idle_tx']:.1f})"
+            rows.append(
+                (
+                    f"idle stack ≤ 2 database transactions/s per process ({b})",
+                    f"worker {per['worker']:.1f}, shim {per['shim']:.1f}" + server,
+                    max(per.values()) <= 2,
                 )
+            )
             for name, measured, met in rows:
                 lines.append(f"| {name} | {measured} | {'yes' if met else '**missed**'} |")
     lines += [
@@ -327,7 +353,9 @@ def section(found: dict[str, dict[str, Any]], quick: bool) -> str:
         f" worker as shipped (`GATEHOUSE_WORKER_SHARE` {SHIPPED_SHARE}: the queue is"
         " partitioned by submitter) and on one restarted with a share of every slot"
         " (`GATEHOUSE_WORKER_SHARE` 16, the queue as it was before: first queued, first"
-        " run); the last column counts the backlog's runs that ended first.",
+        " run); the last column counts the backlog's runs that ended first. The idle stack's"
+        " transactions are counted from its second minute on (DBOS looks for new schedules"
+        " every second in its first minute, then every 30 s).",
         END,
     ]
     return "\n".join(lines) + "\n"
