@@ -213,9 +213,8 @@ def section(found: dict[str, dict[str, object]], runs: int) -> str:
                 assert isinstance(p, Profile)
                 top = ", ".join(f"{k} {p.share(p.own, k):.0f} %" for k, _ in p.own.most_common(5))
                 # nested ping frames hold the same samples: the outermost's count
-                ping = max(
-                    (c for k, c in p.inclusive.items() if k.split(" (")[0].endswith(PING)), default=0
-                )
+                pings = (c for k, c in p.inclusive.items() if k.split(" (")[0].endswith(PING))
+                ping = max(pings, default=0)
                 ping_share = 100.0 * ping / p.samples if p.samples else 0.0
                 ms = f[f"{kind} ms/run"]
                 lines.append(
