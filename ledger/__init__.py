@@ -42,6 +42,7 @@ from ledger._db import (
     storage_full,
     system_engine,
 )
+from ledger._inhost import WakeSocket, wake_folder
 from ledger._migrate import add_missing_views, migrate, pending_migrations
 from ledger._net import PgTimeouts, resolve_pg_timeouts
 from ledger._net import connect as pg_connect
@@ -57,6 +58,7 @@ __all__ = [
     "PgTimeouts",
     "Telemetry",
     "Tls",
+    "WakeSocket",
     "add_missing_views",
     "anchors",
     "calls",
@@ -87,4 +89,5 @@ __all__ = [
     "storage_full",
     "stretches",
     "system_engine",
+    "wake_folder",
 ]

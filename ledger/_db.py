@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from contracts import ErrorCode, GatehouseError
 from ledger._config_file import DEFAULT_DATABASE_URL
+from ledger._inhost import send_pending, wake_folder
 from ledger._net import PgTimeouts, connect_args, still_open, timed_connect
 
 __all__ = [
@@ -137,6 +138,9 @@ def open_database(url: str, timeouts: PgTimeouts | None = None) -> Database:
         engine = sa.create_engine(sa_url, pool_size=SQLITE_POOL_SIZE, max_overflow=0)
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
+        folder = wake_folder(url)
+        if folder is not None:  # workers told of what a transaction queued, once it is over
+            event.listen(engine, "checkin", lambda _c, record: send_pending(folder, record.info))
     else:
         bounds = timeouts or PgTimeouts()
         engine = sa.create_engine(

@@ -38,6 +38,7 @@ from psycopg.abc import PQGen
 from psycopg.conninfo import make_conninfo
 from psycopg.pq import ConnStatus, TransactionStatus
 from sqlalchemy.engine import Connection
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import DisconnectionError
 
 from contracts import ErrorCode, GatehouseError
@@ -184,7 +185,7 @@ def timed_connect(timeouts: PgTimeouts) -> Callable[..., AnswerBoundConnection]:
 _SPOKE = select.POLLIN | select.POLLERR | select.POLLHUP
 
 
-def still_open(dbapi_conn: Any, _record: object, _proxy: object) -> None:
+def still_open(dbapi_conn: DBAPIConnection, _record: object, _proxy: object) -> None:
     """A SQLAlchemy ``checkout`` listener: a pooled connection whose session ended
     while it sat in the pool is replaced before anyone uses it, with no round trip.
 
@@ -203,6 +204,8 @@ def still_open(dbapi_conn: Any, _record: object, _proxy: object) -> None:
     the first statement instead of the ping, as a session ended between the ping and
     the statement always could: either is the database away
     (``ledger.database_unreachable``), a step tried again, an answer to try again."""
+    if not isinstance(dbapi_conn, psycopg.Connection):
+        return
     pg = dbapi_conn.pgconn
     if (
         dbapi_conn.closed

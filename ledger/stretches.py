@@ -16,9 +16,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, JsonValue, StretchJob, queue_partition
 from ledger._db import Conn, is_postgres, iso, now_iso
+from ledger._inhost import after_transaction
 
 if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
     from dbos import DBOSClient, EnqueueOptions
@@ -81,10 +83,14 @@ def queue_in_transaction(
 
 def notify_work(conn: Conn, partition: str) -> None:
     """Inside the transaction that queues work for workers, in this queue
-    partition: tell them when it commits (PostgreSQL; on SQLite the workers'
-    queue poll finds it)."""
+    partition: tell them when it commits (PostgreSQL ``NOTIFY``; on SQLite a
+    datagram to each worker on the host once the transaction is over,
+    ``ledger._inhost``)."""
     if is_postgres(conn):
         conn.execute(sa.text("SELECT pg_notify(:c, :w)"), {"c": WORK_CHANNEL, "w": partition})
+        return
+    connection = conn.connection() if isinstance(conn, Session) else conn
+    after_transaction(connection.info, partition)
 
 
 @dataclass(frozen=True)
