@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
@@ -173,10 +172,9 @@ def test_an_expired_wait_ends_its_run_with_nothing_waiting_it_out(
 
 
 def test_workers_hear_of_new_work_at_once(stack: Stack) -> None:
-    """On PostgreSQL a worker is told of an intent and of a decision's hand-off by a
-    notification sent with it, and claims the work then, not at its next poll."""
-    if stack.backend != "postgres":
-        pytest.skip("SQLite has no notifications: there the queue poll is the pick-up")
+    """A worker is told of an intent and of a decision's hand-off by a notification
+    sent with it (PostgreSQL NOTIFY; SQLite a datagram within the host), and claims
+    the work then, not at its next poll."""
     before = wakes_heard()
     stack.finished_run(steps=1)
     assert wakes_heard() > before

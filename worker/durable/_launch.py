@@ -12,11 +12,11 @@ import sqlalchemy as sa
 from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, SQLAlchemyDatasource
 
 from contracts import INTENT_QUEUE
-from ledger import Database, add_missing_views
+from ledger import Database, add_missing_views, wake_folder
 from worker.durable._dbos import quiet_background, wait_out_full_disk
 from worker.durable._expiry import close_client
 from worker.durable._state import set_datasource
-from worker.durable._wake import WorkWake
+from worker.durable._wake import WorkWake, inhost_ear, postgres_ear
 from worker.durable._workflows import register
 from worker.runtime import WorkerSettings
 
@@ -68,10 +68,19 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
         )
         wait_out_full_disk(ds)
         set_datasource(ds)
-        # On PostgreSQL the wake thread is the one claimer of the intent queue (its
-        # notifications and its fallback poll): DBOS's queue thread is not started for
-        # it, so two claims never count the same free slot (worker.durable._wake).
-        DBOS.listen_queues([] if not db.is_sqlite else [INTENT_QUEUE])
+        # The wake thread is the one claimer of the intent queue (its notifications
+        # and its fallback poll): DBOS's queue thread is not started for it, so two
+        # claims never count the same free slot (worker.durable._wake). A SQLite
+        # database with no file (nothing to tell its workers by) leaves it to DBOS.
+        folder = wake_folder(settings.database_url)
+        ear = (
+            postgres_ear(settings.database_url, settings.pg_timeouts)
+            if not db.is_sqlite
+            else None
+            if folder is None
+            else inhost_ear(folder)
+        )
+        DBOS.listen_queues([] if ear is not None else [INTENT_QUEUE])
         quiet_background()  # DBOS's loops for what Gatehouse does not use, slower
         DBOS.launch()
         add_missing_views(db)  # those over DBOS's tables, which exist from here on
@@ -82,8 +91,8 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
             partition_worker_concurrency=settings.worker_share,
             polling_interval_sec=settings.queue_poll_s,
         )
-        if not db.is_sqlite:  # told of new work at once; the poll is the fallback
-            wake = WorkWake(settings.database_url, settings.pg_timeouts, settings.queue_poll_s)
+        if ear is not None:  # told of new work at once; the poll is the fallback
+            wake = WorkWake(ear, settings.queue_poll_s)
             wake.start()
             _wakes.append(wake)
     except BaseException:

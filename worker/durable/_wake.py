@@ -1,29 +1,29 @@
-"""A worker told of new work at once: PostgreSQL ``LISTEN`` on the work channel.
+"""A worker told of new work at once: PostgreSQL ``LISTEN``, or on SQLite a socket.
 
-Whoever queues work for workers also sends ``pg_notify(ledger.stretches.WORK_CHANNEL,
-…)``, delivered when it commits: in the transaction that queues it (the shim's
-intent, a decision's hand-off to a run's next stretch, a fork, the expiry sweep's
-hand-off) or right after it (a replay or explain request, which DBOS's client
-queues in a transaction of its own). Each worker listens on one connection; a
-notification (however many arrived together) runs one pass of DBOS's queue
-claim now (``_dbos.dequeue_now``), in the queue partitions the notifications
-name (each names the partition its work was put in). While the worker is full
-(or took all it had room for, or a partition was at its share), it looks again,
-at every partition, every ``_BACKLOG_S`` until a pass finds room and nothing
-more: a slot that frees up is filled at once. Each time the connection starts
-listening (the worker's start, a reconnect) one pass runs at once for what was
-queued meanwhile.
+Whoever queues work for workers also tells them (``ledger.stretches.notify_work``):
+on PostgreSQL ``pg_notify(ledger.stretches.WORK_CHANNEL, …)``, delivered when the
+transaction commits; on SQLite a datagram to each worker's socket on the host once
+it is over (``ledger._inhost``). That is done by the transaction that queues the
+work (the shim's intent, a decision's hand-off to a run's next stretch, a fork, the
+expiry sweep's hand-off) or right after it (a replay or explain request, which
+DBOS's client queues in a transaction of its own). Each worker listens on one
+connection (SQLite: one socket); a notification (however many arrived together)
+runs one pass of DBOS's queue claim now (``_dbos.dequeue_now``), in the queue
+partitions the notifications name (each names the partition its work was put in).
+While the worker is full (or took all it had room for, or a partition was at its
+share), it looks again, at every partition, every ``_BACKLOG_S`` until a pass finds
+room and nothing more: a slot that frees up is filled at once. Each time the
+worker starts listening (its start, a reconnect) one pass runs at once for what
+was queued meanwhile.
 
-On PostgreSQL this thread is the worker's only claimer of the intent queue:
-DBOS's own queue thread is not started for it (``DBOS.listen_queues``), and the
-fallback poll, a pass at every partition each ``GATEHOUSE_QUEUE_POLL_S``, runs
-here (work queued by DBOS itself, a dead worker's runs re-enqueued, is found
-there; so is everything while the listening connection is down). One claimer per
+This thread is the worker's only claimer of the intent queue: DBOS's own queue
+thread is not started for it (``DBOS.listen_queues``), and the fallback poll, a
+pass at every partition each ``GATEHOUSE_QUEUE_POLL_S``, runs here (work queued
+by DBOS itself, a dead worker's runs re-enqueued, is found there; so is everything
+while the listening connection is down, or a datagram was lost). One claimer per
 process matters: a claim counts this worker's running workflows in memory before
-it claims and registers what it claimed only after, so two claimers at once
-could each see room for the same slot and a submitter could hold more than its
-share. SQLite has no notifications: there DBOS's queue thread polls, alone (its
-default interval is short for that reason).
+it claims and registers what it claimed only after, so two claimers at once could
+each see room for the same slot and a submitter could hold more than its share.
 """
 
 from __future__ import annotations
@@ -31,24 +31,64 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 
 from contracts import INTENT_QUEUE
-from ledger import PgTimeouts, pg_connect, stretches
+from ledger import PgTimeouts, WakeSocket, pg_connect, stretches
 from worker.durable._dbos import dequeue_now
 
-__all__ = ["WorkWake"]
+__all__ = ["WorkWake", "inhost_ear", "postgres_ear"]
 
 _log = logging.getLogger("gatehouse.wake")
 _RETRY_S = 1.0
 _BACKLOG_S = 0.05  # how soon to look again while queued work may be waiting
 
+# What a worker listens with: opened, then asked for the partitions named within a
+# timeout (empty when none were), and closed when it fails or the worker stops.
+Hear = Callable[[float], set[str]]
+Ear = Callable[[], AbstractContextManager[Hear]]
+
+
+def postgres_ear(database_url: str, timeouts: PgTimeouts) -> Ear:
+    """``LISTEN`` on the work channel, on a connection of its own."""
+
+    @contextmanager
+    def opened() -> Iterator[Hear]:
+        with pg_connect(database_url, timeouts, autocommit=True) as conn:
+            conn.execute(f"LISTEN {stretches.WORK_CHANNEL}")
+
+            def hear(timeout: float) -> set[str]:
+                told = {n.payload for n in conn.notifies(timeout=timeout, stop_after=1)}
+                if told:  # the rest of the batch, without waiting
+                    told |= {n.payload for n in conn.notifies(timeout=0)}
+                return told
+
+            yield hear
+
+    return opened
+
+
+def inhost_ear(folder: Path) -> Ear:
+    """A datagram socket in the SQLite database's wake folder (``ledger._inhost``)."""
+
+    @contextmanager
+    def opened() -> Iterator[Hear]:
+        ear = WakeSocket(folder)
+        try:
+            yield ear.hear
+        finally:
+            ear.close()
+
+    return opened
+
 
 class WorkWake:
-    """The listening thread of one worker (PostgreSQL only)."""
+    """The listening thread of one worker."""
 
-    def __init__(self, database_url: str, timeouts: PgTimeouts, poll_s: float) -> None:
-        self._url = database_url
-        self._timeouts = timeouts
+    def __init__(self, ear: Ear, poll_s: float) -> None:
+        self._ear = ear
         self._poll_s = poll_s  # the fallback pass at every partition
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gatehouse-wake", daemon=True)
@@ -72,21 +112,17 @@ class WorkWake:
                 self._stop.wait(_RETRY_S)
 
     def _listen(self) -> None:
-        with pg_connect(self._url, self._timeouts, autocommit=True) as conn:
-            conn.execute(f"LISTEN {stretches.WORK_CHANNEL}")
-            # work queued before this connection listened (a worker starting on a
+        with self._ear() as hear:
+            # work queued before this worker listened (a worker starting on a
             # backlog, or back after a reconnect): claimed at once, not at the next poll
             backlog = True
             last_full = time.monotonic()
             while not self._stop.is_set():
                 # one pass for every batch of notifications that arrived together
                 due_in = last_full + self._poll_s - time.monotonic()
-                wait = _BACKLOG_S if backlog else max(0.0, min(1.0, due_in))
-                told = {n.payload for n in conn.notifies(timeout=wait, stop_after=1)}
+                told = hear(_BACKLOG_S if backlog else max(0.0, min(1.0, due_in)))
                 if told:
                     self.woken += 1
-                    # the rest of the batch, without waiting
-                    told |= {n.payload for n in conn.notifies(timeout=0)}
                 full = backlog or time.monotonic() - last_full >= self._poll_s
                 if told or full:
                     # a backlog or fallback pass looks at every partition; a

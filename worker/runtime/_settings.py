@@ -49,7 +49,7 @@ class WorkerSettings:
     worker_concurrency: int
     # How many of its slots one queue partition (one submitter's work) may hold at once.
     worker_share: int
-    queue_poll_s: float  # how often this worker looks for queued work (PostgreSQL: a fallback)
+    queue_poll_s: float  # how often this worker looks for queued work it was not told of
     # SQLite only (PostgreSQL wakes waits by LISTEN/NOTIFY): how often a waiting
     # run looks for the message that wakes it (an approval, a cancel, a reply).
     wake_poll_s: float
@@ -104,10 +104,9 @@ class WorkerSettings:
                 f"GATEHOUSE_WORKER_SHARE must be from 1 to GATEHOUSE_WORKER_CONCURRENCY"
                 f" ({concurrency}); it is {share}",
             )
-        # PostgreSQL tells workers of new work (worker.durable's wake): there the poll
-        # is only the fallback. SQLite has no notifications: the poll is the pick-up.
-        sqlite = url.startswith("sqlite")
-        queue_poll = _seconds(e, "GATEHOUSE_QUEUE_POLL_S", "0.05" if sqlite else "1")
+        # Workers are told of new work (worker.durable's wake: PostgreSQL NOTIFY, on
+        # SQLite a datagram within the host): the poll is only the fallback.
+        queue_poll = _seconds(e, "GATEHOUSE_QUEUE_POLL_S", "1")
         wake_poll = _seconds(e, "GATEHOUSE_WAKE_POLL_S", "0.05")
         heartbeat = _seconds(e, "GATEHOUSE_HEARTBEAT_S", "1")
         dead_after = _seconds(e, "GATEHOUSE_DEAD_AFTER_S", "6")
