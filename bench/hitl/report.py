@@ -281,8 +281,9 @@ def section(r: Results) -> str:
         "",
         "* Gatehouse: the shim (uvicorn) and one worker as separate processes"
         f" (`GATEHOUSE_WORKER_CONCURRENCY={WORKER_CONCURRENCY}`, other settings default: the"
-        " queue is polled every 0.05 s, and on SQLite a waiting run looks for its wake-up every"
-        " 0.05 s), driven over HTTP: submit a `run-plan` of three `noop`"
+        " worker is told of queued work at once (PostgreSQL `LISTEN`; SQLite a datagram within"
+        " the host) and polls for it every 1 s besides), driven over HTTP: submit a `run-plan`"
+        " of three `noop`"
         " steps, wait for the plan card with `GET /runs/{id}/wait` (a long poll the shim"
         " answers when the run's status changes: LISTEN/NOTIFY on PostgreSQL, a 10 ms look"
         " at one row on SQLite), approve it with its digest, wait until `succeeded`. How soon"

@@ -343,7 +343,7 @@ def section(found: dict[str, dict[str, Any]], quick: bool) -> str:
         " a waiting plan still costs is its rows, and the reaper's expiry sweep reading the"
         " index of parked runs once a heartbeat. Approve → first step is the decision's"
         " hand-off: the next stretch is a DBOS queue entry written with the decision, claimed"
-        " when the worker hears of it (PostgreSQL `LISTEN`; SQLite: its 0.05 s queue poll)"
+        " when the worker hears of it (PostgreSQL `LISTEN`; SQLite: a datagram within the host)"
         " and run from"
         " the ledger up to the decision. Submit → plan card is a run submitted alone on the idle"
         " stack (pick-up, compile, gate, the card). Worker threads are alive, not held: DBOS's"
