@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a cli
     from dbos import DBOSClient, EnqueueOptions
 
 __all__ = [
+    "ANY_PARTITION",
     "WORK_CHANNEL",
     "HandedOff",
     "Handoff",
@@ -52,6 +53,9 @@ __all__ = [
 # Where workers hear of new queued work (PostgreSQL NOTIFY, delivered at commit);
 # the payload is the queue partition the work was put in.
 WORK_CHANNEL = "gatehouse_work"
+# The payload of a notification about work in any partitions (runs put back on the
+# queue: a dead worker's, those a full disk stopped): look at every partition.
+ANY_PARTITION = ""
 
 
 def enqueue_options(

@@ -25,7 +25,7 @@ from ledger import Conn, Database, cancels, executors, storage_full, stretches
 from worker.durable._cancel import end_cancelled
 from worker.durable._dbos import recover_pending_workflows
 from worker.durable._expiry import expire_waits
-from worker.runtime import Pass, Runtime, Upkeep, resumed, stranded_now
+from worker.runtime import Pass, Runtime, Upkeep, resumed, runtime, stranded_now
 
 __all__ = [
     "UPKEEP",
@@ -41,7 +41,21 @@ _log = logging.getLogger("gatehouse.storage")
 
 def hand_over(executor_ids: list[str]) -> list[str]:
     """Re-enqueue the PENDING workflows of these dead workers; the ids handed over."""
-    return recover_pending_workflows(executor_ids)
+    ids = recover_pending_workflows(executor_ids)
+    if ids:
+        _tell_workers()
+    return ids
+
+
+def _tell_workers() -> None:
+    """Tell the workers that runs were put back on the queue, in any partitions
+    (``worker.durable._wake``), so one claims them now, not at its next poll. Best
+    effort: that poll finds them if this cannot be said."""
+    try:
+        with runtime().db.engine.begin() as conn:
+            stretches.notify_work(conn, stretches.ANY_PARTITION)
+    except Exception:  # noqa: BLE001  (the fallback poll covers it)
+        _log.debug("could not tell the workers of re-queued runs", exc_info=True)
 
 
 def pending(executor_id: str, app_version: str) -> int:
@@ -76,6 +90,7 @@ def resume_stranded(db: Database) -> list[str]:
         resumed(workflow_id)
     if done:
         _log.warning("resumed %d run(s) stopped by a full disk", len(done))
+        _tell_workers()
     return done
 
 
@@ -95,6 +110,7 @@ def requeue_orphaned(db: Database, workflow_ids: list[str]) -> list[str]:
         return []
     if requeued:
         _log.warning("re-queued %d run(s) a full disk had ended in DBOS", len(requeued))
+        _tell_workers()
     return requeued
 
 
@@ -117,6 +133,7 @@ def due(conn: Conn, app_version: str) -> Pass | None:
         if unkeyed:
             with rt.db.engine.begin() as c:
                 executors.key_unkeyed(c, INTENT_QUEUE, LEGACY_PARTITION)
+                stretches.notify_work(c, LEGACY_PARTITION)
         ended = end_cancelled(rt, cancelled) if cancelled else []
         requeued = requeue_orphaned(rt.db, errored) if errored else []
         return ended + requeued + (expire_waits(rt, expired) if expired else [])

@@ -123,7 +123,11 @@ class WorkWake:
                 told = hear(_BACKLOG_S if backlog else max(0.0, min(1.0, due_in)))
                 if told:
                     self.woken += 1
-                full = backlog or time.monotonic() - last_full >= self._poll_s
+                full = (
+                    backlog
+                    or stretches.ANY_PARTITION in told
+                    or time.monotonic() - last_full >= self._poll_s
+                )
                 if told or full:
                     # a backlog or fallback pass looks at every partition; a
                     # notification at the partitions it names
