@@ -49,6 +49,7 @@ __all__ = [
     "list_executors",
     "mark_reaped",
     "mark_stopped",
+    "queued",
     "renew_lease",
     "requeue_errored",
     "seize_lease",
@@ -304,6 +305,13 @@ def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[
 _UNKEYED = (
     " WHERE queue_name = :q AND status IN ('ENQUEUED', 'PENDING') AND queue_partition_key IS NULL"
 )
+
+
+def queued(conn: Conn, queue_name: str) -> bool:
+    """Whether any workflow waits on ``queue_name`` to be claimed (``ENQUEUED``)."""
+    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    query = f"SELECT 1 FROM {wf} WHERE queue_name = :q AND status = 'ENQUEUED' LIMIT 1"  # noqa: S608  (fixed names)
+    return conn.execute(sa.text(query), {"q": queue_name}).first() is not None
 
 
 def unkeyed(conn: Conn, queue_name: str) -> bool:

@@ -24,6 +24,7 @@ Every durable name comes from ``contracts.durable``.
 
 from worker.durable._launch import (
     dbos_config,
+    looks_taken,
     start_dbos,
     stop_dbos,
     wakes_heard,
@@ -46,6 +47,7 @@ __all__ = [
     "dbos_config",
     "explain_workflow",
     "intent_workflow",
+    "looks_taken",
     "register",
     "replay_workflow",
     "start_dbos",

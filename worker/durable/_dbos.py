@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Collection
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 # DBOS's background jobs (delayed workflows made ready, workflow timeouts enforced):
 # how often one process of the application runs them. Read when DBOS launches.
@@ -33,6 +33,7 @@ from ledger import storage_full
 __all__ = [
     "DatasourceOptions",
     "dequeue_now",
+    "hold_queue_listing",
     "quiet_background",
     "recover_pending_workflows",
     "wait_out_full_disk",
@@ -49,8 +50,9 @@ def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
 
 
 # What Gatehouse asks of DBOS's machinery it does not use (see ``quiet_background``).
-_JOBS_EVERY_S = 4.0  # under DBOS's 5 s idle bound on the jobs' lock transaction
-_INTERNAL_POLL_S = 10.0
+_JOBS_EVERY_S = 4.5  # under DBOS's 5 s idle bound on the jobs' lock transaction
+_INTERNAL_POLL_S = 30.0
+_LISTING_S = 30.0
 
 
 def quiet_background() -> None:
@@ -72,6 +74,24 @@ def quiet_background() -> None:
     setattr(_jobs, "_BACKGROUND_JOBS_INTERVAL_SEC", _JOBS_EVERY_S)  # noqa: B010  (a module's constant)
     internal = _get_dbos_instance()._registry.get_internal_queue()
     internal._polling_interval_sec = _INTERNAL_POLL_S
+
+
+def hold_queue_listing() -> None:
+    """After ``DBOS.launch``, on a worker that listens to none of the application's
+    queues (``DBOS.listen_queues([])``: Gatehouse's wake thread claims its work):
+    DBOS's queue thread lists the queues every second, to start a poller for any new
+    one it listens to, and so discards the answer; the list is read at most every
+    ``_LISTING_S`` instead (any other caller in this process is answered as late).
+    The interval is a local variable of that thread, and the list a method of the
+    system database object: replaced on the instance."""
+    sys_db = _get_dbos_instance()._sys_db
+    read = sys_db.list_queues
+    held: _Held[list[Queue]] = _Held(_LISTING_S)
+
+    def listed(*args: Any, **kwargs: Any) -> list[Queue]:
+        return held.get(sys_db, lambda: read(*args, **kwargs)) or []
+
+    setattr(sys_db, "list_queues", listed)  # noqa: B010  (an instance's method)
 
 
 def wait_out_full_disk(ds: SQLAlchemyDatasource) -> None:
@@ -102,17 +122,18 @@ _HELD_S = 5.0
 
 class _Held(Generic[T]):
     """One such answer, held per DBOS instance (a process that launches DBOS again,
-    as tests do, reads anew)."""
+    as tests do, reads anew) for ``held_s``."""
 
-    def __init__(self) -> None:
+    def __init__(self, held_s: float = _HELD_S) -> None:
+        self._held_s = held_s
         self._at = 0.0
         self._sys_db: SystemDatabase | None = None
         self._value: T | None = None
 
     def get(self, sys_db: SystemDatabase, read: Callable[[], T | None]) -> T | None:
-        """``read()``, or its answer of under ``_HELD_S`` ago (None is never held)."""
+        """``read()``, or its answer of under ``held_s`` ago (None is never held)."""
         now = time.monotonic()
-        if self._value is not None and self._sys_db is sys_db and now - self._at < _HELD_S:
+        if self._value is not None and self._sys_db is sys_db and now - self._at < self._held_s:
             return self._value
         self._at, self._sys_db, self._value = now, sys_db, read()
         return self._value

@@ -13,7 +13,7 @@ from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, SQLAlchemyDatasou
 
 from contracts import INTENT_QUEUE
 from ledger import Database, add_missing_views, wake_folder
-from worker.durable._dbos import quiet_background, wait_out_full_disk
+from worker.durable._dbos import hold_queue_listing, quiet_background, wait_out_full_disk
 from worker.durable._expiry import close_client
 from worker.durable._state import set_datasource
 from worker.durable._wake import WorkWake, inhost_ear, postgres_ear
@@ -92,6 +92,7 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
             polling_interval_sec=settings.queue_poll_s,
         )
         if ear is not None:  # told of new work at once; the poll is the fallback
+            hold_queue_listing()
             wake = WorkWake(ear, settings.queue_poll_s)
             wake.start()
             _wakes.append(wake)
@@ -109,5 +110,11 @@ def stop_dbos() -> None:
 
 
 def wakes_heard() -> int:
-    """How many times this process's worker was told of new work (PostgreSQL)."""
+    """How many times this process's worker was told of new work."""
     return sum(w.woken for w in _wakes)
+
+
+def looks_taken() -> int:
+    """How many passes at every partition this process's worker took because its
+    heartbeat saw work waiting on the queue."""
+    return sum(w.looked for w in _wakes)

@@ -25,12 +25,14 @@ from ledger import Conn, Database, cancels, executors, storage_full, stretches
 from worker.durable._cancel import end_cancelled
 from worker.durable._dbos import recover_pending_workflows
 from worker.durable._expiry import expire_waits
+from worker.durable._wake import look_again
 from worker.runtime import Pass, Runtime, Upkeep, resumed, runtime, stranded_now
 
 __all__ = [
     "UPKEEP",
     "due",
     "hand_over",
+    "look_for_work",
     "pending",
     "requeue_orphaned",
     "resume_stranded",
@@ -141,4 +143,19 @@ def due(conn: Conn, app_version: str) -> Pass | None:
     return run
 
 
-UPKEEP = Upkeep(resume_stranded=resume_stranded, due=due, hand_over=hand_over, pending=pending)
+def look_for_work(conn: Conn) -> None:
+    """In the reaper's tick: work waiting on the intent queue has this worker's claimer
+    look at every partition (``worker.durable._wake``). Work nobody was told of (or
+    told while this worker was full) is found within a heartbeat, and an idle worker
+    pays one statement for it, not a claim pass a second."""
+    if executors.queued(conn, INTENT_QUEUE):
+        look_again()
+
+
+UPKEEP = Upkeep(
+    resume_stranded=resume_stranded,
+    due=due,
+    hand_over=hand_over,
+    pending=pending,
+    look_for_work=look_for_work,
+)

@@ -17,10 +17,11 @@ worker starts listening (its start, a reconnect) one pass runs at once for what
 was queued meanwhile.
 
 This thread is the worker's only claimer of the intent queue: DBOS's own queue
-thread is not started for it (``DBOS.listen_queues``), and the fallback poll, a
-pass at every partition each ``GATEHOUSE_QUEUE_POLL_S``, runs here (work queued
-by DBOS itself, a dead worker's runs re-enqueued, is found there; so is everything
-while the listening connection is down, or a datagram was lost). One claimer per
+thread is not started for it (``DBOS.listen_queues``). The fallback passes at
+every partition run here too: when the reaper's heartbeat saw work waiting on the
+queue (``look_again``), and each ``GATEHOUSE_QUEUE_POLL_S`` whatever the queue
+holds; work nobody was told of (queued by DBOS itself, or while the listening
+connection was down, or a lost datagram) is found there. One claimer per
 process matters: a claim counts this worker's running workflows in memory before
 it claims and registers what it claimed only after, so two claimers at once could
 each see room for the same slot and a submitter could hold more than its share.
@@ -39,7 +40,7 @@ from contracts import INTENT_QUEUE
 from ledger import PgTimeouts, WakeSocket, pg_connect, stretches
 from worker.durable._dbos import dequeue_now
 
-__all__ = ["WorkWake", "inhost_ear", "postgres_ear"]
+__all__ = ["WorkWake", "inhost_ear", "look_again", "postgres_ear"]
 
 _log = logging.getLogger("gatehouse.wake")
 _RETRY_S = 1.0
@@ -84,20 +85,36 @@ def inhost_ear(folder: Path) -> Ear:
     return opened
 
 
+# This process's listening threads (one per launched worker).
+_listening: list[WorkWake] = []
+
+
+def look_again() -> None:
+    """Have this process's claimer look at every partition at its next turn (within a
+    second): the reaper's tick saw work waiting on the queue."""
+    for wake in list(_listening):
+        wake.poked.set()
+
+
 class WorkWake:
     """The listening thread of one worker."""
 
     def __init__(self, ear: Ear, poll_s: float) -> None:
         self._ear = ear
         self._poll_s = poll_s  # the fallback pass at every partition
+        self.poked = threading.Event()  # a pass at every partition is due (look_again)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gatehouse-wake", daemon=True)
         self.woken = 0  # passes run on a notification (read by tests)
+        self.looked = 0  # passes at every partition the heartbeat asked for (read by tests)
 
     def start(self) -> None:
+        _listening.append(self)
         self._thread.start()
 
     def stop(self) -> None:
+        if self in _listening:
+            _listening.remove(self)
         self._stop.set()
         self._thread.join(timeout=5)
 
@@ -125,12 +142,16 @@ class WorkWake:
                     self.woken += 1
                 full = (
                     backlog
+                    or self.poked.is_set()
                     or stretches.ANY_PARTITION in told
                     or time.monotonic() - last_full >= self._poll_s
                 )
                 if told or full:
                     # a backlog or fallback pass looks at every partition; a
                     # notification at the partitions it names
+                    if self.poked.is_set():
+                        self.poked.clear()
+                        self.looked += 1
                     backlog = self._claim(None if full else told)
                     if full:
                         last_full = time.monotonic()

@@ -140,6 +140,9 @@ class Upkeep:
     hand_over: Callable[[list[str]], list[str]]
     # How many workflows of (executor id, application version) are still PENDING.
     pending: Callable[[str, str], int]
+    # Every tick, inside the tick's transaction: when work waits on the queue, have
+    # this worker's claimer look at every partition (its fallback pass).
+    look_for_work: Callable[[Conn], None]
 
 
 class Reaper(threading.Thread):
@@ -188,7 +191,8 @@ class Reaper(threading.Thread):
         """One heartbeat, and — when leader — one pass over dead workers. Returns adopted ids.
 
         An idle tick is one transaction: the heartbeat, the lease, the other workers'
-        counters and the leader's look for work (``Upkeep.due``) together."""
+        counters, the leader's look for work (``Upkeep.due``) and this worker's look at
+        the queue (``Upkeep.look_for_work``) together."""
         s = self.rt.settings
         now_dt = datetime.now(UTC)
         now = iso(now_dt)  # wall clock: written for people to read, never compared
@@ -198,6 +202,7 @@ class Reaper(threading.Thread):
             leader = self._lead(conn, until)
             counters = executors.beats(conn, app_version=s.app_version, me=s.executor_id)
             work = self.upkeep.due(conn, s.app_version) if leader else None
+            self.upkeep.look_for_work(conn)
         mono = self._clock()  # the database has taken this tick
         if (
             self._last_ok is None

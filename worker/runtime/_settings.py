@@ -105,8 +105,9 @@ class WorkerSettings:
                 f" ({concurrency}); it is {share}",
             )
         # Workers are told of new work (worker.durable's wake: PostgreSQL NOTIFY, on
-        # SQLite a datagram within the host): the poll is only the fallback.
-        queue_poll = _seconds(e, "GATEHOUSE_QUEUE_POLL_S", "1")
+        # SQLite a datagram within the host), and each heartbeat looks whether any
+        # waits: this pass at every partition, whatever the queue holds, is the last resort.
+        queue_poll = _seconds(e, "GATEHOUSE_QUEUE_POLL_S", "30")
         wake_poll = _seconds(e, "GATEHOUSE_WAKE_POLL_S", "0.05")
         heartbeat = _seconds(e, "GATEHOUSE_HEARTBEAT_S", "1")
         dead_after = _seconds(e, "GATEHOUSE_DEAD_AFTER_S", "6")
@@ -125,7 +126,7 @@ class WorkerSettings:
             model_api_key=e.get("GATEHOUSE_MODEL_API_KEY") or None,
             worker_concurrency=concurrency,
             worker_share=share,
-            queue_poll_s=min(10.0, max(0.01, queue_poll)),
+            queue_poll_s=min(60.0, max(0.01, queue_poll)),
             wake_poll_s=min(5.0, max(0.005, wake_poll)),
             heartbeat_s=heartbeat,
             dead_after_s=dead_after,
