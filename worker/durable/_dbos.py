@@ -51,29 +51,21 @@ def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
 
 # What Gatehouse asks of DBOS's machinery it does not use (see ``quiet_background``).
 _JOBS_EVERY_S = 4.5  # under DBOS's 5 s idle bound on the jobs' lock transaction
-_INTERNAL_POLL_S = 30.0
 _LISTING_S = 30.0
 
 
 def quiet_background() -> None:
-    """Have DBOS's loops for features Gatehouse does not use run less often: before
-    ``DBOS.launch``, on the constructed instance.
+    """Have DBOS's background jobs, which Gatehouse does not use, run less often:
+    before ``DBOS.launch``.
 
     DBOS 3.4 runs its background jobs (delayed workflows made ready, workflow
     timeouts enforced: three transactions, the jobs' advisory lock included) once a
-    second, and polls its internal queue (where it recovers workflows that were on
-    no queue, and runs scheduled ones: two transactions) once a second, whether or
-    not anything uses them; on an idle worker that was five of its eight
-    transactions a second. Gatehouse queues every workflow on its own queues
-    (recovery keeps a workflow's queue), enqueues none with a delay or a timeout,
-    and schedules none. So the jobs run every ``_JOBS_EVERY_S`` and the internal
-    queue is polled every ``_INTERNAL_POLL_S``: anything DBOS itself puts there is
-    still run, that much later. Neither setting has a public name: the interval is a
-    module constant read at launch, and the internal queue's poll interval is an
-    attribute of the queue object, read on each pass."""
+    second, whether or not anything uses them. Gatehouse enqueues no workflow with a
+    delay or a timeout, so the jobs run every ``_JOBS_EVERY_S``. The interval has no
+    public name: it is a module constant, read at launch. (DBOS's internal queue is
+    left polled every second: DBOS's own commands, ``dbos workflow resume`` and
+    ``fork``, put their workflows there, and an operator waits on them.)"""
     setattr(_jobs, "_BACKGROUND_JOBS_INTERVAL_SEC", _JOBS_EVERY_S)  # noqa: B010  (a module's constant)
-    internal = _get_dbos_instance()._registry.get_internal_queue()
-    internal._polling_interval_sec = _INTERNAL_POLL_S
 
 
 def hold_queue_listing() -> None:

@@ -81,7 +81,7 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
             else inhost_ear(folder)
         )
         DBOS.listen_queues([] if ear is not None else [INTENT_QUEUE])
-        quiet_background()  # DBOS's loops for what Gatehouse does not use, slower
+        quiet_background()  # DBOS's background jobs, which Gatehouse does not use, slower
         DBOS.launch()
         add_missing_views(db)  # those over DBOS's tables, which exist from here on
         DBOS.register_queue(
