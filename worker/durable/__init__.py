@@ -24,7 +24,6 @@ Every durable name comes from ``contracts.durable``.
 
 from worker.durable._launch import (
     dbos_config,
-    looks_taken,
     start_dbos,
     stop_dbos,
     wakes_heard,
@@ -47,7 +46,6 @@ __all__ = [
     "dbos_config",
     "explain_workflow",
     "intent_workflow",
-    "looks_taken",
     "register",
     "replay_workflow",
     "start_dbos",

@@ -112,9 +112,3 @@ def stop_dbos() -> None:
 def wakes_heard() -> int:
     """How many times this process's worker was told of new work."""
     return sum(w.woken for w in _wakes)
-
-
-def looks_taken() -> int:
-    """How many passes at every partition this process's worker took because its
-    heartbeat saw work waiting on the queue."""
-    return sum(w.looked for w in _wakes)

@@ -106,7 +106,6 @@ class WorkWake:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gatehouse-wake", daemon=True)
         self.woken = 0  # passes run on a notification (read by tests)
-        self.looked = 0  # passes at every partition the heartbeat asked for (read by tests)
 
     def start(self) -> None:
         _listening.append(self)
@@ -149,9 +148,8 @@ class WorkWake:
                 if told or full:
                     # a backlog or fallback pass looks at every partition; a
                     # notification at the partitions it names
-                    if self.poked.is_set():
+                    if full:
                         self.poked.clear()
-                        self.looked += 1
                     backlog = self._claim(None if full else told)
                     if full:
                         last_full = time.monotonic()
