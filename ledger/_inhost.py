@@ -116,9 +116,9 @@ class WakeSocket:
         """The partitions named within ``timeout`` seconds (the first datagram waited
         for, the rest taken without waiting); empty when none came."""
         heard: set[str] = set()
-        wait: float | None = timeout
+        wait = timeout
         while True:
-            if wait is not None and wait > 0:
+            if wait > 0:
                 self._sock.settimeout(wait)
             else:
                 self._sock.setblocking(False)
