@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -41,6 +42,7 @@ __all__ = [
     "Executor",
     "Lease",
     "VersionLoad",
+    "Waiting",
     "beats",
     "errored_on_full_disk",
     "heartbeat",
@@ -49,12 +51,12 @@ __all__ = [
     "list_executors",
     "mark_reaped",
     "mark_stopped",
-    "queued",
     "renew_lease",
     "requeue_errored",
     "seize_lease",
     "unfinished_by_version",
     "unkeyed",
+    "waiting",
 ]
 
 
@@ -307,11 +309,44 @@ _UNKEYED = (
 )
 
 
-def queued(conn: Conn, queue_name: str) -> bool:
-    """Whether any workflow waits on ``queue_name`` to be claimed (``ENQUEUED``)."""
+@dataclass(frozen=True)
+class Waiting:
+    """What a worker's heartbeat saw waiting in DBOS's tables (``waiting``)."""
+
+    queues: frozenset[str]  # of those asked about, the queues with work to claim
+    timers: bool  # a delayed workflow to make ready, or a deadline passed
+
+
+# DBOS's timers, as its background jobs find them (each matches one of its indexes).
+_DELAY_OVER = "status = 'DELAYED' AND delay_until_epoch_ms <= :now"
+_DEADLINE_PASSED = (
+    "status IN ('ENQUEUED', 'PENDING', 'DELAYED')"
+    " AND workflow_deadline_epoch_ms IS NOT NULL AND workflow_deadline_epoch_ms <= :now"
+)
+
+
+def waiting(
+    conn: Conn, queue_names: Sequence[str], now_ms: int, application: str | None
+) -> Waiting:
+    """In one statement: which of ``queue_names`` hold work waiting to be claimed
+    (``ENQUEUED``), and whether DBOS has a timer due at ``now_ms`` (epoch ms): a
+    workflow whose delay is over, or an unfinished one past its deadline. Only the
+    rows ``application``'s DBOS acts on count (its own and those of no application;
+    None: every row), so another application's rows in the same database never
+    look due. Each ``EXISTS`` is answered from one of DBOS's indexes."""
     wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
-    query = f"SELECT 1 FROM {wf} WHERE queue_name = :q AND status = 'ENQUEUED' LIMIT 1"  # noqa: S608  (fixed names)
-    return conn.execute(sa.text(query), {"q": queue_name}).first() is not None
+    conditions = [f"queue_name = :q{i} AND status = 'ENQUEUED'" for i in range(len(queue_names))]
+    conditions += [_DELAY_OVER, _DEADLINE_PASSED]
+    ours = " AND (application_name = :app OR application_name IS NULL)" if application else ""
+    looks = ", ".join(f"EXISTS (SELECT 1 FROM {wf} WHERE {c}{ours})" for c in conditions)  # noqa: S608  (fixed names)
+    params: dict[str, object] = {f"q{i}": q for i, q in enumerate(queue_names)}
+    params |= {"now": now_ms, "app": application}
+    row = conn.execute(sa.text(f"SELECT {looks}"), params).one()
+    found = [bool(x) for x in row]
+    return Waiting(
+        queues=frozenset(q for q, yes in zip(queue_names, found, strict=False) if yes),
+        timers=found[-2] or found[-1],
+    )
 
 
 def unkeyed(conn: Conn, queue_name: str) -> bool:

@@ -12,14 +12,9 @@ from tests.support.stack import Stack
 ONE_MIB = 1024 * 1024
 
 
-def workflow_table(stack: Stack) -> str:
-    """DBOS keeps its rows beside ours on SQLite, in schema ``dbos`` on PostgreSQL."""
-    return "workflow_status" if stack.backend == "sqlite" else "dbos.workflow_status"
-
-
 def row_counts(stack: Stack) -> dict[str, int]:
     stack.settle()  # a run accepted by an earlier test may still be compiling
-    tables = ["intents", "runs", "calls", "plan_cards", "plan_approvals", workflow_table(stack)]
+    tables = ["intents", "runs", "calls", "plan_cards", "plan_approvals", stack.workflow_table]
     return {t: stack.sql(f"SELECT COUNT(*) FROM {t}")[0][0] for t in tables}
 
 

@@ -30,12 +30,8 @@ def intent(nonce: str, **overrides: Any) -> dict[str, Any]:
     return body
 
 
-def workflow_table(stack: Stack) -> str:
-    return "workflow_status" if stack.backend == "sqlite" else "dbos.workflow_status"
-
-
 def row_counts(stack: Stack) -> dict[str, int]:
-    tables = ["intents", "runs", "calls", workflow_table(stack)]
+    tables = ["intents", "runs", "calls", stack.workflow_table]
     return {t: stack.sql(f"SELECT COUNT(*) FROM {t}")[0][0] for t in tables}
 
 
@@ -57,7 +53,7 @@ def rows_for_key(stack: Stack, key: str) -> tuple[int, int, list[str]]:
 
 
 def queued_workflows(stack: Stack, run_id: str) -> int:
-    table = workflow_table(stack)
+    table = stack.workflow_table
     count: int = stack.sql(f"SELECT COUNT(*) FROM {table} WHERE workflow_uuid = :r", r=run_id)[0][0]
     return count
 

@@ -254,10 +254,10 @@ def private_imports(source: Source) -> list[tuple[int, str]]:
 PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
     ("worker/durable/_dbos.py", "dbos._datasource"): "DatasourceOptions; the one DBOS adapter",
     ("worker/durable/_dbos.py", "dbos._core"): "dequeue_now: the queue thread's dispatch",
-    ("worker/durable/_dbos.py", "dbos._dbos"): "dequeue_now: the DBOS instance",
-    ("worker/durable/_dbos.py", "dbos._utils"): "dequeue_now: the executor id and version",
+    ("worker/durable/_dbos.py", "dbos._dbos"): "the DBOS instance; its jobs thread at launch",
+    ("worker/durable/_dbos.py", "dbos._utils"): "dequeue_now: executor id, version, internal queue",
     ("worker/durable/_dbos.py", "dbos._sys_db"): "dequeue_now: the queue settings it holds",
-    ("worker/durable/_dbos.py", "dbos._workflow_commands"): "quiet_background: jobs' interval",
+    ("worker/durable/_dbos.py", "dbos._workflow_commands"): "quiet_background: DBOS's jobs thread",
 }
 
 

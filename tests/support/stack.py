@@ -105,6 +105,11 @@ class Stack:
     # Where the worker appends each run's chain checkpoint (GATEHOUSE_ANCHOR_FILE)
     anchor_file: Path | None = None
 
+    @property
+    def workflow_table(self) -> str:
+        """DBOS's workflow rows: beside ours on SQLite, in schema ``dbos`` on PostgreSQL."""
+        return "workflow_status" if self.backend == "sqlite" else "dbos.workflow_status"
+
     def auth(self, name: str) -> dict[str, str]:
         """Headers that act as one of PEOPLE."""
         return self.client.people.auth(name)

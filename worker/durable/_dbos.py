@@ -7,13 +7,14 @@ why no public name does the job; a DBOS upgrade checks these first.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Collection
 from typing import Any, Generic, TypeVar
 
-# DBOS's background jobs (delayed workflows made ready, workflow timeouts enforced):
-# how often one process of the application runs them. Read when DBOS launches.
-import dbos._workflow_commands as _jobs
+# Where DBOS looks up, at launch, the function it starts as its background jobs
+# thread (delayed workflows made ready, workflow deadlines enforced).
+import dbos._dbos as _dbos_module
 from dbos import DBOS, Queue, SQLAlchemyDatasource
 
 # One pass of the queue's claim and dispatch (``dequeue_now``): the calls DBOS's
@@ -25,13 +26,19 @@ from dbos._core import execute_dequeued_workflow
 from dbos._datasource import DatasourceOptions
 from dbos._dbos import _get_dbos_instance
 from dbos._sys_db import SystemDatabase
-from dbos._utils import GlobalParams, generate_uuid
+from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
+
+# DBOS starts its background jobs thread with this function (``quiet_background``).
+from dbos._workflow_commands import background_jobs_thread
 from sqlalchemy.exc import DBAPIError
 
 from ledger import storage_full
 
 __all__ = [
+    "DBOS_INTERNAL_QUEUE",
     "DatasourceOptions",
+    "dbos_application",
+    "dbos_chores",
     "dequeue_now",
     "hold_queue_listing",
     "quiet_background",
@@ -40,6 +47,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+# The queue DBOS puts the workflows of ``dbos workflow resume`` and ``fork`` on.
+DBOS_INTERNAL_QUEUE = INTERNAL_QUEUE_NAME
 
 
 def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
@@ -50,22 +60,62 @@ def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
 
 
 # What Gatehouse asks of DBOS's machinery it does not use (see ``quiet_background``).
-_JOBS_EVERY_S = 4.5  # under DBOS's 5 s idle bound on the jobs' lock transaction
 _LISTING_S = 30.0
+_INTERNAL_POLL_S = 30.0  # DBOS's internal queue: its own poll, the last resort
+_SWEEP_BATCH = 100  # deadlines enforced per transaction, as DBOS's own sweep goes
 
 
-def quiet_background() -> None:
-    """Have DBOS's background jobs, which Gatehouse does not use, run less often:
-    before ``DBOS.launch``.
+def _no_background_jobs(stop_event: threading.Event, dbos: DBOS) -> None:
+    """What DBOS starts as its background jobs thread once ``quiet_background`` ran:
+    nothing (``dbos_chores`` runs those jobs when a heartbeat saw them due)."""
+
+
+# DBOS's own, as this module found them: what a worker with no wake thread keeps.
+_DBOS_JOBS = background_jobs_thread
+
+
+def quiet_background(quiet: bool) -> None:
+    """Before ``DBOS.launch``. On a worker whose wake thread claims its work
+    (``worker.durable._wake``; ``quiet``): DBOS's own chores run when there is
+    something for them, as the reaper's heartbeat sees it
+    (``ledger.executors.waiting``, one statement in a transaction it commits
+    anyway), not on DBOS's clock. Otherwise (``quiet`` False) DBOS's own ways.
 
     DBOS 3.4 runs its background jobs (delayed workflows made ready, workflow
-    timeouts enforced: three transactions, the jobs' advisory lock included) once a
-    second, whether or not anything uses them. Gatehouse enqueues no workflow with a
-    delay or a timeout, so the jobs run every ``_JOBS_EVERY_S``. The interval has no
-    public name: it is a module constant, read at launch. (DBOS's internal queue is
-    left polled every second: DBOS's own commands, ``dbos workflow resume`` and
-    ``fork``, put their workflows there, and an operator waits on them.)"""
-    setattr(_jobs, "_BACKGROUND_JOBS_INTERVAL_SEC", _JOBS_EVERY_S)  # noqa: B010  (a module's constant)
+    deadlines enforced: three transactions, the jobs' advisory lock included) once a
+    second, and polls its internal queue (where ``dbos workflow resume`` and
+    ``fork`` put workflows) once a second, whether or not anything uses them: most
+    of what an idle worker cost the database. The jobs thread DBOS starts does
+    nothing here (its function is a module global of ``dbos._dbos``, read at
+    launch); the internal queue's own poll runs every ``_INTERNAL_POLL_S`` as the
+    last resort (its interval is an attribute of the in-memory queue object, which
+    outlives a DBOS instance: set either way)."""
+    setattr(_dbos_module, "background_jobs_thread", _no_background_jobs if quiet else _DBOS_JOBS)  # noqa: B010  (a module's global)
+    internal = _get_dbos_instance()._registry.get_internal_queue()
+    _polls.setdefault("internal", internal._polling_interval_sec)
+    internal._polling_interval_sec = _INTERNAL_POLL_S if quiet else _polls["internal"]
+
+
+_polls: dict[str, float] = {}  # DBOS's own poll intervals, before quiet_background
+
+
+def dbos_application() -> str | None:
+    """The application name this process's DBOS acts for (None: every one), as its
+    background jobs filter the rows they touch."""
+    name = _get_dbos_instance()._sys_db.app_name
+    return str(name) if name else None
+
+
+def dbos_chores() -> None:
+    """DBOS's own work, run now in this thread (the heartbeat saw it due): its two
+    background jobs (delayed workflows whose delay is over made ready, workflows past
+    their deadline cancelled, in batches as DBOS's sweep does), then one claim pass
+    of its internal queue."""
+    sys_db = _get_dbos_instance()._sys_db
+    sys_db.transition_delayed_workflows()
+    while len(sys_db.cancel_timed_out_workflows(_SWEEP_BATCH)) >= _SWEEP_BATCH:
+        pass
+    dequeue_now(DBOS_INTERNAL_QUEUE)
 
 
 def hold_queue_listing() -> None:
@@ -135,7 +185,12 @@ _queues: dict[str, _Held[Queue]] = {}
 _latest: _Held[bool] = _Held()
 
 
-def _queue(sys_db: SystemDatabase, name: str) -> Queue | None:
+def _queue(dbos: DBOS, name: str) -> Queue | None:
+    """The queue's settings: DBOS's internal queue lives in memory, the rest in its
+    tables."""
+    if name == DBOS_INTERNAL_QUEUE:
+        return dbos._registry.get_internal_queue()
+    sys_db = dbos._sys_db
     return _queues.setdefault(name, _Held()).get(sys_db, lambda: sys_db.get_queue(name))
 
 
@@ -159,7 +214,7 @@ def dequeue_now(queue_name: str, partitions: Collection[str] | None = None) -> b
     partition was full, or took all it had room for."""
     dbos = _get_dbos_instance()
     sys_db = dbos._sys_db
-    queue = _queue(sys_db, queue_name)
+    queue = _queue(dbos, queue_name)
     if queue is None:
         return False
     active = dbos._active_workflows_set

@@ -81,7 +81,8 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
             else inhost_ear(folder)
         )
         DBOS.listen_queues([] if ear is not None else [INTENT_QUEUE])
-        quiet_background()  # DBOS's background jobs, which Gatehouse does not use, slower
+        # DBOS's own chores run when the heartbeat sees them due, by the wake thread
+        quiet_background(ear is not None)
         DBOS.launch()
         add_missing_views(db)  # those over DBOS's tables, which exist from here on
         DBOS.register_queue(

@@ -6,6 +6,8 @@ What the reaper (``worker.runtime``) has DBOS do, given to it as its ``Upkeep``:
   worker adopts each (re-enqueueing admits exactly one runner);
 * ``resume_stranded`` — workflows a full disk stopped in this process put back
   on the queue once the database takes writes again;
+* ``look_for_work`` — every worker's look at the queues, in the same tick:
+  work nobody was told of, DBOS's internal queue and DBOS's timers;
 * ``due`` — the leader's look, read inside the reaper's tick transaction: runs
   cancelled through DBOS, runs a full disk ended in DBOS whose worker died,
   parked runs whose wait is over, and work queued with no partition key (an
@@ -17,15 +19,16 @@ What the reaper (``worker.runtime``) has DBOS do, given to it as its ``Upkeep``:
 from __future__ import annotations
 
 import logging
+import time
 
 from dbos import DBOS
 
 from contracts import INTENT_QUEUE, LEGACY_PARTITION
 from ledger import Conn, Database, cancels, executors, storage_full, stretches
 from worker.durable._cancel import end_cancelled
-from worker.durable._dbos import recover_pending_workflows
+from worker.durable._dbos import DBOS_INTERNAL_QUEUE, dbos_application, recover_pending_workflows
 from worker.durable._expiry import expire_waits
-from worker.durable._wake import look_again
+from worker.durable._wake import dbos_work_due, look_again
 from worker.runtime import Pass, Runtime, Upkeep, resumed, runtime, stranded_now
 
 __all__ = [
@@ -144,12 +147,18 @@ def due(conn: Conn, app_version: str) -> Pass | None:
 
 
 def look_for_work(conn: Conn) -> None:
-    """In the reaper's tick: work waiting on the intent queue has this worker's claimer
-    look at every partition (``worker.durable._wake``). Work nobody was told of (or
-    told while this worker was full) is found within a heartbeat, and an idle worker
-    pays one statement for it, not a claim pass a second."""
-    if executors.queued(conn, INTENT_QUEUE):
+    """In the reaper's tick, one statement: work waiting on the intent queue has this
+    worker's claimer look at every partition (``worker.durable._wake``), and work on
+    DBOS's internal queue or a DBOS timer due has it run DBOS's own chores. Work
+    nobody was told of (or told while this worker was full) is found within a
+    heartbeat, and an idle worker pays one statement for it, not a claim pass and
+    DBOS's background jobs every second."""
+    queues = (INTENT_QUEUE, DBOS_INTERNAL_QUEUE)
+    seen = executors.waiting(conn, queues, time.time_ns() // 1_000_000, dbos_application())
+    if INTENT_QUEUE in seen.queues:
         look_again()
+    if DBOS_INTERNAL_QUEUE in seen.queues or seen.timers:
+        dbos_work_due()
 
 
 UPKEEP = Upkeep(

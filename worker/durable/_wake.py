@@ -20,7 +20,9 @@ This thread is the worker's only claimer of the intent queue: DBOS's own queue
 thread is not started for it (``DBOS.listen_queues``). The fallback passes at
 every partition run here too: when the reaper's heartbeat saw work waiting on the
 queue (``look_again``), and each ``GATEHOUSE_QUEUE_POLL_S`` whatever the queue
-holds; work nobody was told of (queued by DBOS itself, or while the listening
+holds. So do DBOS's own chores, when the heartbeat saw them due (``dbos_work_due``:
+its internal queue, its timers; DBOS's own loops for them are slowed or stopped,
+``_dbos.quiet_background``); work nobody was told of (queued by DBOS itself, or while the listening
 connection was down, or a lost datagram) is found there. One claimer per
 process matters: a claim counts this worker's running workflows in memory before
 it claims and registers what it claimed only after, so two claimers at once could
@@ -38,9 +40,9 @@ from pathlib import Path
 
 from contracts import INTENT_QUEUE
 from ledger import PgTimeouts, WakeSocket, pg_connect, stretches
-from worker.durable._dbos import dequeue_now
+from worker.durable._dbos import dbos_chores, dequeue_now
 
-__all__ = ["WorkWake", "inhost_ear", "look_again", "postgres_ear"]
+__all__ = ["WorkWake", "dbos_work_due", "inhost_ear", "look_again", "postgres_ear"]
 
 _log = logging.getLogger("gatehouse.wake")
 _RETRY_S = 1.0
@@ -96,6 +98,14 @@ def look_again() -> None:
         wake.poked.set()
 
 
+def dbos_work_due() -> None:
+    """Have this process's claimer run DBOS's own chores at its next turn (within a
+    second): the reaper's tick saw work on DBOS's internal queue (``dbos workflow
+    resume``, ``fork``) or a DBOS timer due (``_dbos.dbos_chores``)."""
+    for wake in list(_listening):
+        wake.dbos_due.set()
+
+
 class WorkWake:
     """The listening thread of one worker."""
 
@@ -103,6 +113,7 @@ class WorkWake:
         self._ear = ear
         self._poll_s = poll_s  # the fallback pass at every partition
         self.poked = threading.Event()  # a pass at every partition is due (look_again)
+        self.dbos_due = threading.Event()  # DBOS's own chores are due (dbos_work_due)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gatehouse-wake", daemon=True)
         self.woken = 0  # passes run on a notification (read by tests)
@@ -124,6 +135,7 @@ class WorkWake:
             except Exception as exc:  # noqa: BLE001  (the thread must outlive any failure)
                 _log.warning("wake: the listening connection failed (%s); reopening", exc)
                 # still the fallback: what was queued is claimed while it is down
+                self._chores()
                 self._claim(None)
                 self._stop.wait(_RETRY_S)
 
@@ -139,6 +151,7 @@ class WorkWake:
                 told = hear(_BACKLOG_S if backlog else max(0.0, min(1.0, due_in)))
                 if told:
                     self.woken += 1
+                self._chores()
                 full = (
                     backlog
                     or self.poked.is_set()
@@ -153,6 +166,17 @@ class WorkWake:
                     backlog = self._claim(None if full else told)
                     if full:
                         last_full = time.monotonic()
+
+    def _chores(self) -> None:
+        """DBOS's own chores, when the heartbeat saw them due."""
+        if not self.dbos_due.is_set():
+            return
+        self.dbos_due.clear()
+        try:
+            dbos_chores()
+        except Exception as exc:  # noqa: BLE001  (the next heartbeat sees them due again)
+            if not self._stop.is_set():
+                _log.warning("wake: DBOS's own chores failed (%s); the next heartbeat retries", exc)
 
     def _claim(self, partitions: set[str] | None) -> bool:
         """One claim pass (in these queue partitions; None: all); True when more
