@@ -32,6 +32,7 @@ __all__ = ["WakeSocket", "after_transaction", "send_pending", "tell", "wake_fold
 # pool record's ``info``, shared by every checkout of the connection).
 _PENDING = "gatehouse_wake"
 _MAX_PAYLOAD = 1024
+_BIND_ATTEMPTS = 3  # a folder removed under a bind is made again, this often
 
 
 def wake_folder(url: str) -> Path | None:
@@ -107,10 +108,22 @@ class WakeSocket:
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / f"{os.getpid()}-{os.urandom(4).hex()}.sock"
-        if not _own_folder(folder):
-            raise PermissionError(f"{folder} is not a folder of this user's alone")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._sock.bind(str(self.path))
+        try:
+            for attempt in range(_BIND_ATTEMPTS):
+                if not _own_folder(folder):
+                    raise PermissionError(f"{folder} is not a folder of this user's alone")
+                try:
+                    self._sock.bind(str(self.path))
+                    break
+                except FileNotFoundError:
+                    # the last worker out removed the folder between its making and
+                    # this bind (``close``): made again
+                    if attempt == _BIND_ATTEMPTS - 1:
+                        raise
+        except BaseException:
+            self._sock.close()
+            raise
 
     def hear(self, timeout: float) -> set[str]:
         """The partitions named within ``timeout`` seconds (the first datagram waited

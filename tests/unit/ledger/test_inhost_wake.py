@@ -75,3 +75,31 @@ def test_a_folder_others_can_reach_is_refused(url: str) -> None:
             WakeSocket(folder)
     finally:
         folder.rmdir()
+
+
+def test_a_folder_the_last_worker_out_removed_under_a_bind_is_made_again(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's bind racing the last one out (its ``close`` removes the folder
+    between the folder's making and the bind) binds in the folder made again."""
+    folder = wake_folder(url)
+    assert folder is not None
+    import ledger._inhost as inhost
+
+    made = inhost._own_folder
+    calls: list[bool] = []
+
+    def raced(f: Path) -> bool:
+        owned = made(f)
+        if not calls:
+            f.rmdir()  # the last worker out, at just that moment
+        calls.append(owned)
+        return owned
+
+    monkeypatch.setattr(inhost, "_own_folder", raced)
+    ear = WakeSocket(folder)
+    try:
+        assert calls == [True, True]
+        assert ear.path.exists()
+    finally:
+        ear.close()
