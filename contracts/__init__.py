@@ -58,7 +58,7 @@ from contracts.intent import IntentAccepted, IntentRequest, Mode
 from contracts.job import APP_VERSION, IntentJob, StretchJob
 from contracts.messages import MessageAccepted, MessageRequest
 from contracts.notify import NotifyConfig, NotifyEvent, Sink, SmtpServer
-from contracts.oidc import OidcConfig, OidcExchange, OidcSession
+from contracts.oidc import OIDC_PREFIX, OidcConfig, OidcExchange, OidcSession
 from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
 from contracts.policy_test import PolicyExpectation, PolicyTestCase, PolicyTestFile
 from contracts.recipe import Recipe
@@ -137,6 +137,7 @@ __all__ = [
     "INTENT_QUEUE",
     "INTENT_WORKFLOW",
     "LEGACY_PARTITION",
+    "OIDC_PREFIX",
     "PLACEHOLDER_KEY",
     "POLICY_CHANNELS",
     "REJECT_ACTION",

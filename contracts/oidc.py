@@ -29,7 +29,12 @@ from pydantic import Field
 from contracts._base import Closed
 from contracts.auth import Role
 
-__all__ = ["OidcConfig", "OidcExchange", "OidcSession"]
+__all__ = ["OIDC_PREFIX", "OidcConfig", "OidcExchange", "OidcSession"]
+
+# A session token opened by signing in with the identity provider begins with this
+# (the rest is a random token whose digest names a row of ``dashboard_sessions``);
+# a bearer token of the tokens file never does.
+OIDC_PREFIX = "oidc."
 
 SigningAlg = Literal[
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"

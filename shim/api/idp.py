@@ -31,6 +31,7 @@ from joserfc.jwk import KeySet
 from joserfc.jwt import JWTClaimsRegistry
 
 from contracts import (
+    OIDC_PREFIX,
     ErrorCode,
     GatehouseError,
     JsonObject,
@@ -53,9 +54,6 @@ __all__ = [
     "provider_of",
 ]
 
-# A session opened by signing in with the identity provider: this, and a random token
-# whose digest names a row of ``dashboard_sessions`` (never a bearer token of the file).
-OIDC_PREFIX = "oidc."
 _ROLES = {r.value for r in Role}
 # How fresh an ID token the CLI brings must be (it has no nonce to tie it to a sign-in).
 CLI_TOKEN_MAX_AGE_S = 300

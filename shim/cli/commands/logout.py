@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from contracts import ErrorCode
+from contracts import OIDC_PREFIX, ErrorCode
 from shim.cli.client import ApiError
 from shim.cli.errors import Exit, FailedError, UsageError
 from shim.cli.options import api_options, connect
@@ -21,15 +21,13 @@ from shim.cli.output import write_json
 
 __all__ = ["add_arguments", "run"]
 
-_SESSION = "oidc."
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     api_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.token and not str(args.token).startswith(_SESSION):
+    if args.token and not str(args.token).startswith(OIDC_PREFIX):
         raise UsageError(
             "the token is not a session from `gatehouse login` (those begin oidc.); a bearer"
             " token of the tokens file is ended with `gatehouse tokens revoke ID`"
