@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from ledger._db import Conn, iso, now_iso
+from ledger._db import Conn, iso, now_iso, rows_changed
 
 __all__ = ["LOGIN_TTL_S", "Login", "Session", "end_session", "find_session", "start_login",
            "start_session", "take_login"]  # fmt: skip
@@ -102,7 +102,6 @@ def end_session(conn: Conn, token: str) -> bool:
     """The session's row gone (its token is worth nothing from now on); False when
     there was none (never opened, ended already, or swept after it expired)."""
     gone = conn.execute(
-        sa.text("DELETE FROM dashboard_sessions WHERE session_sha256 = :s RETURNING identity"),
-        {"s": _digest(token)},
-    ).first()
-    return gone is not None
+        sa.text("DELETE FROM dashboard_sessions WHERE session_sha256 = :s"), {"s": _digest(token)}
+    )
+    return rows_changed(gone) > 0
