@@ -74,7 +74,7 @@ PACKAGES = (
 _FRAME = re.compile(r"^(?P<fn>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 # The pools' liveness checks of a connection as it is checked out: Gatehouse's
 # (ledger's ``still_open``, no round trip) and SQLAlchemy's ``pool_pre_ping`` (a round
-# trip; DBOS's own engine on SQLite has it).
+# trip; no pool of Gatehouse's has it now, so a share here is a regression).
 PING = ("still_open", "do_ping")
 
 
@@ -251,8 +251,9 @@ NOTES = """What the figures mean:
 * The pool's checkout check is how a connection taken from a pool is known to be
   usable, so that one the database dropped (a restart) is replaced, not failed on:
   on PostgreSQL Gatehouse's `still_open` (`ledger/_net.py`), a look at the socket
-  with no round trip, in every pool of both processes; on SQLite, DBOS's own engine
-  keeps SQLAlchemy's `pool_pre_ping`, a statement per transaction.
+  with no round trip, in every pool of both processes; on SQLite nothing (a file
+  has no session to lose: DBOS's own engine is made without SQLAlchemy's
+  `pool_pre_ping`, which sent a statement per transaction).
 * The benchmark's own statement counters (`bench/hitl/_counting.py`) run in both
   processes and take 1 to 4 % of the samples.
 """

@@ -36,9 +36,10 @@ _SERIALIZER = DBOSPortableJSONSerializer()
 def dbos_config(settings: WorkerSettings, engine: sa.Engine | None = None) -> DBOSConfig:
     """DBOS's settings; ``engine`` (``ledger.system_engine``, PostgreSQL) is the
     system-database engine DBOS uses instead of making one, so its connections
-    carry Gatehouse's connection bounds (GATEHOUSE_PG_*) too."""
+    carry Gatehouse's connection bounds (GATEHOUSE_PG_*) too. None: SQLite, where
+    DBOS makes its own."""
     traces = settings.telemetry
-    return {
+    config: DBOSConfig = {
         "name": "gatehouse",
         "system_database_url": settings.database_url,
         "system_database_engine": engine,
@@ -55,6 +56,12 @@ def dbos_config(settings: WorkerSettings, engine: sa.Engine | None = None) -> DB
         "otlp_traces_endpoints": list(traces.traces_endpoints) or None,
         "otlp_attributes": {"gatehouse.executor_id": settings.executor_id, **traces.attributes},
     }
+    if engine is None:
+        # SQLite, where DBOS makes its engine: a file has no session to lose, so no
+        # statement is sent to check a pooled connection before each transaction
+        # (DBOS's default, pool_pre_ping), as Gatehouse's own SQLite pool sends none.
+        config["db_engine_kwargs"] = {"pool_pre_ping": False}
+    return config
 
 
 def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | None) -> None:
