@@ -257,7 +257,8 @@ PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
     ("worker/durable/_dbos.py", "dbos._dbos"): "the DBOS instance; its jobs thread at launch",
     ("worker/durable/_dbos.py", "dbos._utils"): "dequeue_now: executor id, version, internal queue",
     ("worker/durable/_dbos.py", "dbos._sys_db"): "dequeue_now: the queue settings it holds",
-    ("worker/durable/_dbos.py", "dbos._workflow_commands"): "quiet_background: DBOS's jobs thread",
+    ("worker/durable/_dbos.py", "dbos._workflow_commands"): "DBOS's jobs thread, its sweep batch",
+    ("worker/durable/_dbos.py", "dbos._queue"): "quiet_background: DBOS's default poll",
 }
 
 

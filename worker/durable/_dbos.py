@@ -25,11 +25,15 @@ from dbos._core import execute_dequeued_workflow
 # takes in ``run_tx_step`` but does not export.
 from dbos._datasource import DatasourceOptions
 from dbos._dbos import _get_dbos_instance
+
+# The internal queue's poll interval as DBOS makes it (``quiet_background``).
+from dbos._queue import DEFAULT_QUEUE_POLLING_INTERVAL_SEC
 from dbos._sys_db import SystemDatabase
 from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
 
-# DBOS starts its background jobs thread with this function (``quiet_background``).
-from dbos._workflow_commands import background_jobs_thread
+# DBOS starts its background jobs thread with this function, and its deadline sweep
+# cancels this many workflows a transaction (``quiet_background``, ``dbos_chores``).
+from dbos._workflow_commands import _SWEEP_BATCH_SIZE, background_jobs_thread
 from sqlalchemy.exc import DBAPIError
 
 from ledger import storage_full
@@ -62,7 +66,6 @@ def recover_pending_workflows(executor_ids: list[str]) -> list[str]:
 # What Gatehouse asks of DBOS's machinery it does not use (see ``quiet_background``).
 _LISTING_S = 30.0
 _INTERNAL_POLL_S = 30.0  # DBOS's internal queue: its own poll, the last resort
-_SWEEP_BATCH = 100  # deadlines enforced per transaction, as DBOS's own sweep goes
 
 
 def _no_background_jobs(stop_event: threading.Event, dbos: DBOS) -> None:
@@ -92,11 +95,9 @@ def quiet_background(quiet: bool) -> None:
     outlives a DBOS instance: set either way)."""
     setattr(_dbos_module, "background_jobs_thread", _no_background_jobs if quiet else _DBOS_JOBS)  # noqa: B010  (a module's global)
     internal = _get_dbos_instance()._registry.get_internal_queue()
-    _polls.setdefault("internal", internal._polling_interval_sec)
-    internal._polling_interval_sec = _INTERNAL_POLL_S if quiet else _polls["internal"]
-
-
-_polls: dict[str, float] = {}  # DBOS's own poll intervals, before quiet_background
+    internal._polling_interval_sec = (
+        _INTERNAL_POLL_S if quiet else DEFAULT_QUEUE_POLLING_INTERVAL_SEC
+    )
 
 
 def dbos_application() -> str | None:
@@ -113,7 +114,7 @@ def dbos_chores() -> None:
     of its internal queue."""
     sys_db = _get_dbos_instance()._sys_db
     sys_db.transition_delayed_workflows()
-    while len(sys_db.cancel_timed_out_workflows(_SWEEP_BATCH)) >= _SWEEP_BATCH:
+    while len(sys_db.cancel_timed_out_workflows(_SWEEP_BATCH_SIZE)) >= _SWEEP_BATCH_SIZE:
         pass
     dequeue_now(DBOS_INTERNAL_QUEUE)
 
