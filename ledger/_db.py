@@ -34,6 +34,7 @@ __all__ = [
     "Database",
     "corrupt",
     "database_unreachable",
+    "dbos_workflows",
     "epoch_sql",
     "instant",
     "is_postgres",
@@ -309,3 +310,9 @@ def is_postgres(conn: Conn) -> bool:
     """Whether ``conn`` (a connection or a session) is on PostgreSQL."""
     bind = conn if isinstance(conn, Connection) else conn.get_bind()
     return bind.dialect.name == "postgresql"
+
+
+def dbos_workflows(conn: Conn) -> str:
+    """DBOS's table of workflows as ``conn`` names it: in schema ``dbos`` on
+    PostgreSQL, beside Gatehouse's tables on SQLite."""
+    return "dbos.workflow_status" if is_postgres(conn) else "workflow_status"

@@ -23,7 +23,7 @@ from contracts import (
     JsonObject,
     RunStatus,
 )
-from ledger._db import Conn, is_postgres, now_iso
+from ledger._db import Conn, dbos_workflows, now_iso
 
 __all__ = [
     "Cancel",
@@ -163,7 +163,7 @@ def cancelled_in_dbos(conn: Conn, limit: int = 100) -> list[str]:
     cannot end themselves. A parked run has no workflow to cancel, so only the runs
     with one are looked at (index ``runs_live``): thousands of plans waiting for
     people cost this probe nothing."""
-    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    wf = dbos_workflows(conn)
     rows = conn.execute(
         sa.text(
             f"SELECT r.run_id FROM runs r JOIN {wf} w ON w.workflow_uuid ="  # noqa: S608  (a fixed table name)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from ledger._db import Conn, db_clock, instant, is_postgres, now_sql, rows_changed
+from ledger._db import Conn, db_clock, dbos_workflows, instant, is_postgres, now_sql, rows_changed
 from ledger.stretches import run_of
 
 
@@ -228,7 +228,7 @@ def unfinished_by_version(conn: Conn) -> list[VersionLoad]:
     )
     if not conn.execute(sa.text(probe)).scalar():
         return []
-    wf = "dbos.workflow_status" if postgres else "workflow_status"
+    wf = dbos_workflows(conn)
     rows = conn.execute(
         sa.text(
             "SELECT COALESCE(application_version, ''),"  # noqa: S608  (a fixed table name)
@@ -248,7 +248,7 @@ def requeue_errored(conn: Conn, workflow_id: str, queue_name: str) -> bool:
     calls it for a run a full disk stopped mid-way whose error DBOS managed to
     record (a write squeezed into the full disk), which would otherwise stay
     ``running`` for good. A later stretch (``RUN_ID:N``) is its run's too."""
-    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    wf = dbos_workflows(conn)
     now_ms = (
         "(EXTRACT(EPOCH FROM now()) * 1000)::bigint"
         if is_postgres(conn)
@@ -280,7 +280,7 @@ def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[
     disk fill up re-queues its own; this finds those whose worker died first. A
     later stretch (``RUN_ID:N``) is matched to its run by the id before the colon."""
     pg = is_postgres(conn)
-    wf = "dbos.workflow_status" if pg else "workflow_status"
+    wf = dbos_workflows(conn)
     run = (
         "split_part(w.workflow_uuid, ':', 1)"
         if pg
@@ -334,7 +334,7 @@ def waiting(
     rows ``application``'s DBOS acts on count (its own and those of no application;
     None: every row), so another application's rows in the same database never
     look due. Each ``EXISTS`` is answered from one of DBOS's indexes."""
-    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    wf = dbos_workflows(conn)
     conditions = [f"queue_name = :q{i} AND status = 'ENQUEUED'" for i in range(len(queue_names))]
     conditions += [_DELAY_OVER, _DEADLINE_PASSED]
     ours = " AND (application_name = :app OR application_name IS NULL)" if application else ""
@@ -342,17 +342,17 @@ def waiting(
     params: dict[str, object] = {f"q{i}": q for i, q in enumerate(queue_names)}
     params |= {"now": now_ms, "app": application}
     row = conn.execute(sa.text(f"SELECT {looks}"), params).one()
-    found = [bool(x) for x in row]
+    *queued, delay_over, deadline_passed = (bool(x) for x in row)
     return Waiting(
-        queues=frozenset(q for q, yes in zip(queue_names, found, strict=False) if yes),
-        timers=found[-2] or found[-1],
+        queues=frozenset(q for q, yes in zip(queue_names, queued, strict=True) if yes),
+        timers=delay_over or deadline_passed,
     )
 
 
 def unkeyed(conn: Conn, queue_name: str) -> bool:
     """Whether any unfinished workflow of ``queue_name`` has no partition key: DBOS
     never claims one from a partitioned queue (``key_unkeyed`` gives them one)."""
-    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    wf = dbos_workflows(conn)
     query = f"SELECT 1 FROM {wf}{_UNKEYED} LIMIT 1"  # noqa: S608  (fixed names)
     found = conn.execute(sa.text(query), {"q": queue_name}).first()
     return found is not None
@@ -361,7 +361,7 @@ def unkeyed(conn: Conn, queue_name: str) -> bool:
 def key_unkeyed(conn: Conn, queue_name: str, partition: str) -> int:
     """Put the unfinished workflows of ``queue_name`` that have no partition key in
     ``partition``; how many. Work an older release queued is claimed again."""
-    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    wf = dbos_workflows(conn)
     done = conn.execute(
         sa.text(f"UPDATE {wf} SET queue_partition_key = :p{_UNKEYED}"),  # noqa: S608  (fixed names)
         {"q": queue_name, "p": partition},

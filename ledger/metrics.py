@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from contracts import INTENT_QUEUE
 from ledger import executors
-from ledger._db import Conn, epoch_sql, is_postgres
+from ledger._db import Conn, dbos_workflows, epoch_sql, is_postgres
 
 __all__ = ["Snapshot", "snapshot"]
 
@@ -37,7 +37,7 @@ def snapshot(conn: Conn) -> Snapshot:
     def rows(sql: str) -> list[tuple[object, ...]]:
         return [tuple(r) for r in conn.execute(sa.text(sql)).all()]
 
-    wf = "dbos.workflow_status" if is_postgres(conn) else "workflow_status"
+    wf = dbos_workflows(conn)
     ages = [
         (e.executor_id, e.app_version, e.heartbeat_age_s)
         for e in executors.list_executors(conn)
