@@ -96,7 +96,7 @@ def _approve(stack: Stack, run_id: str, plan: dict[str, Any]) -> None:
 
 def _keys(stack: Stack, run_ids: list[str]) -> dict[str, str | None]:
     """Each run's latest stretch's partition key, as DBOS holds it."""
-    rows = stack.sql(f"SELECT workflow_uuid, queue_partition_key FROM {_wf(stack)}")
+    rows = stack.sql(f"SELECT workflow_uuid, queue_partition_key FROM {stack.workflow_table}")
     return {str(w).split(":")[0]: k for w, k in sorted(rows) if str(w).split(":")[0] in run_ids}
 
 
@@ -125,7 +125,7 @@ def test_one_submitter_holds_at_most_its_share(fair: tuple[Stack, Turnstile]) ->
     # One statement: a tick between two would key one and leave the other to the next
     stretches = {f"w{i}": f"{r}:1" for i, r in enumerate(queued)}
     stack.execute(
-        f"UPDATE {_wf(stack)} SET queue_partition_key = NULL"
+        f"UPDATE {stack.workflow_table} SET queue_partition_key = NULL"
         f" WHERE workflow_uuid IN ({', '.join(':' + k for k in stretches)})"
         " AND status = 'ENQUEUED'",
         **stretches,
@@ -140,9 +140,5 @@ def test_one_submitter_holds_at_most_its_share(fair: tuple[Stack, Turnstile]) ->
 
 def _enqueued(stack: Stack, run_ids: list[str]) -> list[str]:
     """Those of these runs whose stretch DBOS holds queued, unclaimed."""
-    rows = stack.sql(f"SELECT workflow_uuid FROM {_wf(stack)} WHERE status = 'ENQUEUED'")
+    rows = stack.sql(f"SELECT workflow_uuid FROM {stack.workflow_table} WHERE status = 'ENQUEUED'")
     return [r for r in run_ids if f"{r}:1" in {str(w) for (w,) in rows}]
-
-
-def _wf(stack: Stack) -> str:
-    return "dbos.workflow_status" if stack.backend == "postgres" else "workflow_status"

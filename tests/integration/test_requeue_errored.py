@@ -24,12 +24,10 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
         yield s
 
 
-def _wf(stack: Stack) -> str:
-    return "workflow_status" if stack.database_url.startswith("sqlite") else "dbos.workflow_status"
-
-
 def _status(stack: Stack, run_id: str) -> str:
-    rows = stack.sql(f"SELECT status FROM {_wf(stack)} WHERE workflow_uuid = :w", w=run_id)
+    rows = stack.sql(
+        f"SELECT status FROM {stack.workflow_table} WHERE workflow_uuid = :w", w=run_id
+    )
     return str(rows[0][0])
 
 
@@ -53,7 +51,7 @@ def test_an_errored_unfinished_run_goes_back_on_the_queue_and_ends(stack: Stack)
     db = open_database(stack.database_url)
     try:
         stack.execute(
-            f"UPDATE {_wf(stack)} SET status = 'ERROR' WHERE workflow_uuid = :w", w=run_id
+            f"UPDATE {stack.workflow_table} SET status = 'ERROR' WHERE workflow_uuid = :w", w=run_id
         )
         with db.engine.begin() as conn:  # the run has ended: left alone
             assert executors.requeue_errored(conn, run_id, INTENT_QUEUE) is False
@@ -86,7 +84,8 @@ def test_the_leader_requeues_a_full_disk_error_whose_worker_is_gone(stack: Stack
     }
     for workflow_id, error in errors.items():
         stack.execute(
-            f"UPDATE {_wf(stack)} SET status = 'ERROR', error = :e WHERE workflow_uuid = :w",
+            f"UPDATE {stack.workflow_table} SET status = 'ERROR', error = :e"
+            " WHERE workflow_uuid = :w",
             e=error,
             w=workflow_id,
         )

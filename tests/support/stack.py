@@ -189,7 +189,7 @@ def replay_everything(stack: Stack) -> None:
     )
     # A run's status may read finished a moment before its workflow has written the
     # last of it (its trace digest): wait until no finished run's workflow is pending.
-    table = "workflow_status" if stack.backend == "sqlite" else "dbos.workflow_status"
+    table = stack.workflow_table
     # (a run is split at its decisions: its later stretches are RUN_ID:N)
     still = (
         f"{terminal} AND EXISTS (SELECT 1 FROM {table} w WHERE w.status = 'PENDING'"
