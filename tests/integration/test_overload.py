@@ -37,25 +37,25 @@ def _submit(stack: Stack, who: str) -> Any:
     return stack.client.post("/intent", json=body, headers=stack.auth(who))
 
 
-def _hold_in_queue(stack: Stack) -> None:
-    """Every run so far as if no worker had taken it yet."""
-    for (run_id,) in stack.sql("SELECT run_id FROM runs"):
-        stack.wait(str(run_id), {"waiting_approval", "queued"})
+def _hold_in_queue(stack: Stack, accepted: list[Any]) -> None:
+    """Every run so far as if no worker had taken it yet. The runs just ``accepted``
+    are first waited on until the worker has parked them at their cards: one it has
+    not taken yet (still ``queued``) would be moved on after this write, and the
+    queue would not be as full as it reads."""
+    for response in accepted:
+        assert response.status_code == 202, response.text
+        stack.wait(str(response.json()["run_id"]), {"waiting_approval"})
     stack.execute("UPDATE runs SET status = 'queued'")
 
 
 def test_a_full_queue_refuses_with_retry_after_and_stores_nothing(stack: Stack) -> None:
-    for _ in range(2):
-        assert _submit(stack, "sam").status_code == 202
-    _hold_in_queue(stack)
+    _hold_in_queue(stack, [_submit(stack, "sam") for _ in range(2)])
     refused = _submit(stack, "sam")
     assert refused.status_code == 429, refused.text
     assert refused.json()["error"]["code"] == "queue_share_exceeded"
     assert refused.headers["retry-after"] == "5"
     # another submitter still gets in, until the whole queue is full
-    for _ in range(2):
-        assert _submit(stack, "max").status_code == 202
-    _hold_in_queue(stack)
+    _hold_in_queue(stack, [_submit(stack, "max") for _ in range(2)])
     full = _submit(stack, "alice")
     assert full.status_code == 503, full.text
     assert full.json()["error"]["code"] == "overloaded" and full.json()["error"]["retryable"]
