@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from dbos import DBOSClient, DBOSPortableJSONSerializer
+from dbos import DBOSClient
 
 from ledger import stretches
 from worker.runtime import Runtime
@@ -23,19 +23,14 @@ __all__ = ["close_client", "expire_waits"]
 
 _log = logging.getLogger("gatehouse.expiry")
 
-# The client the sweep enqueues stretches with, one per process (made on first use).
+# The client the sweep enqueues stretches with in its transactions, one per process
+# (made on first use; it opens no connection of its own: ``stretches.enqueuer``).
 _clients: list[DBOSClient] = []
 
 
 def _client(rt: Runtime) -> DBOSClient:
     if not _clients:
-        _clients.append(
-            DBOSClient(
-                system_database_url=rt.settings.database_url,
-                system_database_engine=rt.sys_engine,
-                serializer=DBOSPortableJSONSerializer(),
-            )
-        )
+        _clients.append(stretches.enqueuer(rt.db))
     return _clients[0]
 
 

@@ -37,6 +37,7 @@ class Service:
             system_database_engine=self._client_engine,
             serializer=DBOSPortableJSONSerializer(),
         )
+        self._enqueuer = stretches.enqueuer(self.db)  # in our transactions
         self.watch = RunWatch(
             settings.database_url, postgres=not self.db.is_sqlite, timeouts=settings.pg_timeouts
         )
@@ -48,7 +49,7 @@ class Service:
         message: a parked run is handed to its next stretch, enqueued in this same
         transaction. False for a run begun before runs were split: it waits in
         place, and the caller wakes it with a ``send`` once this commits."""
-        return stretches.hand_off(conn, self.client, self.settings.app_version, run_id).split
+        return stretches.hand_off(conn, self._enqueuer, self.settings.app_version, run_id).split
 
     def queue_run(self, conn: Conn, job: IntentJob, runs_for: str) -> None:
         """A new run's first stretch (an intent, a fork, an edit), queued in the
@@ -57,7 +58,7 @@ class Service:
         partition = queue_partition(runs_for)
         version = self.settings.app_version
         options = stretches.enqueue_options(INTENT_WORKFLOW, job.run_id, version, partition)
-        stretches.queue_in_transaction(conn, self.client, options, job.model_dump(mode="json"))
+        stretches.queue_in_transaction(conn, self._enqueuer, options, job.model_dump(mode="json"))
 
     def work_queued(self, partition: str) -> None:
         """After work was queued in this queue partition outside a transaction of
@@ -69,6 +70,7 @@ class Service:
     def close(self) -> None:
         self.watch.close()
         self.client.destroy()
+        self._enqueuer.destroy()
         if self._client_engine is not None:
             self._client_engine.dispose()
         self.db.dispose()
