@@ -24,7 +24,16 @@ import sqlalchemy as sa
 from contracts import JsonObject, RunEventKind, canonical_json
 from ledger._db import Conn, is_postgres, now_iso
 
-__all__ = ["KINDS", "Event", "after", "emit", "last_phase"]
+__all__ = [
+    "FIRST_SQL",
+    "KINDS",
+    "Event",
+    "after",
+    "emit",
+    "emit_first",
+    "first_values",
+    "last_phase",
+]
 
 KINDS: Final = frozenset(get_args(RunEventKind))
 
@@ -47,6 +56,12 @@ _INSERT = sa.text(
     " SELECT :r, COALESCE(MAX(seq), 0) + 1, :k, :b, :t, :n FROM run_events WHERE run_id = :r"
 )
 
+# A new run's first event (``emit_first``, ``first_values``).
+FIRST_SQL = (
+    "INSERT INTO run_events (run_id, seq, kind, body_json, at)"
+    " VALUES (:ev_r, 1, :ev_k, :ev_b, :ev_t)"
+)
+
 
 def emit(conn: Conn, run_id: str, kind: str, body: JsonObject, *, notify: bool = False) -> None:
     """Append an event to the run's stream, in the caller's transaction."""
@@ -59,6 +74,20 @@ def emit(conn: Conn, run_id: str, kind: str, body: JsonObject, *, notify: bool =
         {"r": run_id, "k": kind, "b": canonical_json(body), "t": now_iso(),
          "n": 1 if notify else None},
     )  # fmt: skip
+
+
+def emit_first(conn: Conn, run_id: str, kind: str, body: JsonObject) -> None:
+    """A new run's first event, in the transaction that inserted the run's row: seq 1,
+    with nothing to lock or count (no other transaction sees the run yet)."""
+    conn.execute(sa.text(FIRST_SQL), first_values(run_id, kind, body))
+
+
+def first_values(run_id: str, kind: str, body: JsonObject) -> dict[str, str]:
+    """``FIRST_SQL``'s parameters (named ``ev_*``, so the statement can be a part of a
+    larger one: ``ledger.intents``)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown run event kind {kind!r}")
+    return {"ev_r": run_id, "ev_k": kind, "ev_b": canonical_json(body), "ev_t": now_iso()}
 
 
 def last_phase(conn: Conn, run_id: str) -> tuple[str, str] | None:
