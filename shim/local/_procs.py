@@ -80,11 +80,20 @@ SHIM_GRACE_S = 3  # how long a stopping shim waits for its open requests
 
 
 def shim_command(
-    host: str, port: int, tls: Tls | None, *, log_level: str | None, app: str = ASGI_APP
+    host: str,
+    port: int,
+    tls: Tls | None,
+    *,
+    log_level: str | None,
+    app: str = ASGI_APP,
+    processes: int = 1,
 ) -> list[str]:
     """The argv that serves the shim on ``host``:``port`` (HTTPS with ``tls``); ``app``:
-    the ASGI application (another release's, for an upgrade test)."""
+    the ASGI application (another release's, for an upgrade test). ``processes`` above
+    one: that many shim processes accept on the one port (uvicorn's workers, each an
+    application of its own), under a parent that restarts one that dies."""
     quiet = ["--log-level", log_level] if log_level else []
+    several = ["--workers", str(processes)] if processes > 1 else []
     served_tls = ["--ssl-certfile", str(tls.cert), "--ssl-keyfile", str(tls.key)] if tls else []
     return [
         sys.executable,
@@ -105,6 +114,7 @@ def shim_command(
         "--timeout-graceful-shutdown",
         str(SHIM_GRACE_S),
         *served_tls,
+        *several,
     ]
 
 
@@ -144,11 +154,17 @@ def start_shim(
 
 
 def serve_shim(
-    database_url: str, host: str, port: int, tokens_file: Path, tls: Tls | None = None
+    database_url: str,
+    host: str,
+    port: int,
+    tokens_file: Path,
+    tls: Tls | None = None,
+    *,
+    processes: int = 1,
 ) -> NoReturn:
     """Become the shim, in the foreground (``gatehouse shim``): this process is replaced."""
     env = _env({"GATEHOUSE_DATABASE_URL": database_url, "GATEHOUSE_TOKENS_FILE": str(tokens_file)})
-    argv = shim_command(host, port, tls, log_level=None)
+    argv = shim_command(host, port, tls, log_level=None, processes=processes)
     os.execve(sys.executable, argv, env)  # noqa: S606  (a fixed argv, no shell)
 
 

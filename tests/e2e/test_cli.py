@@ -41,6 +41,7 @@ class Shim:
     database_url: str
     tokens: dict[str, str]
     folder: Path
+    pid: int
 
     def gatehouse(
         self, *argv: str, who: str | None = "alice", stdout: int = subprocess.PIPE
@@ -78,8 +79,9 @@ class Shim:
 
 
 @contextmanager
-def _served(backend: str, folder: Path) -> Iterator[Shim]:
-    """A shim process on a fresh database of ``backend``, with no worker."""
+def _served(backend: str, folder: Path, processes: int = 1) -> Iterator[Shim]:
+    """A shim on a fresh database of ``backend``, with no worker, served by
+    ``processes`` processes on its one port."""
     require_backend(backend)
     url = fresh_database_url(backend, folder)
     tokens_file = folder / "tokens.json"
@@ -93,7 +95,10 @@ def _served(backend: str, folder: Path) -> Iterator[Shim]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEHOUSE_")}
     with (folder / "shim.log").open("wb") as log:
         proc = subprocess.Popen(
-            [GATEHOUSE, "shim", "--port", str(port), "--database-url", url],
+            [
+                *(GATEHOUSE, "shim", "--port", str(port), "--database-url", url),
+                *("--processes", str(processes)),
+            ],
             env={**env, "GATEHOUSE_TOKENS_FILE": str(tokens_file)},
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -101,7 +106,7 @@ def _served(backend: str, folder: Path) -> Iterator[Shim]:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, proc)
-        yield Shim(base=base, database_url=url, tokens=tokens, folder=folder)
+        yield Shim(base=base, database_url=url, tokens=tokens, folder=folder, pid=proc.pid)
     finally:
         stop([proc])
         drop_database(url)
@@ -112,8 +117,10 @@ def shim(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Shim]:
     """One shim per database for the tests that never start a worker; each of them
-    reads only what it made itself, so they pass alone and in any order."""
-    with _served(request.param, tmp_path_factory.mktemp(f"cli-{request.param}")) as served:
+    reads only what it made itself, so they pass alone and in any order. It is served by
+    two processes (``--processes 2``): whichever one takes a request answers it the same."""
+    folder = tmp_path_factory.mktemp(f"cli-{request.param}")
+    with _served(request.param, folder, processes=2) as served:
         yield served
 
 
@@ -128,6 +135,33 @@ def lone_shim(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Shim]:
 def test_version() -> None:
     done = subprocess.run([GATEHOUSE, "--version"], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout.startswith("gatehouse ")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and int(stat[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def test_processes_serve_the_one_port_each_an_application_of_its_own(shim: Shim) -> None:
+    servers = [
+        child
+        for child in _children(shim.pid)
+        if "spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+    ]
+    assert len(servers) == 2, _children(shim.pid)
+    # a connection of its own each time, taken by either process: each answers from the
+    # one database what the other wrote
+    for n in range(6):
+        made = shim.gatehouse("submit", "--recipe", "echo", "--objective", f"{n} of 6", "--json")
+        assert made.returncode == 0, made.stderr
+        assert shim.view(json.loads(made.stdout)["run_id"])["status"] == "queued"
 
 
 def test_without_a_token_the_error_names_the_variable_and_the_flag(shim: Shim) -> None:

@@ -80,6 +80,13 @@ def test_shim_without_a_tokens_file_names_the_default_and_the_fix(tmp_path: Path
     assert other.returncode == 2 and f"no tokens file at {tmp_path / 't.json'}" in other.stderr
 
 
+def test_shim_processes_must_be_one_or_more(tmp_path: Path) -> None:
+    tokens = tmp_path / "t.json"
+    tokens.write_text("{}")
+    done = _run("shim", "--processes", "0", cwd=tmp_path, GATEHOUSE_TOKENS_FILE=str(tokens))
+    assert done.returncode == 2 and "--processes must be 1 or more, not 0" in _one_line(done)
+
+
 def test_tokens_add_lists_valid_roles_and_says_when_it_counts(tmp_path: Path) -> None:
     bad = _run("tokens", "add", "alice", "--roles", "submitter,admin", cwd=tmp_path)
     assert bad.returncode == 2

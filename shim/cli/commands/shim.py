@@ -23,6 +23,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         " HTTPS (--tls-cert/--tls-key) or --insecure-http",
     )
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="shim processes accepting on the one port (default 1): one uses at most a core,"
+        " so give the intake more where cores are free; each has its own rate limits",
+    )
     database_option(p)
     p.add_argument(
         "--tokens-file",
@@ -43,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     refusal = plain_http_refusal(args.host, tls=tls is not None, insecure_http=args.insecure_http)
     if refusal:
         raise UsageError(refusal)
+    if args.processes < 1:
+        raise UsageError(f"--processes must be 1 or more, not {args.processes}")
     tokens = Path(args.tokens_file)
     if not tokens.is_file():
         raise UsageError(
@@ -52,4 +62,4 @@ def run(args: argparse.Namespace) -> int:
         )
     url, source = database_url(args)
     require_database(url, source)
-    serve_shim(url, args.host, args.port, tokens, tls)
+    serve_shim(url, args.host, args.port, tokens, tls, processes=args.processes)
