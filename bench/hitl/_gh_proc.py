@@ -23,7 +23,16 @@ def main() -> None:
         return
     import uvicorn  # noqa: PLC0415 - the worker process has no use for it
 
-    uvicorn.run("shim.api.asgi:app", host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+    # BENCH_SHIM_PROCESSES above 1: that many shim processes on the port (uvicorn's
+    # workers, as `gatehouse shim --processes`); they are started afresh, so the SQL
+    # counters installed here do not count them.
+    uvicorn.run(
+        "shim.api.asgi:app",
+        host="127.0.0.1",
+        port=int(sys.argv[2]),
+        log_level="warning",
+        workers=int(os.environ.get("BENCH_SHIM_PROCESSES", "1")),
+    )
 
 
 if __name__ == "__main__":

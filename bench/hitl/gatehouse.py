@@ -65,8 +65,12 @@ class GatehouseSystem:
         worker: bool = True,
         share: int | None = WORKER_CONCURRENCY,
         env: dict[str, str] | None = None,
+        shim_processes: int = 1,
     ) -> None:
         """The shim and (unless ``worker`` is False: nothing runs, runs stay queued) a worker.
+
+        ``shim_processes``: how many processes serve the shim's one port (as
+        ``gatehouse shim --processes``); above one, its SQL is not counted.
 
         ``share``: GATEHOUSE_WORKER_SHARE, how many slots one submitter's runs may
         hold; by default every one, as the peers' runs may (the benchmark's runs
@@ -105,7 +109,9 @@ class GatehouseSystem:
                 "GATEHOUSE_MAX_QUEUED": "100000000",
                 "GATEHOUSE_MAX_QUEUED_PER_SUBMITTER": "100000000",
             }
-        self.procs: list[subprocess.Popen[bytes]] = [self._spawn("shim")]
+        self.procs: list[subprocess.Popen[bytes]] = [
+            self._spawn("shim", BENCH_SHIM_PROCESSES=str(shim_processes))
+        ]
         self._more_shims: list[int] = []  # pids of the shims add_shim started
         wait_healthy(self.base, self.procs[0])
         if worker:

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from bench.hitl._proc_stats import cpu_s, postgres_server_cpu_s
+from bench.hitl._proc_stats import postgres_server_cpu_s, tree_cpu_s
 from bench.hitl.gatehouse import GatehouseSystem
 from ledger import open_database
 from shim.cli.client import KEEPALIVE
@@ -44,11 +44,14 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
-def ingest(backend: str, url: str, tmp: Path, clients: int, seconds: float) -> dict[str, Any]:
+def ingest(
+    backend: str, url: str, tmp: Path, clients: int, seconds: float, *, processes: int = 1
+) -> dict[str, Any]:
     """Intents posted for ``seconds`` by ``clients`` connections of a load generator in
-    a process of its own (``bench.hitl._ingest_client``); the CPU each process spent
-    per accepted intent (the shim, the generator, PostgreSQL's backends)."""
-    shim = GatehouseSystem(backend, url, tmp, worker=False)
+    a process of its own (``bench.hitl._ingest_client``) to a shim of ``processes``
+    processes on one port; the CPU each side spent per accepted intent (the shim's
+    processes, the generator, PostgreSQL's backends)."""
+    shim = GatehouseSystem(backend, url, tmp, worker=False, shim_processes=processes)
     spec_file, out_file = tmp / f"ingest-{backend}.json", tmp / f"ingest-{backend}.out.json"
     try:
         with httpx.Client(base_url=shim.base, timeout=60, limits=KEEPALIVE) as warm:
@@ -66,12 +69,12 @@ def ingest(backend: str, url: str, tmp: Path, clients: int, seconds: float) -> d
         spec_file.write_text(json.dumps(spec))
         pg = backend == "postgres"
         shim_pid = shim.shim_pids()[0]
-        shim_cpu, pg_cpu = cpu_s(shim_pid), postgres_server_cpu_s() if pg else 0.0
+        shim_cpu, pg_cpu = tree_cpu_s(shim_pid), postgres_server_cpu_s() if pg else 0.0
         subprocess.run(
             [sys.executable, "-m", "bench.hitl._ingest_client", str(spec_file), str(out_file)],
             check=True,
         )
-        shim_cpu = cpu_s(shim_pid) - shim_cpu
+        shim_cpu = tree_cpu_s(shim_pid) - shim_cpu
         pg_cpu = (postgres_server_cpu_s() - pg_cpu) if pg else 0.0
         got: dict[str, Any] = json.loads(out_file.read_text())
     finally:
@@ -94,6 +97,7 @@ def ingest(backend: str, url: str, tmp: Path, clients: int, seconds: float) -> d
         db.dispose()
     per = max(1, len(accepted))
     return {
+        "processes": processes,
         "clients": clients,
         "seconds": round(elapsed, 1),
         "accepted": len(accepted),
@@ -180,19 +184,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--backend", choices=["postgres", "sqlite"], action="append")
+    parser.add_argument(
+        "--processes",
+        default="1,2",
+        help="shim processes on the one port, comma-separated: each count measured in turn",
+    )
     args = parser.parse_args(argv)
+    counts = [int(n) for n in args.processes.split(",") if n]
     backends = args.backend or (["postgres", "sqlite"] if postgres_available() else ["sqlite"])
     with tempfile.TemporaryDirectory(prefix="gh-ingest-") as tmpdir:
         tmp = Path(tmpdir)
-        for backend in backends:
-            url = fresh_database_url(backend, tmp)
+        for backend, processes in ((b, n) for b in backends for n in counts):
+            sub = tmp / f"{backend}-{processes}"
+            sub.mkdir()
+            url = fresh_database_url(backend, sub)
             try:
-                got = ingest(backend, url, tmp, args.clients, args.seconds)
+                got = ingest(backend, url, sub, args.clients, args.seconds, processes=processes)
             finally:
                 drop_database(url)
             cpu = got["cpu_ms"]
             print(
-                f"{backend}: {got['per_s']:.0f} intents/s ({got['accepted']} in {got['seconds']} s,"
+                f"{backend}, {processes} shim process(es): {got['per_s']:.0f} intents/s"
+                f" ({got['accepted']} in {got['seconds']} s,"
                 f" {got['refused']} refused, {got['lost']} lost), p50 {got['p50_ms']:.1f} ms,"
                 f" p99 {got['p99_ms']:.1f} ms; CPU ms per intent: shim {cpu['shim']:.2f},"
                 f" generator {cpu['generator']:.2f}, PostgreSQL {cpu['postgres']:.2f}",
