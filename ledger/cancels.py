@@ -24,6 +24,7 @@ from contracts import (
     RunStatus,
 )
 from ledger._db import Conn, dbos_workflows, now_iso
+from ledger._row_locks import run_held
 
 __all__ = [
     "Cancel",
@@ -68,6 +69,7 @@ def lock_run(conn: Conn, run_id: str) -> LockedRun | None:
     ).first()
     if row is None:
         return None
+    run_held(conn, run_id)
     try:
         return LockedRun(RunStatus(row[0]), str(row[1]))
     except ValueError as exc:

@@ -30,7 +30,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from contracts import JsonObject, JsonValue, canonical_json, digest_of
-from ledger._db import Conn, is_postgres
+from ledger._db import Conn
+from ledger._row_locks import hold_run
 from ledger.anchors import Anchor, problem
 
 __all__ = [
@@ -109,8 +110,7 @@ def _mapping(keys: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
 
 def append(conn: Conn, op_key: str, run_id: str) -> None:
     """Chain the finished entry ``op_key`` onto its run (no-op if already chained)."""
-    if is_postgres(conn):
-        conn.execute(sa.text("SELECT 1 FROM runs WHERE run_id = :r FOR UPDATE"), {"r": run_id})
+    hold_run(conn, run_id)
     row = conn.execute(
         sa.text(f"SELECT {_COLUMNS}, chain_seq FROM calls WHERE op_key = :k"),  # noqa: S608
         {"k": op_key},

@@ -22,7 +22,8 @@ from typing import Final, get_args
 import sqlalchemy as sa
 
 from contracts import JsonObject, RunEventKind, canonical_json
-from ledger._db import Conn, is_postgres, now_iso
+from ledger._db import Conn, now_iso
+from ledger._row_locks import hold_run
 
 __all__ = [
     "FIRST_SQL",
@@ -67,8 +68,7 @@ def emit(conn: Conn, run_id: str, kind: str, body: JsonObject, *, notify: bool =
     """Append an event to the run's stream, in the caller's transaction."""
     if kind not in KINDS:
         raise ValueError(f"unknown run event kind {kind!r}")
-    if is_postgres(conn):  # serializes this run's appends until the caller commits
-        conn.execute(sa.text("SELECT 1 FROM runs WHERE run_id = :r FOR UPDATE"), {"r": run_id})
+    hold_run(conn, run_id)  # serializes this run's appends until the caller commits
     conn.execute(
         _INSERT,
         {"r": run_id, "k": kind, "b": canonical_json(body), "t": now_iso(),

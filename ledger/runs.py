@@ -26,6 +26,7 @@ from contracts import (
 )
 from ledger import approvals, edits, events, opa_runs, plan_cards
 from ledger._db import Conn, corrupt, is_postgres, now_iso, rows_changed
+from ledger._row_locks import run_held
 
 __all__ = [
     "STATUS_CHANNEL",
@@ -258,6 +259,8 @@ def set_status(
         },
     )
     changed = rows_changed(result)
+    if changed:
+        run_held(conn, run_id)  # the UPDATE holds the row: the event below needs no lock
     # a records step run again (after a crash before its checkpoint) says nothing new
     if changed and events.last_phase(conn, run_id) != (status.value, phase):
         events.emit(

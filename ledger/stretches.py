@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, JsonValue, StretchJob, queue_partition
 from ledger._db import Conn, Database, is_postgres, iso, now_iso
 from ledger._inhost import after_transaction
+from ledger._row_locks import run_held
 
 if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
     from dbos import DBOSClient, EnqueueOptions
@@ -202,6 +203,7 @@ def lock(conn: Conn, run_id: str) -> Locked | None:
     ).first()
     if found is None:
         return None
+    run_held(conn, run_id)
     stretch, wait, at, deadline, version, submitter = tuple(found)
     current = None if stretch is None else int(str(stretch))
     if wait is None:

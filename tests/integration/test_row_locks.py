@@ -1,0 +1,113 @@
+"""A run's row lock is taken once per transaction, and still serializes its appends.
+
+Counted at the engine: the statements that lock a run's row (``FOR UPDATE``)
+across the writes a tool call's completion makes (the chain link and three
+events), against one per transaction; and two transactions appending to one
+run's stream still wait for each other, the second numbering after the first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+
+from contracts import IntentRequest, RunStatus
+from ledger import Database, events, intents, migrate, open_database, runs
+from tests.support.stack import drop_database, fresh_database_url
+
+
+@pytest.fixture
+def db(backend: str, tmp_path: Path) -> Iterator[Database]:
+    url = fresh_database_url(backend, tmp_path)
+    database = open_database(url)
+    migrate(database)
+    try:
+        yield database
+    finally:
+        database.dispose()
+        drop_database(url)
+
+
+def _new_run(db: Database, run_id: str) -> None:
+    request = IntentRequest.model_validate(
+        {"recipe": "echo", "objective": "locks", "submitted_by": "alice"}
+    )
+    with db.engine.begin() as conn:
+        intents.insert_intent_and_run(
+            conn, intent_id=f"int_{run_id}", run_id=run_id, request=request, idempotency_key=None
+        )
+
+
+def _locks_counted(db: Database) -> list[str]:
+    seen: list[str] = []
+
+    def before(_conn: Connection, _cursor: object, statement: str, *_: object) -> None:
+        if "FOR UPDATE" in statement:
+            seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", before)
+    return seen
+
+
+def test_appends_in_one_transaction_lock_the_run_once(db: Database, backend: str) -> None:
+    _new_run(db, "run_a")
+    _new_run(db, "run_b")
+    locks = _locks_counted(db)
+    pg = backend == "postgres"  # SQLite: one writer at a time, nothing is locked
+    with db.engine.begin() as conn:
+        for n in range(3):
+            events.emit(conn, "run_a", "message", {"n": n})
+        events.emit(conn, "run_b", "message", {"n": 0})  # another run: its own lock
+    assert len(locks) == (2 if pg else 0)
+    with db.engine.begin() as conn:  # a new transaction holds nothing yet
+        events.emit(conn, "run_a", "message", {"n": 3})
+    assert len(locks) == (3 if pg else 0)
+    with db.engine.begin() as conn:  # a status change's UPDATE already holds the row
+        runs.set_status(conn, "run_a", RunStatus.RUNNING, "planning")
+        events.emit(conn, "run_a", "message", {"n": 4})
+    assert len(locks) == (3 if pg else 0)
+    with db.engine.begin() as conn:  # taken in a savepoint: not relied on after it
+        with conn.begin_nested():
+            events.emit(conn, "run_a", "message", {"n": 5})
+        events.emit(conn, "run_a", "message", {"n": 6})
+    assert len(locks) == (5 if pg else 0)
+    with db.engine.connect() as conn:
+        seqs = [e.seq for e in events.after(conn, "run_a", 0)]
+    assert seqs == list(range(1, 10))  # run.accepted, 7 messages, the phase
+
+
+def test_a_second_writer_waits_for_the_first_to_commit(db: Database, backend: str) -> None:
+    if backend != "postgres":
+        pytest.skip("SQLite has one writer at a time: there is no second writer to wait")
+    _new_run(db, "run_c")
+    first_in = threading.Event()
+    order: list[str] = []
+
+    def second() -> None:
+        first_in.wait(10)
+        with db.engine.begin() as conn:
+            events.emit(conn, "run_c", "message", {"who": "second"})
+            order.append("second")
+
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    with db.engine.begin() as conn:
+        events.emit(conn, "run_c", "message", {"who": "first"})
+        events.emit(conn, "run_c", "message", {"who": "first again"})
+        first_in.set()
+        time.sleep(0.3)  # the second writer is blocked on the run's row meanwhile
+        order.append("first")
+    waiter.join(10)
+    assert order == ["first", "second"]
+    with db.engine.connect() as conn:
+        got = [(e.seq, e.body["who"]) for e in events.after(conn, "run_c", 1)]
+    assert got == [(2, "first"), (3, "first again"), (4, "second")]
+    with db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM run_events")).scalar_one() == 4
