@@ -75,9 +75,16 @@ class CallRow:
     duration_ms: int | None = None
 
 
-_ROW = (
-    "SELECT op_key, status, request_digest, response_json, started_at, run_id, step_id,"
-    " target, duration_ms FROM calls"
+_ROW_COLUMNS = (
+    "op_key, status, request_digest, response_json, started_at, run_id, step_id,"
+    " target, duration_ms"
+)
+_ROW = f"SELECT {_ROW_COLUMNS} FROM calls"  # noqa: S608  (fixed columns)
+# A claimed call's outcome, and its row as it then is (none: it was not open).
+_COMPLETE = sa.text(
+    "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"  # noqa: S608
+    " error_code = :ec, finished_at = :t, duration_ms = :ms"
+    f" WHERE op_key = :k AND status = 'started' RETURNING {_ROW_COLUMNS}"
 )
 
 
@@ -162,12 +169,8 @@ def complete(
     duration_ms: int,
 ) -> CallRow:
     """Record the outcome of a claimed call and read the row back."""
-    result = conn.execute(
-        sa.text(
-            "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"
-            " error_code = :ec, finished_at = :t, duration_ms = :ms"
-            " WHERE op_key = :k AND status = 'started'"
-        ),
+    written = conn.execute(
+        _COMPLETE,
         {
             "st": "completed" if ok else "failed",
             "rs": canonical_json(response),
@@ -177,9 +180,9 @@ def complete(
             "ms": duration_ms,
             "k": key,
         },
-    )
-    done = rows_changed(result)
-    row = lookup(conn, key)
+    ).first()
+    done = written is not None
+    row = _call_row(tuple(written)) if written is not None else lookup(conn, key)
     if row is None:
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a claimed call vanished", {"op_key": key})
     chain.append(conn, key, run_id)

@@ -102,6 +102,12 @@ def seal_decision(row: Mapping[str, JsonValue]) -> tuple[str, str]:
 
 
 _COLUMNS = ", ".join(SEALED_FIELDS)
+# The entry to chain and the run's chain head (its last link: seq and hash), in one read.
+_HEAD = "FROM calls WHERE run_id = :r AND chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1"
+_ENTRY_AND_HEAD = sa.text(
+    f"SELECT {_COLUMNS}, chain_seq,"  # noqa: S608  (fixed columns)
+    f" (SELECT chain_seq {_HEAD}), (SELECT entry_hash {_HEAD}) FROM calls WHERE op_key = :k"
+)
 
 
 def _mapping(keys: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
@@ -111,21 +117,14 @@ def _mapping(keys: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
 def append(conn: Conn, op_key: str, run_id: str) -> None:
     """Chain the finished entry ``op_key`` onto its run (no-op if already chained)."""
     hold_run(conn, run_id)
-    row = conn.execute(
-        sa.text(f"SELECT {_COLUMNS}, chain_seq FROM calls WHERE op_key = :k"),  # noqa: S608
-        {"k": op_key},
-    ).first()
-    if row is None or row[-1] is not None or row[6] in ("started", "in_doubt"):
+    found = conn.execute(_ENTRY_AND_HEAD, {"k": op_key, "r": run_id}).first()
+    if found is None:
         return
-    head = conn.execute(
-        sa.text(
-            "SELECT chain_seq, entry_hash FROM calls WHERE run_id = :r"
-            " AND chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1"
-        ),
-        {"r": run_id},
-    ).first()
-    seq, prev = (1, GENESIS) if head is None else (int(head[0]) + 1, str(head[1]))
-    sealed = canonical_json(_mapping(SEALED_FIELDS, row[:-1]))
+    row, chained, (head_seq, head_hash) = found[:-3], found[-3], found[-2:]
+    if chained is not None or row[6] in ("started", "in_doubt"):
+        return
+    seq, prev = (1, GENESIS) if head_seq is None else (int(head_seq) + 1, str(head_hash))
+    sealed = canonical_json(_mapping(SEALED_FIELDS, row))
     entry: JsonObject = {"chain_version": SEALED_VERSION, "sealed_json": sealed}
     conn.execute(
         sa.text(
