@@ -134,15 +134,20 @@ def observe(conn: Conn, run_id: str, at: str) -> Cancel | None:
 
     The first boundary that sees the row is written into it; asked again at
     that same boundary (a wait that broke off, then the flow's own check) the
-    answer is the same. A replay reads ``observed_at`` instead of this.
+    answer is the same. A replay reads ``observed_at`` instead of this. One read
+    when there is no cancellation (every boundary of nearly every run).
     """
-    conn.execute(
-        sa.text(
-            "UPDATE run_cancels SET observed_at = :at WHERE run_id = :r AND observed_at IS NULL"
-        ),
-        {"at": at, "r": run_id},
-    )
     found = get(conn, run_id)
+    if found is None:
+        return None
+    if found.observed_at is None:
+        conn.execute(
+            sa.text(
+                "UPDATE run_cancels SET observed_at = :at WHERE run_id = :r AND observed_at IS NULL"
+            ),
+            {"at": at, "r": run_id},
+        )
+        found = get(conn, run_id)  # this boundary's, or one that wrote first
     return found if found is not None and found.observed_at == at else None
 
 
