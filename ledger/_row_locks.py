@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import weakref
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Transaction
 from sqlalchemy.orm import Session
 
-from ledger._db import Conn, is_postgres
+from ledger._db import Conn, is_postgres, sql
 
 __all__ = ["hold_run", "run_held"]
 
-_LOCK = sa.text("SELECT 1 FROM runs WHERE run_id = :r FOR UPDATE")
+_LOCK = sql("SELECT 1 FROM runs WHERE run_id = :r FOR UPDATE")
 # the runs whose rows each open transaction holds; gone with the transaction
 _held: weakref.WeakKeyDictionary[Transaction, set[str]] = weakref.WeakKeyDictionary()
 

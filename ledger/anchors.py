@@ -22,10 +22,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import sqlalchemy as sa
-
 from contracts import JsonObject, JsonValue, canonical_json
-from ledger._db import Conn, no_space, now_iso, storage_full
+from ledger._db import Conn, no_space, now_iso, sql, storage_full
 from ledger.signing import SigningKey, jcs_digest, sign_envelope
 
 __all__ = [
@@ -62,7 +60,7 @@ class Anchor:
 def chain_head(conn: Conn, run_id: str) -> tuple[int, str]:
     """(entries, head hash) of the run's chain as stored: (0, genesis) without entries."""
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT chain_seq, entry_hash FROM calls WHERE run_id = :r AND chain_seq IS NOT NULL"
             " ORDER BY chain_seq DESC LIMIT 1"
         ),
@@ -87,7 +85,7 @@ def record_checkpoint(
     }
     envelope = None if key is None else sign_envelope(key, CHECKPOINT_PAYLOAD_TYPE, body)
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO chain_checkpoints (checkpoint_id, run_id, entries, head, recorded_at,"
             " body_json, envelope_json) VALUES (:i, :r, :n, :h, :t, :b, :e)"
             " ON CONFLICT (checkpoint_id) DO NOTHING"
@@ -157,7 +155,7 @@ def _anchor(body: JsonValue, envelope: JsonValue, source: str) -> Anchor | None:
 
 def _stored(conn: Conn, run_id: str) -> list[tuple[str, str | None]]:
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT body_json, envelope_json FROM chain_checkpoints WHERE run_id = :r"
             " ORDER BY entries, recorded_at"
         ),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import ApprovalView, Decision, ErrorCode, GatehouseError, JsonValue
 from ledger import chain, events
-from ledger._db import Conn, corrupt, now_iso
+from ledger._db import Conn, corrupt, now_iso, sql
 
 __all__ = [
     "Decided",
@@ -22,7 +21,7 @@ __all__ = [
 
 def approvals_of(conn: Conn, run_id: str) -> list[ApprovalView]:
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT plan_digest, decision, decided_by, comment, decided_at"
             " FROM plan_approvals WHERE run_id = :r ORDER BY decided_at, approval_id"
         ),
@@ -78,7 +77,7 @@ def insert_decision(
     }
     sealed_json, sealed_hash = chain.seal_decision(row)
     inserted = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO plan_approvals (approval_id, run_id, plan_digest, decision, decided_by,"
             " comment, decided_at, sealed_json, sealed_hash) VALUES (:approval_id, :run_id,"
             " :plan_digest, :decision, :decided_by, :comment, :decided_at, :sj, :sh)"
@@ -103,7 +102,7 @@ def insert_decision(
 
 def decision_for(conn: Conn, run_id: str, plan_digest: str) -> Decided | None:
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT decision, decided_by FROM plan_approvals WHERE run_id = :r AND plan_digest = :d"
         ),
         {"r": run_id, "d": plan_digest},
@@ -128,7 +127,7 @@ def endorse(
     """Record one person's approval of a plan that needs several (the caller holds
     the run's row lock); False when they had approved it already."""
     inserted = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO plan_endorsements (run_id, plan_digest, endorsed_by, comment,"
             " endorsed_at) VALUES (:r, :d, :b, :c, :t)"
             " ON CONFLICT (run_id, plan_digest, endorsed_by) DO NOTHING RETURNING run_id"
@@ -150,7 +149,7 @@ def endorse(
 def endorsers(conn: Conn, run_id: str, plan_digest: str) -> list[str]:
     """Who approved the plan so far, in the order they did."""
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT endorsed_by FROM plan_endorsements WHERE run_id = :r AND plan_digest = :d"
             " ORDER BY endorsed_at, endorsed_by"
         ),
@@ -162,7 +161,7 @@ def endorsers(conn: Conn, run_id: str, plan_digest: str) -> list[str]:
 def endorsements_of(conn: Conn, run_id: str) -> list[ApprovalView]:
     """Every approval on the way to a quorum, of any of the run's plans."""
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT plan_digest, endorsed_by, comment, endorsed_at FROM plan_endorsements"
             " WHERE run_id = :r ORDER BY endorsed_at, endorsed_by"
         ),

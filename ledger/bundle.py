@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import json
 
-import sqlalchemy as sa
 from google.protobuf import json_format
 from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
 from in_toto_attestation.v1.statement import Statement
 
 from contracts import JsonObject, JsonValue
 from ledger import anchors, approvals, evidence
-from ledger._db import Conn, now_iso
+from ledger._db import Conn, now_iso, sql
 from ledger.chain import ENTRY_FIELDS, GENESIS
 from ledger.signing import RFC8785, SigningKey, jcs_digest, sign_envelope
 
@@ -64,7 +63,7 @@ _RUN = (
 
 def _run(conn: Conn, run_id: str) -> JsonObject | None:
     row = conn.execute(
-        sa.text(f"SELECT {', '.join(_RUN)} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed columns)
+        sql(f"SELECT {', '.join(_RUN)} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed columns)
         {"r": run_id},
     ).first()
     return None if row is None else dict(zip(_RUN, row, strict=True))
@@ -72,7 +71,7 @@ def _run(conn: Conn, run_id: str) -> JsonObject | None:
 
 def _plans(conn: Conn, run_id: str) -> list[JsonValue]:
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT revision, plan_digest, previous_digest, plan_json FROM plan_revisions"
             " WHERE run_id = :r ORDER BY revision"
         ),
@@ -87,7 +86,7 @@ def _plans(conn: Conn, run_id: str) -> list[JsonValue]:
 def _entries(conn: Conn, run_id: str) -> tuple[list[JsonValue], list[JsonValue]]:
     """(the chain's entries in order, the unfinished entries that are not on it)."""
     rows = conn.execute(
-        sa.text(
+        sql(
             f"SELECT {', '.join(ENTRY_FIELDS)}, chain_seq, prev_hash, entry_hash,"  # noqa: S608
             " request_json, response_json, sealed_json, chain_version FROM calls"
             " WHERE run_id = :r"

@@ -30,7 +30,7 @@ from contracts import (
     sha256_hex,
 )
 from ledger import chain, events
-from ledger._db import Conn, now_iso, rows_changed
+from ledger._db import Conn, now_iso, rows_changed, sql
 
 __all__ = [
     "RESOLVED",
@@ -81,7 +81,7 @@ _ROW_COLUMNS = (
 )
 _ROW = f"SELECT {_ROW_COLUMNS} FROM calls"  # noqa: S608  (fixed columns)
 # A claimed call's outcome, and its row as it then is (none: it was not open).
-_COMPLETE = sa.text(
+_COMPLETE = sql(
     "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"  # noqa: S608
     " error_code = :ec, finished_at = :t, duration_ms = :ms"
     f" WHERE op_key = :k AND status = 'started' RETURNING {_ROW_COLUMNS}"
@@ -108,13 +108,13 @@ def _call_row(row: Sequence[object]) -> CallRow:
 
 
 def lookup(conn: Conn, key: str) -> CallRow | None:
-    row = conn.execute(sa.text(f"{_ROW} WHERE op_key = :k"), {"k": key}).first()
+    row = conn.execute(sql(f"{_ROW} WHERE op_key = :k"), {"k": key}).first()
     return None if row is None else _call_row(tuple(row))
 
 
 def of_runs(conn: Conn, run_ids: list[str]) -> dict[str, CallRow]:
     """Every entry of these runs by op_key, in one read (a replay serves from it)."""
-    stmt = sa.text(f"{_ROW} WHERE run_id IN :r").bindparams(sa.bindparam("r", expanding=True))
+    stmt = sql(f"{_ROW} WHERE run_id IN :r").bindparams(sa.bindparam("r", expanding=True))
     return {c.op_key: c for c in (_call_row(tuple(r)) for r in conn.execute(stmt, {"r": run_ids}))}
 
 
@@ -131,7 +131,7 @@ def claim(
 ) -> bool:
     """Write the ``started`` row; False when another execution holds the claim."""
     got = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO calls (op_key, run_id, step_id, attempt, kind, target, status,"
             " request_json, request_digest, started_at)"
             " VALUES (:k, :r, :s, :a, :kind, :tg, 'started', :rq, :rd, :t)"
@@ -202,7 +202,7 @@ def _written(conn: Conn, row: CallRow, **extra: str | None) -> None:
 def mark_in_doubt(conn: Conn, key: str) -> None:
     """An interrupted call to a callee without idempotency keys: wait for a person."""
     result = conn.execute(
-        sa.text("UPDATE calls SET status = 'in_doubt' WHERE op_key = :k AND status = 'started'"),
+        sql("UPDATE calls SET status = 'in_doubt' WHERE op_key = :k AND status = 'started'"),
         {"k": key},
     )
     marked = rows_changed(result)
@@ -222,7 +222,7 @@ def resolve(
     response: JsonObject = {"resolution": outcome, "resolved_by": resolved_by, "note": note}
     now = now_iso()
     changed = conn.execute(
-        sa.text(
+        sql(
             "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"
             " resolved_by = :by, resolved_at = :t, finished_at = :t"
             " WHERE op_key = :k AND status = 'in_doubt' RETURNING run_id"
@@ -249,9 +249,7 @@ def resolve(
 def in_doubt(conn: Conn, run_id: str) -> list[str]:
     """The run's op_keys waiting for an operator."""
     rows = conn.execute(
-        sa.text(
-            "SELECT op_key FROM calls WHERE run_id = :r AND status = 'in_doubt' ORDER BY op_key"
-        ),
+        sql("SELECT op_key FROM calls WHERE run_id = :r AND status = 'in_doubt' ORDER BY op_key"),
         {"r": run_id},
     ).all()
     return [str(r[0]) for r in rows]
@@ -259,7 +257,7 @@ def in_doubt(conn: Conn, run_id: str) -> list[str]:
 
 def list_calls(conn: Conn, run_id: str) -> list[CallView]:
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
             " response_digest, error_code, started_at, finished_at, duration_ms"
             # the chain's order, never a worker's wall clock (which may have been stepped);

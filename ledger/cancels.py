@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from contracts import (
     INTENT_WORKFLOW,
     STRETCH_WORKFLOW,
@@ -23,7 +21,7 @@ from contracts import (
     JsonObject,
     RunStatus,
 )
-from ledger._db import Conn, dbos_workflows, now_iso
+from ledger._db import Conn, dbos_workflows, now_iso, sql
 from ledger._row_locks import run_held
 
 __all__ = [
@@ -61,7 +59,7 @@ class LockedRun:
 def lock_run(conn: Conn, run_id: str) -> LockedRun | None:
     """Take the run's row lock for the rest of the transaction; None if no such run."""
     row = conn.execute(
-        sa.text(
+        sql(
             "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
             " RETURNING status, submitted_by"
         ),
@@ -94,7 +92,7 @@ def _source(value: str, run_id: str) -> CancelSource:
 
 def get(conn: Conn, run_id: str) -> Cancel | None:
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT run_id, requested_by, reason, source, requested_at, observed_at"
             " FROM run_cancels WHERE run_id = :r"
         ),
@@ -117,7 +115,7 @@ def request(
 ) -> tuple[Cancel, bool]:
     """The first cancellation per run wins: (the one on record, whether this one was it)."""
     inserted = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO run_cancels (run_id, requested_by, reason, source, requested_at)"
             " VALUES (:r, :by, :why, :src, :t) ON CONFLICT (run_id) DO NOTHING RETURNING run_id"
         ),
@@ -142,7 +140,7 @@ def observe(conn: Conn, run_id: str, at: str) -> Cancel | None:
         return None
     if found.observed_at is None:
         conn.execute(
-            sa.text(
+            sql(
                 "UPDATE run_cancels SET observed_at = :at WHERE run_id = :r AND observed_at IS NULL"
             ),
             {"at": at, "r": run_id},
@@ -154,7 +152,7 @@ def observe(conn: Conn, run_id: str, at: str) -> Cancel | None:
 def rejected(conn: Conn, run_id: str) -> bool:
     """Whether the run's plan was rejected: it ends rejected, a cancel has nothing to stop."""
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT 1 FROM plan_approvals a JOIN runs r ON r.run_id = a.run_id"
             " WHERE a.run_id = :r AND a.decision = 'rejected'"
             " AND (r.plan_digest IS NULL OR a.plan_digest = r.plan_digest)"
@@ -172,7 +170,7 @@ def cancelled_in_dbos(conn: Conn, limit: int = 100) -> list[str]:
     people cost this probe nothing."""
     wf = dbos_workflows(conn)
     rows = conn.execute(
-        sa.text(
+        sql(
             f"SELECT r.run_id FROM runs r JOIN {wf} w ON w.workflow_uuid ="  # noqa: S608  (a fixed table name)
             " CASE WHEN COALESCE(r.stretch, 0) = 0 THEN r.run_id"
             " ELSE r.run_id || ':' || CAST(r.stretch AS TEXT) END"

@@ -27,10 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-
 from contracts import JsonObject, JsonValue, canonical_json, digest_of
-from ledger._db import Conn
+from ledger._db import Conn, sql
 from ledger._row_locks import hold_run
 from ledger.anchors import Anchor, problem
 
@@ -104,7 +102,7 @@ def seal_decision(row: Mapping[str, JsonValue]) -> tuple[str, str]:
 _COLUMNS = ", ".join(SEALED_FIELDS)
 # The entry to chain and the run's chain head (its last link: seq and hash), in one read.
 _HEAD = "FROM calls WHERE run_id = :r AND chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1"
-_ENTRY_AND_HEAD = sa.text(
+_ENTRY_AND_HEAD = sql(
     f"SELECT {_COLUMNS}, chain_seq,"  # noqa: S608  (fixed columns)
     f" (SELECT chain_seq {_HEAD}), (SELECT entry_hash {_HEAD}) FROM calls WHERE op_key = :k"
 )
@@ -127,7 +125,7 @@ def append(conn: Conn, op_key: str, run_id: str) -> None:
     sealed = canonical_json(_mapping(SEALED_FIELDS, row))
     entry: JsonObject = {"chain_version": SEALED_VERSION, "sealed_json": sealed}
     conn.execute(
-        sa.text(
+        sql(
             "UPDATE calls SET chain_seq = :s, prev_hash = :p, entry_hash = :h,"
             " sealed_json = :j, chain_version = :v WHERE op_key = :k"
         ),
@@ -221,7 +219,7 @@ def _decisions(conn: Conn, run_id: str) -> tuple[str | None, int]:
     """(the first of the run's decisions whose row no longer matches its seal, how
     many carry no seal at all)."""
     rows = conn.execute(
-        sa.text(
+        sql(
             f"SELECT {', '.join(DECISION_FIELDS)}, sealed_json, sealed_hash"  # noqa: S608
             " FROM plan_approvals WHERE run_id = :r ORDER BY decided_at, approval_id"
         ),
@@ -251,7 +249,7 @@ def verify(conn: Conn, run_id: str, anchors: Sequence[Anchor] = ()) -> ChainRepo
     first decision that no longer matches its seal, then the first of ``anchors``
     (the run's checkpoints) it does not match."""
     rows = conn.execute(
-        sa.text(
+        sql(
             f"SELECT {', '.join(_VERIFIED)} FROM calls WHERE run_id = :r"  # noqa: S608
             " ORDER BY chain_seq IS NULL, chain_seq, op_key"
         ),

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
-from ledger._db import Conn, now_iso
+from ledger._db import Conn, now_iso, sql
 
 __all__ = ["Edit", "edit_of", "insert_edit"]
 
@@ -22,7 +20,7 @@ class Edit:
 
 def insert_edit(conn: Conn, run_id: str, edit: Edit) -> None:
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO plan_edits (run_id, parent_run_id, previous_digest, edited_by,"
             " edited_at) VALUES (:r, :p, :d, :b, :t)"
         ),
@@ -34,9 +32,7 @@ def insert_edit(conn: Conn, run_id: str, edit: Edit) -> None:
 def edit_of(conn: Conn, run_id: str) -> Edit | None:
     """The edit the run was started by, if it was."""
     row = conn.execute(
-        sa.text(
-            "SELECT parent_run_id, previous_digest, edited_by FROM plan_edits WHERE run_id = :r"
-        ),
+        sql("SELECT parent_run_id, previous_digest, edited_by FROM plan_edits WHERE run_id = :r"),
         {"r": run_id},
     ).first()
     return None if row is None else Edit(str(row[0]), str(row[1]), str(row[2]))

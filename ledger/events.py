@@ -19,10 +19,8 @@ import json
 from dataclasses import dataclass
 from typing import Final, get_args
 
-import sqlalchemy as sa
-
 from contracts import JsonObject, RunEventKind, canonical_json
-from ledger._db import Conn, now_iso
+from ledger._db import Conn, now_iso, sql
 from ledger._row_locks import hold_run
 
 __all__ = [
@@ -52,7 +50,7 @@ class Event:
                 "body": self.body}  # fmt: skip
 
 
-_INSERT = sa.text(
+_INSERT = sql(
     "INSERT INTO run_events (run_id, seq, kind, body_json, at, notify_pending)"
     " SELECT :r, COALESCE(MAX(seq), 0) + 1, :k, :b, :t, :n FROM run_events WHERE run_id = :r"
 )
@@ -79,7 +77,7 @@ def emit(conn: Conn, run_id: str, kind: str, body: JsonObject, *, notify: bool =
 def emit_first(conn: Conn, run_id: str, kind: str, body: JsonObject) -> None:
     """A new run's first event, in the transaction that inserted the run's row: seq 1,
     with nothing to lock or count (no other transaction sees the run yet)."""
-    conn.execute(sa.text(FIRST_SQL), first_values(run_id, kind, body))
+    conn.execute(sql(FIRST_SQL), first_values(run_id, kind, body))
 
 
 def first_values(run_id: str, kind: str, body: JsonObject) -> dict[str, str]:
@@ -93,7 +91,7 @@ def first_values(run_id: str, kind: str, body: JsonObject) -> dict[str, str]:
 def last_phase(conn: Conn, run_id: str) -> tuple[str, str] | None:
     """(status, phase) of the run's newest ``run.phase`` event, if any."""
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT body_json FROM run_events WHERE run_id = :r AND kind = 'run.phase'"
             " ORDER BY seq DESC LIMIT 1"
         ),
@@ -108,7 +106,7 @@ def last_phase(conn: Conn, run_id: str) -> tuple[str, str] | None:
 def after(conn: Conn, run_id: str, seq: int, limit: int = 500) -> list[Event]:
     """The run's events numbered above ``seq``, oldest first."""
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT seq, kind, body_json, at FROM run_events WHERE run_id = :r AND seq > :s"
             " ORDER BY seq LIMIT :n"
         ),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import (
@@ -17,7 +16,7 @@ from contracts import (
     sha256_hex,
 )
 from ledger import events
-from ledger._db import Conn, now_iso, rows_changed
+from ledger._db import Conn, now_iso, rows_changed, sql
 
 __all__ = [
     "get_artifact",
@@ -36,14 +35,14 @@ def put_artifact(
     """Store bytes under their SHA-256 (once) and link them to the run; return the digest."""
     digest = sha256_hex(content)
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO artifacts (sha256, media_type, size_bytes, content, created_at)"
             " VALUES (:d, :m, :n, :c, :t) ON CONFLICT (sha256) DO NOTHING"
         ),
         {"d": digest, "m": media_type, "n": len(content), "c": content, "t": now_iso()},
     )
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO run_artifacts (run_id, sha256, step_id, name) VALUES (:r, :d, :s, :n)"
             " ON CONFLICT (run_id, step_id, name) DO NOTHING"
         ),
@@ -54,7 +53,7 @@ def put_artifact(
 
 def get_artifact(conn: Conn, digest: str) -> tuple[str, bytes] | None:
     row = conn.execute(
-        sa.text("SELECT media_type, content FROM artifacts WHERE sha256 = :d"), {"d": digest}
+        sql("SELECT media_type, content FROM artifacts WHERE sha256 = :d"), {"d": digest}
     ).first()
     if row is None:
         return None
@@ -70,7 +69,7 @@ def get_artifact(conn: Conn, digest: str) -> tuple[str, bytes] | None:
 
 def run_artifacts(conn: Conn, run_id: str) -> list[dict[str, str | int]]:
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT ra.step_id, ra.name, ra.sha256, a.media_type, a.size_bytes"
             " FROM run_artifacts ra JOIN artifacts a ON a.sha256 = ra.sha256"
             " WHERE ra.run_id = :r ORDER BY ra.step_id, ra.name"
@@ -86,7 +85,7 @@ def run_artifacts(conn: Conn, run_id: str) -> list[dict[str, str | int]]:
 def put_episode(conn: Conn, run_id: str, step_id: str | None, episode: Episode) -> None:
     """Episode ids are derived from what they record, so a re-run writes nothing new."""
     result = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO episodes (episode_id, run_id, step_id, episode_type, result_status,"
             " body_json, recorded_at) VALUES (:i, :r, :s, :t, :st, :b, :at)"
             " ON CONFLICT (episode_id) DO NOTHING"
@@ -113,7 +112,7 @@ def put_episode(conn: Conn, run_id: str, step_id: str | None, episode: Episode) 
 
 def list_episodes(conn: Conn, run_id: str) -> list[EpisodeView]:
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT episode_id, run_id, step_id, episode_type, result_status, body_json,"
             " recorded_at FROM episodes WHERE run_id = :r ORDER BY recorded_at, episode_id"
         ),
@@ -158,7 +157,7 @@ def put_security_event(
     (``repeat_count``, ``last_seen_at``), so repeats leave no new row. True: a row was added."""
     if fingerprint is not None and open_since is not None:
         counted = conn.execute(
-            sa.text(
+            sql(
                 "UPDATE security_events SET repeat_count = repeat_count + :n, last_seen_at = :t"
                 " WHERE episode_id = (SELECT episode_id FROM security_events"
                 " WHERE fingerprint = :f AND recorded_at >= :since"
@@ -169,7 +168,7 @@ def put_security_event(
         if rows_changed(counted):
             return False
     added = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO security_events (episode_id, run_id, error_code, category, severity,"
             " body_json, recorded_at, fingerprint, repeat_count, last_seen_at)"
             " VALUES (:i, :r, :c, :cat, :sev, :b, :t, :f, :n, :t)"
@@ -197,7 +196,7 @@ def list_security_events(conn: Conn, limit: int = 100) -> list[JsonObject]:
     episode as served still validates): ``repeat_count`` (how many refusals the row
     stands for) and ``last_seen_at`` (the latest of them)."""
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT body_json, repeat_count, COALESCE(last_seen_at, recorded_at)"
             " FROM security_events"
             " UNION ALL SELECT body_json, 1, recorded_at FROM episodes"

@@ -5,9 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
-from ledger._db import Conn, db_clock, dbos_workflows, instant, is_postgres, now_sql, rows_changed
+from ledger._db import (
+    Conn,
+    db_clock,
+    dbos_workflows,
+    instant,
+    is_postgres,
+    now_sql,
+    rows_changed,
+    sql,
+)
 from ledger.stretches import run_of
 
 
@@ -88,7 +95,7 @@ def heartbeat(
     ages read from it do not depend on the wall clock of the worker that wrote it."""
     stamp = ":t" if now is not None else now_sql(not is_postgres(conn))
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO executors (executor_id, app_version, hostname, pid, started_at,"  # noqa: S608  (stamp is one of two constant SQL expressions)
             f" heartbeat_at, planners) VALUES (:e, :v, :h, :p, {stamp}, {stamp}, :pl)"
             " ON CONFLICT (executor_id) DO UPDATE SET app_version = excluded.app_version,"
@@ -116,9 +123,7 @@ class Lease:
 
 
 def lease(conn: Conn, name: str) -> Lease | None:
-    row = conn.execute(
-        sa.text("SELECT holder, beat FROM leases WHERE name = :n"), {"n": name}
-    ).first()
+    row = conn.execute(sql("SELECT holder, beat FROM leases WHERE name = :n"), {"n": name}).first()
     return None if row is None else Lease(str(row[0]), int(row[1]))
 
 
@@ -127,7 +132,7 @@ def renew_lease(conn: Conn, *, name: str, holder: str, until: str) -> bool:
     counter moves). ``until`` is informational: expiry is judged by the contenders,
     from the counter (see ``seize_lease``), never from a clock."""
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO leases (name, holder, expires_at, beat) VALUES (:n, :h, :u, 1)"
             " ON CONFLICT (name) DO UPDATE SET expires_at = excluded.expires_at,"
             " beat = leases.beat + 1 WHERE leases.holder = excluded.holder"
@@ -142,7 +147,7 @@ def seize_lease(conn: Conn, *, name: str, holder: str, seen: Lease, until: str) 
     """Take over lease ``name`` from a holder that stopped renewing it: only if it
     is still exactly as the caller saw it (same holder, same counter)."""
     done = conn.execute(
-        sa.text(
+        sql(
             "UPDATE leases SET holder = :h, expires_at = :u, beat = beat + 1"
             " WHERE name = :n AND holder = :old AND beat = :b RETURNING name"
         ),
@@ -154,7 +159,7 @@ def seize_lease(conn: Conn, *, name: str, holder: str, seen: Lease, until: str) 
 def beats(conn: Conn, *, app_version: str, me: str) -> dict[str, int]:
     """The heartbeat counter of every other unreaped executor of this version."""
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT executor_id, beat FROM executors WHERE reaped_at IS NULL"
             " AND app_version = :v AND executor_id <> :me ORDER BY executor_id"
         ),
@@ -167,7 +172,7 @@ def mark_reaped(conn: Conn, *, executor_id: str, beat: int, now: str) -> bool:
     """Mark a dead executor handed over; False if it sent a heartbeat meanwhile
     (its counter moved past ``beat``)."""
     done = conn.execute(
-        sa.text(
+        sql(
             "UPDATE executors SET reaped_at = :t WHERE executor_id = :e AND beat = :b"
             " AND reaped_at IS NULL RETURNING executor_id"
         ),
@@ -180,7 +185,7 @@ def mark_stopped(conn: Conn, *, executor_id: str, pid: int) -> bool:
     """This worker process stops cleanly now (the database's clock); False when the row
     is another process's by now (the same executor id started again elsewhere)."""
     done = conn.execute(
-        sa.text(
+        sql(
             f"UPDATE executors SET stopped_at = {now_sql(not is_postgres(conn))}"  # noqa: S608  (one of two constant SQL expressions)
             " WHERE executor_id = :e AND pid = :p RETURNING executor_id"
         ),
@@ -195,7 +200,7 @@ def list_executors(conn: Conn) -> list[Executor]:
     stepped an hour ahead must not see every worker as an hour silent."""
     now = db_clock(conn)
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT executor_id, app_version, hostname, pid, started_at, heartbeat_at, reaped_at,"
             " planners, stopped_at FROM executors ORDER BY heartbeat_at DESC, executor_id"
         )
@@ -226,11 +231,11 @@ def unfinished_by_version(conn: Conn) -> list[VersionLoad]:
         if postgres
         else "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'workflow_status'"
     )
-    if not conn.execute(sa.text(probe)).scalar():
+    if not conn.execute(sql(probe)).scalar():
         return []
     wf = dbos_workflows(conn)
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT COALESCE(application_version, ''),"  # noqa: S608  (a fixed table name)
             " SUM(CASE WHEN status = 'PENDING' THEN 1 ELSE 0 END),"
             " SUM(CASE WHEN status = 'ENQUEUED' THEN 1 ELSE 0 END)"
@@ -255,7 +260,7 @@ def requeue_errored(conn: Conn, workflow_id: str, queue_name: str) -> bool:
         else ("CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)")
     )
     done = conn.execute(
-        sa.text(
+        sql(
             f"UPDATE {wf} SET status = 'ENQUEUED', queue_name = :q, owner_xid = NULL,"  # noqa: S608
             " recovery_attempts = 0, workflow_deadline_epoch_ms = NULL,"
             " deduplication_id = NULL, started_at_epoch_ms = NULL, completed_at = NULL,"
@@ -290,7 +295,7 @@ def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[
     )
     like = " OR ".join(f"w.error LIKE :t{i}" for i in range(len(_FULL_DISK_TEXT)))
     rows = conn.execute(
-        sa.text(
+        sql(
             f"SELECT w.workflow_uuid FROM {wf} w JOIN runs r ON r.run_id = {run}"  # noqa: S608  (fixed names; the texts are parameters)
             " WHERE w.status = 'ERROR' AND r.finished_at IS NULL"
             f" AND w.application_version = :v AND ({like})"
@@ -341,7 +346,7 @@ def waiting(
     looks = ", ".join(f"EXISTS (SELECT 1 FROM {wf} WHERE {c}{ours})" for c in conditions)  # noqa: S608  (fixed names)
     params: dict[str, object] = {f"q{i}": q for i, q in enumerate(queue_names)}
     params |= {"now": now_ms, "app": application}
-    row = conn.execute(sa.text(f"SELECT {looks}"), params).one()
+    row = conn.execute(sql(f"SELECT {looks}"), params).one()
     *queued, delay_over, deadline_passed = (bool(x) for x in row)
     return Waiting(
         queues=frozenset(q for q, yes in zip(queue_names, queued, strict=True) if yes),
@@ -354,7 +359,7 @@ def unkeyed(conn: Conn, queue_name: str) -> bool:
     never claims one from a partitioned queue (``key_unkeyed`` gives them one)."""
     wf = dbos_workflows(conn)
     query = f"SELECT 1 FROM {wf}{_UNKEYED} LIMIT 1"  # noqa: S608  (fixed names)
-    found = conn.execute(sa.text(query), {"q": queue_name}).first()
+    found = conn.execute(sql(query), {"q": queue_name}).first()
     return found is not None
 
 
@@ -363,7 +368,7 @@ def key_unkeyed(conn: Conn, queue_name: str, partition: str) -> int:
     ``partition``; how many. Work an older release queued is claimed again."""
     wf = dbos_workflows(conn)
     done = conn.execute(
-        sa.text(f"UPDATE {wf} SET queue_partition_key = :p{_UNKEYED}"),  # noqa: S608  (fixed names)
+        sql(f"UPDATE {wf} SET queue_partition_key = :p{_UNKEYED}"),  # noqa: S608  (fixed names)
         {"q": queue_name, "p": partition},
     )
     return rows_changed(done)

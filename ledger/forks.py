@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from contracts import RunStatus
 from ledger import events
-from ledger._db import Conn, corrupt, now_iso
+from ledger._db import Conn, corrupt, now_iso, sql
 
 __all__ = ["Lineage", "insert_fork", "lineage", "requested"]
 
@@ -30,7 +28,7 @@ class Lineage:
 
 def lineage(conn: Conn, run_id: str) -> Lineage | None:
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT run_id, status, intent_id, trace_digest, random_seed, profile_digest,"
             " tool_pool_digest, parent_run_id, fork_from_step FROM runs WHERE run_id = :r"
         ),
@@ -58,7 +56,7 @@ def lineage(conn: Conn, run_id: str) -> Lineage | None:
 def requested(conn: Conn, run_id: str) -> tuple[str, str] | None:
     """A fork's parent and who asked for the fork; None for a run that is no fork."""
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT parent_run_id, submitted_by FROM runs"
             " WHERE run_id = :r AND parent_run_id IS NOT NULL"
         ),
@@ -82,7 +80,7 @@ def insert_fork(
     now = now_iso()
     params = {"r": run_id, "p": parent_run_id, "t": now}
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO runs (run_id, intent_id, recipe, objective, mode, status, phase,"
             " submitted_by, policy_profile, tool_pool, plan_digest, profile_digest,"
             " tool_pool_digest, cedar_digest, random_seed, created_at, updated_at,"
@@ -98,7 +96,7 @@ def insert_fork(
         {"parent_run_id": parent_run_id, "from_step": from_step, "submitted_by": requested_by},
     )  # fmt: skip
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO run_steps (run_id, step_id, position, driver_kind, connector_id, status,"
             " op_key, output_json, error_code, error_message, finished_at)"
             " SELECT :r, step_id, position, driver_kind, connector_id, status, op_key,"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import (
@@ -18,7 +17,7 @@ from contracts import (
     sha256_hex,
 )
 from ledger import events
-from ledger._db import Conn, is_postgres, now_iso
+from ledger._db import Conn, is_postgres, now_iso, sql
 
 __all__ = [
     "ExistingIntent",
@@ -53,7 +52,7 @@ def find_by_idempotency_key(conn: Conn, submitter: str, key: str) -> ExistingInt
     """The intent ``submitter`` made under ``key``. A key stored before keys were scoped
     (bare) counts only for the submitter who used it."""
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT i.intent_id, r.run_id, i.request_digest, r.status"
             " FROM intents i JOIN runs r ON r.intent_id = i.intent_id"
             " WHERE i.idempotency_key IN (:scoped, :bare) AND i.submitted_by = :s"
@@ -78,7 +77,7 @@ _RUN_SQL = (
 # PostgreSQL: the intent, its run and the run's first event in one statement (one
 # round trip, the intake's hot path); the foreign keys between them are checked at
 # the statement's end, when all three rows are there.
-_ALL_IN_ONE = sa.text(f"WITH i AS ({_INTENT_SQL}), r AS ({_RUN_SQL}) {events.FIRST_SQL}")
+_ALL_IN_ONE = sql(f"WITH i AS ({_INTENT_SQL}), r AS ({_RUN_SQL}) {events.FIRST_SQL}")
 
 
 def insert_intent_and_run(
@@ -117,14 +116,14 @@ def insert_intent_and_run(
     if is_postgres(conn):
         conn.execute(_ALL_IN_ONE, values)
         return
-    for sql in (_INTENT_SQL, _RUN_SQL, events.FIRST_SQL):
-        conn.execute(sa.text(sql), values)
+    for text in (_INTENT_SQL, _RUN_SQL, events.FIRST_SQL):
+        conn.execute(sql(text), values)
 
 
 def request_for_run(conn: Conn, run_id: str) -> IntentRequest | None:
     """The intent a run was started from, parsed back into its contract."""
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT i.request_json FROM intents i JOIN runs r ON r.intent_id = i.intent_id"
             " WHERE r.run_id = :r"
         ),

@@ -6,11 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-
 from contracts import JsonObject
 from ledger import events
-from ledger._db import Conn, now_iso
+from ledger._db import Conn, now_iso, sql
 
 __all__ = ["Message", "add", "get", "last"]
 
@@ -43,7 +41,7 @@ _COLUMNS = "run_id, turn, text, ends, sent_by, sent_at"
 
 def last(conn: Conn, run_id: str) -> Message | None:
     row = conn.execute(
-        sa.text(
+        sql(
             f"SELECT {_COLUMNS} FROM run_messages WHERE run_id = :r"  # noqa: S608  (fixed columns)
             " ORDER BY turn DESC LIMIT 1"
         ),
@@ -54,7 +52,7 @@ def last(conn: Conn, run_id: str) -> Message | None:
 
 def get(conn: Conn, run_id: str, turn: int) -> Message | None:
     row = conn.execute(
-        sa.text(f"SELECT {_COLUMNS} FROM run_messages WHERE run_id = :r AND turn = :t"),  # noqa: S608
+        sql(f"SELECT {_COLUMNS} FROM run_messages WHERE run_id = :r AND turn = :t"),  # noqa: S608
         {"r": run_id, "t": turn},
     ).first()
     return None if row is None else _of(row)
@@ -67,7 +65,7 @@ def add(conn: Conn, run_id: str, text: str | None, ends: bool, sent_by: str) -> 
         run_id, 1 if previous is None else previous.turn + 1, text, ends, sent_by, now_iso()
     )
     conn.execute(
-        sa.text(
+        sql(
             f"INSERT INTO run_messages ({_COLUMNS}) VALUES (:r, :t, :x, :e, :b, :a)"  # noqa: S608
         ),
         {

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from contracts import INTENT_QUEUE
 from ledger import executors
-from ledger._db import Conn, dbos_workflows, epoch_sql, is_postgres
+from ledger._db import Conn, dbos_workflows, epoch_sql, is_postgres, sql
 
 __all__ = ["Snapshot", "snapshot"]
 
@@ -34,8 +32,8 @@ class Snapshot:
 
 
 def snapshot(conn: Conn) -> Snapshot:
-    def rows(sql: str) -> list[tuple[object, ...]]:
-        return [tuple(r) for r in conn.execute(sa.text(sql)).all()]
+    def rows(text: str) -> list[tuple[object, ...]]:
+        return [tuple(r) for r in conn.execute(sql(text)).all()]
 
     wf = dbos_workflows(conn)
     ages = [

@@ -14,10 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-import sqlalchemy as sa
-
 from contracts import JsonObject, canonical_json, sha256_hex
-from ledger._db import Conn, db_clock, is_postgres, iso, now_iso, now_sql, rows_changed
+from ledger._db import Conn, db_clock, is_postgres, iso, now_iso, now_sql, rows_changed, sql
 
 __all__ = [
     "Delivery",
@@ -56,7 +54,7 @@ class PendingEvent:
 
 def pending_events(conn: Conn, limit: int = 100) -> list[PendingEvent]:
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT e.run_id, e.seq, e.kind, e.body_json, e.at, r.recipe, r.objective,"
             " r.submitted_by, r.plan_digest FROM run_events e JOIN runs r ON r.run_id = e.run_id"
             " WHERE e.notify_pending = 1 ORDER BY e.at, e.run_id, e.seq LIMIT :n"
@@ -72,7 +70,7 @@ def pending_events(conn: Conn, limit: int = 100) -> list[PendingEvent]:
 
 def clear_pending(conn: Conn, run_id: str, seq: int) -> None:
     conn.execute(
-        sa.text("UPDATE run_events SET notify_pending = NULL WHERE run_id = :r AND seq = :s"),
+        sql("UPDATE run_events SET notify_pending = NULL WHERE run_id = :r AND seq = :s"),
         {"r": run_id, "s": seq},
     )
 
@@ -84,7 +82,7 @@ def add_delivery(
     there (fanned out before)."""
     now = now_sql(not is_postgres(conn))  # in the statement: no round trip for the clock
     result = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO notification_deliveries (delivery_id, run_id, seq, event, sink_id,"  # noqa: S608  (now is one of two constant SQL expressions)
             " payload_json, status, attempts, next_attempt_at, created_at)"
             f" VALUES (:d, :r, :s, :e, :k, :p, 'pending', 0, {now}, {now})"
@@ -129,7 +127,7 @@ def claim_due(conn: Conn, owner: str, lease_s: float, limit: int = 20) -> list[D
     ids = [
         str(r[0])
         for r in conn.execute(
-            sa.text(
+            sql(
                 "SELECT delivery_id FROM notification_deliveries WHERE status = 'pending'"
                 " AND next_attempt_at <= :now AND (lease_until IS NULL OR lease_until < :now)"
                 " ORDER BY next_attempt_at, delivery_id LIMIT :n"
@@ -140,7 +138,7 @@ def claim_due(conn: Conn, owner: str, lease_s: float, limit: int = 20) -> list[D
     claimed: list[Delivery] = []
     for d in ids:  # each claim re-checks, so two workers never hold one delivery
         row = conn.execute(
-            sa.text(
+            sql(
                 "UPDATE notification_deliveries SET lease_owner = :o, lease_until = :u"  # noqa: S608
                 " WHERE delivery_id = :d AND status = 'pending'"
                 " AND (lease_until IS NULL OR lease_until < :now)"
@@ -155,7 +153,7 @@ def claim_due(conn: Conn, owner: str, lease_s: float, limit: int = 20) -> list[D
 
 def mark_delivered(conn: Conn, delivery: str, owner: str) -> None:
     conn.execute(
-        sa.text(
+        sql(
             "UPDATE notification_deliveries SET status = 'delivered', attempts = attempts + 1,"
             " delivered_at = :t, lease_owner = NULL, lease_until = NULL, last_error = NULL"
             " WHERE delivery_id = :d AND lease_owner = :o"
@@ -171,7 +169,7 @@ def mark_failed(
     database's clock (or never, when given up)."""
     next_attempt_at = iso(db_clock(conn) + timedelta(seconds=retry_in_s))
     conn.execute(
-        sa.text(
+        sql(
             "UPDATE notification_deliveries SET attempts = attempts + 1, last_error = :e,"
             " next_attempt_at = :n, status = :s, lease_owner = NULL, lease_until = NULL"
             " WHERE delivery_id = :d AND lease_owner = :o"
@@ -183,7 +181,7 @@ def mark_failed(
 
 def deliveries_of(conn: Conn, run_id: str) -> list[Delivery]:
     rows = conn.execute(
-        sa.text(
+        sql(
             f"SELECT {_COLUMNS} FROM notification_deliveries WHERE run_id = :r"  # noqa: S608
             " ORDER BY created_at, delivery_id"
         ),
@@ -210,7 +208,7 @@ class WaitingApproval:
 def waiting_approvals(conn: Conn) -> list[WaitingApproval]:
     """Runs waiting for a decision now, with the event that began the wait."""
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT r.run_id, r.policy_profile, e.seq, e.at, r.recipe, r.objective,"
             " r.submitted_by, r.plan_digest, r.parked_until"
             " FROM runs r JOIN run_events e ON e.run_id = r.run_id"

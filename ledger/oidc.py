@@ -13,9 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import sqlalchemy as sa
-
-from ledger._db import Conn, iso, now_iso, rows_changed
+from ledger._db import Conn, iso, now_iso, rows_changed, sql
 
 __all__ = ["LOGIN_TTL_S", "Login", "Session", "end_session", "find_session", "start_login",
            "start_session", "take_login"]  # fmt: skip
@@ -44,9 +42,9 @@ def start_login(conn: Conn, state: str, login: Login) -> None:
     """Keep a sign-in the browser was just sent off with (older ones past their
     time go on the way)."""
     old = iso(datetime.now(UTC) - timedelta(seconds=LOGIN_TTL_S))
-    conn.execute(sa.text("DELETE FROM oidc_logins WHERE created_at < :old"), {"old": old})
+    conn.execute(sql("DELETE FROM oidc_logins WHERE created_at < :old"), {"old": old})
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO oidc_logins (state_sha256, nonce, verifier, next_path, created_at)"
             " VALUES (:s, :n, :v, :p, :t)"
         ),
@@ -59,7 +57,7 @@ def take_login(conn: Conn, state: str) -> Login | None:
     """The sign-in ``state`` names, taken (a second callback finds nothing); None
     when there is none, or it is older than ``LOGIN_TTL_S``."""
     row = conn.execute(
-        sa.text(
+        sql(
             "DELETE FROM oidc_logins WHERE state_sha256 = :s"
             " RETURNING nonce, verifier, next_path, created_at"
         ),
@@ -73,9 +71,9 @@ def take_login(conn: Conn, state: str) -> Login | None:
 
 def start_session(conn: Conn, token: str, session: Session, *, issuer: str, hours: float) -> None:
     now = datetime.now(UTC)
-    conn.execute(sa.text("DELETE FROM dashboard_sessions WHERE expires_at < :t"), {"t": iso(now)})
+    conn.execute(sql("DELETE FROM dashboard_sessions WHERE expires_at < :t"), {"t": iso(now)})
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO dashboard_sessions (session_sha256, identity, roles_json, issuer,"
             " created_at, expires_at) VALUES (:s, :i, :r, :u, :c, :e)"
         ),
@@ -86,7 +84,7 @@ def start_session(conn: Conn, token: str, session: Session, *, issuer: str, hour
 
 def find_session(conn: Conn, token: str) -> Session | None:
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT identity, roles_json FROM dashboard_sessions"
             " WHERE session_sha256 = :s AND expires_at > :t"
         ),
@@ -102,6 +100,6 @@ def end_session(conn: Conn, token: str) -> bool:
     """The session's row gone (its token is worth nothing from now on); False when
     there was none (never opened, ended already, or swept after it expired)."""
     gone = conn.execute(
-        sa.text("DELETE FROM dashboard_sessions WHERE session_sha256 = :s"), {"s": _digest(token)}
+        sql("DELETE FROM dashboard_sessions WHERE session_sha256 = :s"), {"s": _digest(token)}
     )
     return rows_changed(gone) > 0

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import ErrorCode, GatehouseError
 from contracts.opa_run import OPA_STEP, OpaJob, OpaRunView, OpaSigner
-from ledger._db import Conn, now_iso
+from ledger._db import Conn, now_iso, sql
 from ledger.evidence import get_artifact, put_artifact
 
 __all__ = [
@@ -59,7 +58,7 @@ def put_input(conn: Conn, run_id: str, intake: Intake) -> None:
     if digest != job.archive_sha256:
         raise GatehouseError(ErrorCode.INTERNAL_ERROR, "the stored archive is not the one checked")
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO opa_runs (run_id, archive_name, archive_sha256, opa_version,"
             " execution_mode, signer_json, job_json, created_at)"
             " VALUES (:r, :n, :d, :v, :m, :s, :j, :t)"
@@ -88,7 +87,7 @@ def put_output(conn: Conn, run_id: str, content: bytes) -> str:
         content=content,
     )
     updated = conn.execute(
-        sa.text("UPDATE opa_runs SET output_sha256 = :d WHERE run_id = :r RETURNING run_id"),
+        sql("UPDATE opa_runs SET output_sha256 = :d WHERE run_id = :r RETURNING run_id"),
         {"d": digest, "r": run_id},
     ).first()
     if updated is None:
@@ -99,12 +98,12 @@ def put_output(conn: Conn, run_id: str, content: bytes) -> str:
 def _fork_row(conn: Conn, run_id: str, output_sha256: str) -> None:
     """A fork runs its parent's archive: it gets the parent's row (and input artifact)."""
     parent = conn.execute(
-        sa.text("SELECT parent_run_id FROM runs WHERE run_id = :r"), {"r": run_id}
+        sql("SELECT parent_run_id FROM runs WHERE run_id = :r"), {"r": run_id}
     ).scalar()
     if parent is None:
         return
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO opa_runs (run_id, archive_name, archive_sha256, opa_version,"
             " execution_mode, signer_json, job_json, output_sha256, created_at)"
             " SELECT :r, archive_name, archive_sha256, opa_version, execution_mode,"
@@ -113,7 +112,7 @@ def _fork_row(conn: Conn, run_id: str, output_sha256: str) -> None:
         {"r": run_id, "p": parent, "d": output_sha256, "t": now_iso()},
     )
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO run_artifacts (run_id, sha256, step_id, name)"
             " SELECT :r, sha256, step_id, name FROM run_artifacts"
             " WHERE run_id = :p AND step_id = :s AND name = :n"
@@ -125,7 +124,7 @@ def _fork_row(conn: Conn, run_id: str, output_sha256: str) -> None:
 
 def get(conn: Conn, run_id: str) -> OpaRunView | None:
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT archive_name, archive_sha256, opa_version, execution_mode, signer_json,"
             " output_sha256 FROM opa_runs WHERE run_id = :r"
         ),
@@ -154,7 +153,7 @@ def get(conn: Conn, run_id: str) -> OpaRunView | None:
 def job(conn: Conn, run_id: str) -> OpaJob | None:
     """The OpaJob the run's workflow was given (None: not an OPA run)."""
     row = conn.execute(
-        sa.text("SELECT job_json FROM opa_runs WHERE run_id = :r"), {"r": run_id}
+        sql("SELECT job_json FROM opa_runs WHERE run_id = :r"), {"r": run_id}
     ).first()
     if row is None:
         return None

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from contracts import ErrorCode, GatehouseError
-from ledger._db import Database, sqlalchemy_url
+from ledger._db import Database, sql, sqlalchemy_url
 
 __all__ = ["read_only_query"]
 
@@ -28,7 +28,7 @@ def read_only_query(
         with engine.connect() as conn:
             if not db.is_sqlite:
                 conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-            result = conn.execute(sa.text(query))
+            result = conn.execute(sql(query))
             if not result.returns_rows:
                 return [], []
             columns = list(result.keys())

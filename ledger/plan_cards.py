@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 
-import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import JsonValue, Plan, PlanCardView, canonical_json
-from ledger._db import Conn, corrupt, now_iso
+from ledger._db import Conn, corrupt, now_iso, sql
 
 __all__ = [
     "add_revision",
@@ -40,17 +39,17 @@ def add_revision(
     plan_json = canonical_json(plan.model_dump(mode="json"))
     changes_json = None if changes is None else canonical_json(changes)
     found = conn.execute(
-        sa.text("SELECT revision FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
+        sql("SELECT revision FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
         {"r": run_id, "d": digest},
     ).first()
     if found is not None:  # re-executed step: the revision is already there
         return int(found[0])
     latest = conn.execute(
-        sa.text("SELECT MAX(revision) FROM plan_revisions WHERE run_id = :r"), {"r": run_id}
+        sql("SELECT MAX(revision) FROM plan_revisions WHERE run_id = :r"), {"r": run_id}
     ).scalar()
     revision = int(latest or 0) + 1
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO plan_revisions (run_id, revision, plan_json, plan_digest,"
             " previous_digest, changes_json, created_at) VALUES (:r, :n, :j, :d, :p, :c, :t)"
         ),
@@ -66,7 +65,7 @@ def add_revision(
     )
     if previous_digest is not None:
         conn.execute(
-            sa.text(
+            sql(
                 "UPDATE plan_cards SET plan_json = :j, plan_digest = :d, status = 'waiting_input',"
                 " revision = :n, previous_digest = :p, changes_json = :c, updated_at = :t"
                 " WHERE run_id = :r"
@@ -87,7 +86,7 @@ def add_revision(
 def revision_plan(conn: Conn, run_id: str, digest: str) -> str | None:
     """The stored JSON of the run's revision with this digest, if there is one."""
     row = conn.execute(
-        sa.text("SELECT plan_json FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
+        sql("SELECT plan_json FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
         {"r": run_id, "d": digest},
     ).first()
     return None if row is None else str(row[0])
@@ -96,14 +95,14 @@ def revision_plan(conn: Conn, run_id: str, digest: str) -> str | None:
 def card_digest(conn: Conn, run_id: str) -> str | None:
     """The digest the run's plan card names, or None (no card)."""
     row = conn.execute(
-        sa.text("SELECT plan_digest FROM plan_cards WHERE run_id = :r"), {"r": run_id}
+        sql("SELECT plan_digest FROM plan_cards WHERE run_id = :r"), {"r": run_id}
     ).first()
     return None if row is None else str(row[0])
 
 
 def get_plan_card(conn: Conn, run_id: str) -> PlanCardView | None:
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT plan_json, plan_digest, status, created_at, revision, previous_digest,"
             " changes_json FROM plan_cards WHERE run_id = :r"
         ),
@@ -128,7 +127,7 @@ def get_plan_card(conn: Conn, run_id: str) -> PlanCardView | None:
 def write_plan_card(conn: Conn, run_id: str, plan: Plan, digest: str, status: str) -> None:
     now = now_iso()
     conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO plan_cards (run_id, plan_json, plan_digest, status, created_at,"
             " updated_at) VALUES (:r, :j, :d, :s, :t, :t)"
             " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
@@ -148,7 +147,7 @@ def set_plan_card_status(conn: Conn, run_id: str, status: str) -> None:
     """A card's decision (or expiry) is written once: a card already decided or
     expired keeps its status (a revision puts a new plan on it, waiting again)."""
     conn.execute(
-        sa.text(
+        sql(
             "UPDATE plan_cards SET status = :s, updated_at = :t WHERE run_id = :r"
             " AND status NOT IN ('approved', 'rejected', 'expired')"
         ),

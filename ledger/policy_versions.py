@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
-from ledger._db import Conn, now_iso, rows_changed
+from ledger._db import Conn, now_iso, rows_changed, sql
 
 __all__ = [
     "PolicyVersion",
@@ -35,7 +33,7 @@ def keep(conn: Conn, versions: list[PolicyVersion]) -> int:
     added = 0
     for v in versions:
         result = conn.execute(
-            sa.text(
+            sql(
                 "INSERT INTO policy_versions (digest, kind, policy_id, body, stored_at)"
                 " VALUES (:d, :k, :p, :b, :t) ON CONFLICT (digest) DO NOTHING"
             ),
@@ -47,7 +45,7 @@ def keep(conn: Conn, versions: list[PolicyVersion]) -> int:
 
 def version(conn: Conn, digest: str) -> PolicyVersion | None:
     row = conn.execute(
-        sa.text("SELECT digest, kind, policy_id, body FROM policy_versions WHERE digest = :d"),
+        sql("SELECT digest, kind, policy_id, body FROM policy_versions WHERE digest = :d"),
         {"d": digest},
     ).first()
     if row is None:
@@ -65,7 +63,7 @@ class RunPrincipal:
 
 def run_principal(conn: Conn, run_id: str) -> RunPrincipal | None:
     row = conn.execute(
-        sa.text("SELECT submitted_by, cedar_digest FROM runs WHERE run_id = :r"),
+        sql("SELECT submitted_by, cedar_digest FROM runs WHERE run_id = :r"),
         {"r": run_id},
     ).first()
     if row is None:
@@ -75,5 +73,5 @@ def run_principal(conn: Conn, run_id: str) -> RunPrincipal | None:
 
 def all_versions(conn: Conn) -> dict[str, PolicyVersion]:
     """Every kept version, by digest."""
-    rows = conn.execute(sa.text("SELECT digest, kind, policy_id, body FROM policy_versions"))
+    rows = conn.execute(sql("SELECT digest, kind, policy_id, body FROM policy_versions"))
     return {str(r[0]): PolicyVersion(str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows}

@@ -19,7 +19,7 @@ from contracts import (
     RecordedRevision,
     RecordedStep,
 )
-from ledger._db import Conn
+from ledger._db import Conn, sql
 
 __all__ = ["recorded_plans"]
 
@@ -39,8 +39,8 @@ def _filter(since: str | None, profiles: list[str] | None) -> tuple[str, dict[st
     return (f" AND {' AND '.join(clauses)}" if clauses else ""), params
 
 
-def _text(sql: str, profiles: list[str] | None) -> sa.TextClause:
-    statement = sa.text(sql)
+def _text(text: str, profiles: list[str] | None) -> sa.TextClause:
+    statement = sql(text)
     if profiles is not None:
         statement = statement.bindparams(sa.bindparam("profiles", expanding=True))
     return statement

@@ -25,7 +25,7 @@ from contracts import (
     canonical_json,
 )
 from ledger import approvals, edits, events, opa_runs, plan_cards
-from ledger._db import Conn, corrupt, is_postgres, now_iso, rows_changed
+from ledger._db import Conn, corrupt, is_postgres, now_iso, rows_changed, sql
 from ledger._row_locks import run_held
 
 __all__ = [
@@ -64,7 +64,7 @@ NOTIFY_STATUSES = frozenset(
 
 
 def run_status(conn: Conn, run_id: str) -> RunStatus | None:
-    row = conn.execute(sa.text("SELECT status FROM runs WHERE run_id = :r"), {"r": run_id}).first()
+    row = conn.execute(sql("SELECT status FROM runs WHERE run_id = :r"), {"r": run_id}).first()
     if row is None:
         return None
     try:
@@ -75,7 +75,7 @@ def run_status(conn: Conn, run_id: str) -> RunStatus | None:
 
 def _steps(conn: Conn, run_id: str) -> list[StepView]:
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT step_id, position, driver_kind, connector_id, status, op_key, output_json,"
             " error_code, error_message, finished_at FROM run_steps WHERE run_id = :r"
             " ORDER BY position"
@@ -104,7 +104,7 @@ def _steps(conn: Conn, run_id: str) -> list[StepView]:
 
 def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
     row = conn.execute(
-        sa.text(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed column list)
+        sql(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed column list)
         {"r": run_id},
     ).first()
     if row is None:
@@ -184,7 +184,7 @@ def list_runs(
         f" {where} ORDER BY created_at DESC, run_id DESC LIMIT :lim"
     )
     rows = conn.execute(
-        sa.text(query),
+        sql(query),
         params,
     ).all()
     try:
@@ -210,7 +210,7 @@ def list_runs(
 def backlog(conn: Conn, submitted_by: str) -> tuple[int, int]:
     """(runs queued in all, runs queued by this submitter): what waits for a worker."""
     row = conn.execute(
-        sa.text(
+        sql(
             "SELECT COUNT(*), COALESCE(SUM(CASE WHEN submitted_by = :who THEN 1 ELSE 0 END), 0)"
             " FROM runs WHERE status = 'queued'"
         ),
@@ -222,9 +222,18 @@ def backlog(conn: Conn, submitted_by: str) -> tuple[int, int]:
 def queued(conn: Conn) -> tuple[int, str | None]:
     """How many runs wait in the queue, and when the oldest of them was submitted."""
     row = conn.execute(
-        sa.text("SELECT COUNT(*), MIN(created_at) FROM runs WHERE status = 'queued'")
+        sql("SELECT COUNT(*), MIN(created_at) FROM runs WHERE status = 'queued'")
     ).one()
     return int(row[0]), None if row[1] is None else str(row[1])
+
+
+_SET_STATUS = sa.text(
+    "UPDATE runs SET status = :s, phase = :p, updated_at = :t,"
+    " error_code = COALESCE(:ec, error_code), error_message = COALESCE(:em, error_message),"
+    " plan_digest = COALESCE(:pd, plan_digest),"
+    " finished_at = CASE WHEN :term THEN :t ELSE finished_at END"
+    " WHERE run_id = :r AND status NOT IN :done"
+).bindparams(sa.bindparam("done", expanding=True))
 
 
 def set_status(
@@ -239,13 +248,7 @@ def set_status(
 ) -> None:
     now = now_iso()
     result = conn.execute(
-        sa.text(
-            "UPDATE runs SET status = :s, phase = :p, updated_at = :t,"
-            " error_code = COALESCE(:ec, error_code), error_message = COALESCE(:em, error_message),"
-            " plan_digest = COALESCE(:pd, plan_digest),"
-            " finished_at = CASE WHEN :term THEN :t ELSE finished_at END"
-            " WHERE run_id = :r AND status NOT IN :done"
-        ).bindparams(sa.bindparam("done", expanding=True)),
+        _SET_STATUS,
         {
             "s": status.value,
             "p": phase,
@@ -269,7 +272,7 @@ def set_status(
             notify=status in NOTIFY_STATUSES,
         )  # fmt: skip
     if is_postgres(conn):  # delivered when this commits: wakes the shim's waiting clients
-        conn.execute(sa.text("SELECT pg_notify(:c, :r)"), {"c": STATUS_CHANNEL, "r": run_id})
+        conn.execute(sql("SELECT pg_notify(:c, :r)"), {"c": STATUS_CHANNEL, "r": run_id})
 
 
 def set_policy_digests(
@@ -278,7 +281,7 @@ def set_policy_digests(
     """Record exactly which profile, tool pool and Cedar policy set files the run is
     held to (``cedar_digest`` None: its profile names no policy set)."""
     conn.execute(
-        sa.text(
+        sql(
             "UPDATE runs SET profile_digest = :p, tool_pool_digest = :t, cedar_digest = :c"
             " WHERE run_id = :r"
         ),
@@ -290,11 +293,11 @@ def set_seed(conn: Conn, run_id: str, seed: str) -> str:
     """The run's seed: ``seed`` if it had none yet, else the one it already has
     (chosen once, whoever asks again)."""
     conn.execute(
-        sa.text("UPDATE runs SET random_seed = :s WHERE run_id = :r AND random_seed IS NULL"),
+        sql("UPDATE runs SET random_seed = :s WHERE run_id = :r AND random_seed IS NULL"),
         {"s": seed, "r": run_id},
     )
     stored = conn.execute(
-        sa.text("SELECT random_seed FROM runs WHERE run_id = :r"), {"r": run_id}
+        sql("SELECT random_seed FROM runs WHERE run_id = :r"), {"r": run_id}
     ).scalar()
     return str(stored) if stored is not None else seed
 
@@ -302,14 +305,14 @@ def set_seed(conn: Conn, run_id: str, seed: str) -> str:
 def set_budgets(conn: Conn, run_id: str, budgets: JsonObject) -> None:
     """The run's budgets, used / limit (a display copy; the ledger is the truth)."""
     conn.execute(
-        sa.text("UPDATE runs SET budgets_json = :b WHERE run_id = :r"),
+        sql("UPDATE runs SET budgets_json = :b WHERE run_id = :r"),
         {"b": canonical_json(budgets), "r": run_id},
     )
 
 
 def set_trace_digest(conn: Conn, run_id: str, trace_digest: str) -> None:
     conn.execute(
-        sa.text("UPDATE runs SET trace_digest = :d WHERE run_id = :r"),
+        sql("UPDATE runs SET trace_digest = :d WHERE run_id = :r"),
         {"d": trace_digest, "r": run_id},
     )
 
@@ -329,7 +332,7 @@ def record_step(
     error_message: str | None,
 ) -> None:
     result = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO run_steps (run_id, step_id, position, driver_kind, connector_id, status,"
             " op_key, output_json, error_code, error_message, finished_at)"
             " VALUES (:r, :s, :p, :dk, :c, :st, :op, :o, :ec, :em, :t)"

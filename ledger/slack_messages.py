@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from contracts import JsonObject, canonical_json
 from ledger import approvals
-from ledger._db import Conn, now_iso, rows_changed
+from ledger._db import Conn, now_iso, rows_changed, sql
 
 __all__ = ["Closing", "SlackMessage", "Why", "close", "closings", "messages_of", "record_posted"]
 
@@ -65,7 +65,7 @@ def record_posted(
 ) -> bool:
     """Keep a message just posted (False: it was kept already)."""
     result = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO slack_messages (sink_id, channel, ts, run_id, plan_digest, seq,"
             " delivery_id, message_json, posted_at) VALUES (:k, :c, :ts, :r, :d, :s, :dl, :m, :t)"
             " ON CONFLICT (sink_id, channel, ts) DO NOTHING"
@@ -81,7 +81,7 @@ _TERMINAL = ("planned", "succeeded", "failed", "rejected", "cancelled")
 # An open message, and what the run and the plan it names say now. A message can be
 # closed when its plan has a decision or an edit on record, the run holds another
 # plan, its wait is over, or the run ended; otherwise it is left out.
-_CLOSING = sa.text(
+_CLOSING = sql(
     "SELECT m.sink_id, m.channel, m.ts, m.run_id, m.plan_digest, m.seq, m.message_json,"
     " a.decision, a.decided_by, a.decided_at, e.run_id, e.edited_by, e.edited_at,"
     " r.status, r.error_code, r.plan_digest, r.finished_at, r.parked_at, r.parked_until,"
@@ -138,7 +138,7 @@ def closings(conn: Conn, limit: int = 100) -> list[Closing]:
 def close(conn: Conn, message: SlackMessage, line: str) -> bool:
     """Mark the message closed with ``line``; False when another notifier did first."""
     result = conn.execute(
-        sa.text(
+        sql(
             "UPDATE slack_messages SET closed_at = :t, closed_line = :l"
             " WHERE sink_id = :k AND channel = :c AND ts = :ts AND closed_at IS NULL"
         ),
@@ -150,7 +150,7 @@ def close(conn: Conn, message: SlackMessage, line: str) -> bool:
 def messages_of(conn: Conn, run_id: str) -> list[SlackMessage]:
     """The run's messages, in the order they were posted."""
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT sink_id, channel, ts, run_id, plan_digest, seq, message_json, closed_at,"
             " closed_line FROM slack_messages WHERE run_id = :r ORDER BY posted_at, ts"
         ),

@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
-import sqlalchemy as sa
-
-from ledger._db import Conn, iso, rows_changed
+from ledger._db import Conn, iso, rows_changed, sql
 
 __all__ = ["KEEP_S", "first_sight"]
 
@@ -25,11 +23,11 @@ def first_sight(conn: Conn, signature: str, now: datetime | None = None) -> bool
     was already taken (a replay). Rows past ``KEEP_S`` are removed on the way."""
     at = now or datetime.now(UTC)
     conn.execute(
-        sa.text("DELETE FROM slack_requests WHERE received_at < :old"),
+        sql("DELETE FROM slack_requests WHERE received_at < :old"),
         {"old": iso(at - timedelta(seconds=KEEP_S))},
     )
     done = conn.execute(
-        sa.text(
+        sql(
             "INSERT INTO slack_requests (signature_sha256, received_at) VALUES (:s, :t)"
             " ON CONFLICT (signature_sha256) DO NOTHING"
         ),

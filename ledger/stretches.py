@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, JsonValue, StretchJob, queue_partition
-from ledger._db import Conn, Database, is_postgres, iso, now_iso
+from ledger._db import Conn, Database, is_postgres, iso, now_iso, sql
 from ledger._inhost import after_transaction
 from ledger._row_locks import run_held
 
@@ -58,7 +58,7 @@ WORK_CHANNEL = "gatehouse_work"
 # The payload of a notification about work in any partitions (runs put back on the
 # queue: a dead worker's, those a full disk stopped): look at every partition.
 ANY_PARTITION = ""
-_NOTIFY = sa.text("SELECT pg_notify(:c, :w)")
+_NOTIFY = sql("SELECT pg_notify(:c, :w)")
 
 
 def enqueue_options(
@@ -194,7 +194,7 @@ def deadline_passed(deadline: str | None) -> bool:
 def lock(conn: Conn, run_id: str) -> Locked | None:
     """Take the run's row lock (a no-op UPDATE); None when there is no such run."""
     found = conn.execute(
-        sa.text(
+        sql(
             "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
             " RETURNING stretch, parked_wait, parked_at, parked_until, parked_version,"
             " submitted_by"
@@ -229,7 +229,7 @@ def park(
     """Park the run at ``wait`` (the caller holds the run's row lock); ``version``:
     the application version the next stretch is to run under."""
     conn.execute(
-        sa.text(
+        sql(
             "UPDATE runs SET parked_wait = :w, parked_at = :a, parked_until = :u,"
             " parked_since = :t, parked_version = :v, stretch = COALESCE(stretch, 0)"
             " WHERE run_id = :r"
@@ -249,7 +249,7 @@ def take(conn: Conn, run_id: str) -> HandedOff:
     # The wait's boundary and expiry stay until the next stretch has taken what was
     # decided (``answered``): a decision that comes in meanwhile is held to them.
     conn.execute(
-        sa.text(
+        sql(
             "UPDATE runs SET stretch = :n, parked_wait = NULL, parked_since = NULL"
             " WHERE run_id = :r"
         ),
@@ -264,7 +264,7 @@ def take(conn: Conn, run_id: str) -> HandedOff:
 def answered(conn: Conn, run_id: str) -> None:
     """The run's wait got its answer: it no longer has a boundary or an expiry."""
     conn.execute(
-        sa.text(
+        sql(
             "UPDATE runs SET parked_wait = NULL, parked_at = NULL, parked_until = NULL,"
             " parked_since = NULL WHERE run_id = :r AND parked_at IS NOT NULL"
         ),
@@ -276,7 +276,7 @@ def waiting_until(conn: Conn, run_id: str) -> tuple[str, str | None] | None:
     """The boundary of the wait the run is at, parked or handed on and not yet
     answered, and its expiry; None when it is at no wait."""
     row = conn.execute(
-        sa.text("SELECT parked_at, parked_until FROM runs WHERE run_id = :r"), {"r": run_id}
+        sql("SELECT parked_at, parked_until FROM runs WHERE run_id = :r"), {"r": run_id}
     ).first()
     if row is None or row[0] is None:
         return None
@@ -286,7 +286,7 @@ def waiting_until(conn: Conn, run_id: str) -> tuple[str, str | None] | None:
 def expired(conn: Conn, limit: int = 100) -> list[str]:
     """Runs parked at a wait whose expiry has passed (for the expiry sweep)."""
     rows = conn.execute(
-        sa.text(
+        sql(
             "SELECT run_id FROM runs WHERE parked_wait IS NOT NULL AND parked_until <= :t"
             " ORDER BY parked_until LIMIT :n"
         ),
@@ -319,9 +319,7 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
 def is_split(conn: Conn, run_id: str) -> bool:
     """Whether the run is split at its decisions (False: begun before version 18, it
     waits in place in its one workflow, woken by a message)."""
-    found = conn.execute(
-        sa.text("SELECT stretch FROM runs WHERE run_id = :r"), {"r": run_id}
-    ).first()
+    found = conn.execute(sql("SELECT stretch FROM runs WHERE run_id = :r"), {"r": run_id}).first()
     return found is not None and found[0] is not None
 
 
@@ -330,7 +328,7 @@ def workflow_ids(conn: Conn, run_ids: list[str]) -> dict[str, str]:
     before the split, ``RUN_ID:N`` after), mapped to the run."""
     if not run_ids:
         return {}
-    stmt = sa.text("SELECT run_id, stretch FROM runs WHERE run_id IN :r").bindparams(
+    stmt = sql("SELECT run_id, stretch FROM runs WHERE run_id IN :r").bindparams(
         sa.bindparam("r", expanding=True)
     )
     out: dict[str, str] = {}
