@@ -287,11 +287,15 @@ def running_stack(
         shim = start_shim(url, port, root / "shim.log", tokens_file, extra_env=env)
         api = Api(base, tokens, figures)
         workers = Workers(url, root, figures, {**worker_env, **both}, workspace_root)
+        stack: Stack | None = None
         try:
             wait_healthy(base, shim)
             workers.run_monitor()
-            yield Stack(pg, url, sink, api, workers, figures, root, shim, via)
+            stack = Stack(pg, url, sink, api, workers, figures, root, shim, via)
+            yield stack
         finally:
             workers.stop_all()
-            stop([shim])
+            # the shim the test left running: one it started in place of this one
+            # (an upgrade test serves another release's) is stopped too
+            stop([shim] if stack is None else [shim, stack.shim])
             api.close()
