@@ -156,8 +156,8 @@ def test_processes_serve_the_one_port_each_an_application_of_its_own(shim: Shim)
         if "spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
     ]
     assert len(servers) == 2, _children(shim.pid)
-    # a connection of its own each time, taken by either process: each answers from the
-    # one database what the other wrote
+    # a connection of its own each time, taken by whichever process accepts it (which
+    # one is the kernel's choice; this does not show that both answered)
     for n in range(6):
         made = shim.gatehouse("submit", "--recipe", "echo", "--objective", f"{n} of 6", "--json")
         assert made.returncode == 0, made.stderr
