@@ -15,19 +15,29 @@ from typing import Any, Generic, TypeVar
 # Where DBOS looks up, at launch, the function it starts as its background jobs
 # thread (delayed workflows made ready, workflow deadlines enforced).
 import dbos._dbos as _dbos_module
+import sqlalchemy as sa
 from dbos import DBOS, Queue, SQLAlchemyDatasource
+
+# A datasource's checkpoint of a step, read and written inside a transaction of
+# Gatehouse's own (``step_checkpoint``, ``checkpoint_step``): ``run_tx_step`` reads it
+# in a transaction of its own first and asks the system database who owns the
+# workflow before it commits, two round trips more on every such step.
+from dbos._context import get_local_dbos_context
 
 # One pass of the queue's claim and dispatch (``dequeue_now``): the calls DBOS's
 # queue thread makes, which DBOS does not expose.
 from dbos._core import execute_dequeued_workflow
-
-# A datasource transaction's options (name, isolation level): a TypedDict DBOS
-# takes in ``run_tx_step`` but does not export.
-from dbos._datasource import DatasourceOptions
+from dbos._datasource import (
+    RecordedResult,
+    _checkpoint_id,
+    _replay_recorded,
+    _StepAlreadyRecorded,
+)
 from dbos._dbos import _get_dbos_instance
 
 # The internal queue's poll interval as DBOS makes it (``quiet_background``).
 from dbos._queue import DEFAULT_QUEUE_POLLING_INTERVAL_SEC
+from dbos._serialization import serialize_value
 from dbos._sys_db import SystemDatabase
 from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
 
@@ -36,17 +46,22 @@ from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
 from dbos._workflow_commands import _SWEEP_BATCH_SIZE, background_jobs_thread
 from sqlalchemy.exc import DBAPIError
 
-from ledger import storage_full
+from contracts import JsonObject
+from ledger import Conn, storage_full
 
 __all__ = [
     "DBOS_INTERNAL_QUEUE",
-    "DatasourceOptions",
+    "StepKey",
+    "checkpoint_step",
     "dbos_application",
     "dbos_chores",
     "dequeue_now",
     "hold_queue_listing",
     "quiet_background",
     "recover_pending_workflows",
+    "running_step",
+    "step_checkpoint",
+    "used_by_workflow",
     "wait_out_full_disk",
 ]
 
@@ -266,3 +281,54 @@ def _claim(
             execute_dequeued_workflow(dbos, status, owner)
     full = stopped is not None or (bool(rooms) and bool(ids) and len(ids) >= min(rooms))
     return len(ids), full
+
+
+# A step of a workflow: its workflow's id and its step id (DBOS's function id).
+StepKey = tuple[str, int]
+
+
+def running_step() -> StepKey | None:
+    """The step running in this thread (inside ``DBOS.run_step``); None outside one."""
+    ctx = get_local_dbos_context()
+    if ctx is None or not ctx.workflow_id or ctx.curr_step_function_id < 0:
+        return None
+    return ctx.workflow_id, ctx.curr_step_function_id
+
+
+def used_by_workflow(ds: SQLAlchemyDatasource) -> None:
+    """Have DBOS delete the workflow's checkpoints in ``ds`` as it ends, as it does
+    for a workflow that ran ``ds.run_tx_step`` (a no-op outside a workflow)."""
+    ctx = get_local_dbos_context()
+    if ctx is not None and ctx.is_workflow() and ds not in ctx.used_datasources:
+        ctx.used_datasources.append(ds)
+
+
+def step_checkpoint(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey) -> JsonObject | None:
+    """Step ``key``'s output, from its checkpoint in ``ds`` (written with its rows; a
+    recorded error is raised again); None when it has none."""
+    t = ds._outputs_table
+    row = conn.execute(
+        sa.select(t.c.output, t.c.error, t.c.serialization).where(
+            t.c.workflow_id == _checkpoint_id(key[0]), t.c.step_id == key[1]
+        ),
+        execution_options=ds._pin,
+    ).first()
+    if row is None:
+        return None
+    recorded: RecordedResult = {"output": row[0], "error": row[1], "serialization": row[2]}
+    output = _replay_recorded(recorded, ds.serializer)
+    if not isinstance(output, dict):
+        raise TypeError(f"step {key}'s checkpoint holds {type(output).__name__}, not an object")
+    return output
+
+
+def checkpoint_step(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey, output: JsonObject) -> bool:
+    """Write step ``key``'s checkpoint in ``ds`` in ``conn``'s transaction, as DBOS's
+    datasource does; False when another execution of the step wrote one first (on
+    PostgreSQL, found once that one commits): this one must roll back."""
+    serialized, serialization = serialize_value(output, None, ds.serializer)
+    try:
+        ds._record_result(conn, key[0], key[1], serialized, None, serialization)
+    except _StepAlreadyRecorded:
+        return False
+    return True

@@ -4,9 +4,10 @@
   step up, the body commits, DBOS writes the checkpoint (three transactions).
   A crash between the body's commit and the checkpoint runs the body again,
   so every body run this way writes nothing new the second time.
-* ``atomic_tx`` — a DBOS datasource transaction: the rows and the workflow's
-  checkpoint commit together (five transactions with DBOS's own look-ups and
-  ownership check), for a body that must not run twice.
+* ``atomic_tx`` — a DBOS step whose one transaction of ours also reads and writes
+  the step's checkpoint in DBOS's datasource table: the rows and the checkpoint
+  commit together, for a body that must not run twice (three transactions, as
+  ``tx``; DBOS's own ``run_tx_step`` takes five, see ``_checkpointed``).
 
 A full disk rolls a body's transaction back and is waited out in place; a lost
 database is retried a few times by DBOS.
@@ -20,7 +21,12 @@ from dbos import DBOS, StepOptions
 
 from contracts import JsonObject
 from ledger import Conn, database_unreachable
-from worker.durable._dbos import DatasourceOptions
+from worker.durable._dbos import (
+    checkpoint_step,
+    running_step,
+    step_checkpoint,
+    used_by_workflow,
+)
 from worker.durable._state import datasource
 from worker.runtime import WorkerSettings, runtime, wait_for_space
 
@@ -59,18 +65,49 @@ def retried(name: str) -> StepOptions:
 
 
 def atomic_tx(name: str, body: Body, arg: JsonObject) -> JsonObject:
-    """Run ``body`` as the DBOS datasource transaction ``name``: its rows and the
-    workflow's checkpoint commit together."""
+    """Run ``body`` as the DBOS step ``name``, in one transaction with its checkpoint:
+    its rows and the workflow's checkpoint commit together."""
+    ds = datasource()
+    used_by_workflow(ds)  # DBOS deletes the checkpoints as the workflow ends
+
+    def step(a: JsonObject) -> JsonObject:
+        return wait_for_space(name, lambda: _checkpointed(body, a))
+
+    return DBOS.run_step(retried(name), step, arg)
+
+
+class _RecordedFirstError(Exception):
+    """Another execution of the step committed its checkpoint first: roll back."""
+
+
+def _checkpointed(body: Body, arg: JsonObject) -> JsonObject:
+    """``body`` once per step, whatever runs the step again.
+
+    In one transaction: the step's checkpoint read (an execution that committed
+    before a crash, or before DBOS recorded the step, answers from it), else the body
+    run and its output written as the checkpoint. Two executions of one step at once
+    (a worker recovering a workflow another still runs) cannot both commit: the
+    checkpoint's key is unique, so the second one's write finds the first's row (on
+    PostgreSQL, waiting for its commit), rolls its body back and answers the first's
+    output. DBOS's ``run_tx_step`` does the same with the checkpoint read in a
+    transaction of its own and a look-up of the workflow's owner before the commit.
+    """
     rt = runtime()
     ds = datasource()
-    # Each transaction touches one run's rows; READ COMMITTED avoids needless
-    # serialization retries on PostgreSQL. SQLite serializes writers anyway.
-    options: DatasourceOptions = {
-        "name": name,
-        "isolation_level": "SERIALIZABLE" if rt.db.is_sqlite else "READ COMMITTED",
-    }
-
-    def inside(a: JsonObject) -> JsonObject:
-        return body(ds.sql_session(), a, rt.settings)
-
-    return ds.run_tx_step(options, inside, arg)
+    key = running_step()
+    try:
+        with rt.db.engine.begin() as conn:
+            recorded = None if key is None else step_checkpoint(conn, ds, key)
+            if recorded is not None:
+                return recorded
+            out = body(conn, arg, rt.settings)
+            if key is None or checkpoint_step(conn, ds, key, out):
+                return out
+            raise _RecordedFirstError
+    except _RecordedFirstError:
+        assert key is not None
+        with rt.db.engine.connect() as conn:
+            recorded = step_checkpoint(conn, ds, key)
+        if recorded is None:
+            raise RuntimeError(f"step {key} lost its checkpoint to another execution") from None
+        return recorded
