@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tests.support.procs import descendants
+
 __all__ = ["cpu_s", "postgres_cpu_s", "postgres_server_cpu_s", "rss_mib", "tree_cpu_s"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -27,20 +29,7 @@ def cpu_s(pid: int) -> float:
 def tree_cpu_s(pid: int) -> float:
     """``cpu_s`` of a live process and of every live process below it (a shim served by
     several uvicorn processes: the parent and its workers)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat[1])
-    tree, grew = {pid}, True
-    while grew:
-        below = {child for child, parent in parents.items() if parent in tree} - tree
-        tree |= below
-        grew = bool(below)
-    return sum(cpu_s(p) for p in tree)
+    return sum(cpu_s(p) for p in descendants(pid))
 
 
 def postgres_cpu_s(database: str) -> float:

@@ -28,6 +28,7 @@ from contracts import Role
 from shim.local import InventoryService, free_port, stop, wait_healthy
 from shim.tokens import add_token
 from tests.conftest import require_backend
+from tests.support.procs import children
 from tests.support.stack import BACKENDS, drop_database, fresh_database_url
 
 pytestmark = pytest.mark.slow
@@ -137,25 +138,13 @@ def test_version() -> None:
     assert done.returncode == 0 and done.stdout.startswith("gatehouse ")
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if entry.name.isdigit() and int(stat[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
 def test_processes_serve_the_one_port_each_an_application_of_its_own(shim: Shim) -> None:
     servers = [
         child
-        for child in _children(shim.pid)
+        for child in children(shim.pid)
         if "spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
     ]
-    assert len(servers) == 2, _children(shim.pid)
+    assert len(servers) == 2, children(shim.pid)
     # a connection of its own each time, taken by whichever process accepts it (which
     # one is the kernel's choice; this does not show that both answered)
     for n in range(6):
