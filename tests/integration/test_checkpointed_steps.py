@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from contracts import JsonObject
-from ledger import Conn
+from ledger import Conn, executors
 from tests.support.stack import Stack
 from worker.durable import _tx
 from worker.durable._dbos import StepKey, checkpoint_step
@@ -100,3 +100,24 @@ def test_of_two_executions_at_once_the_one_that_commits_first_wins(
     out = _tx._checkpointed(_writing(probe, other_commits_first), {"n": "mine"})
     assert out == {"wrote": "other"}
     assert _rows(stack, probe) == ["other"]  # this execution's row rolled back
+
+
+def _checkpoints(stack: Stack, prefix: str) -> int:
+    table = "datasource_outputs" if stack.backend == "sqlite" else "dbos.datasource_outputs"
+    found = stack.sql(f"SELECT COUNT(*) FROM {table} WHERE workflow_id LIKE :p", p=f"{prefix}%")
+    return int(found[0][0])
+
+
+def test_the_checkpoints_of_succeeded_workflows_are_dropped_and_no_others(stack: Stack) -> None:
+    run_id = stack.finished_run(objective="checkpoints dropped")
+    ended = [str(r[0]) for r in stack.sql(
+        f"SELECT workflow_uuid FROM {stack.workflow_table} WHERE workflow_uuid LIKE :p"
+        " AND status = 'SUCCESS'", p=f"{run_id}%",
+    )]  # fmt: skip
+    assert len(ended) == 2  # the stretch up to the card, and the one after the decision
+    unfinished = f"wf_{uuid.uuid4().hex}"  # a workflow that has not ended: no SUCCESS row
+    with runtime().db.engine.begin() as conn:
+        assert checkpoint_step(conn, datasource(), (unfinished, 1), {"kept": True})
+        executors.drop_finished_checkpoints(conn)  # as the reaper's leader does every tick
+    assert _checkpoints(stack, run_id) == 0
+    assert _checkpoints(stack, unfinished) == 1

@@ -61,7 +61,6 @@ __all__ = [
     "recover_pending_workflows",
     "running_step",
     "step_checkpoint",
-    "used_by_workflow",
     "wait_out_full_disk",
 ]
 
@@ -293,14 +292,6 @@ def running_step() -> StepKey | None:
     if ctx is None or not ctx.workflow_id or ctx.curr_step_function_id < 0:
         return None
     return ctx.workflow_id, ctx.curr_step_function_id
-
-
-def used_by_workflow(ds: SQLAlchemyDatasource) -> None:
-    """Have DBOS delete the workflow's checkpoints in ``ds`` as it ends, as it does
-    for a workflow that ran ``ds.run_tx_step`` (a no-op outside a workflow)."""
-    ctx = get_local_dbos_context()
-    if ctx is not None and ctx.is_workflow() and ds not in ctx.used_datasources:
-        ctx.used_datasources.append(ds)
 
 
 def step_checkpoint(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey) -> JsonObject | None:

@@ -122,7 +122,10 @@ def requeue_orphaned(db: Database, workflow_ids: list[str]) -> list[str]:
 def due(conn: Conn, app_version: str) -> Pass | None:
     """What the leader's pass would do now, read in the tick's own transaction (four
     reads on indexes, the last over the queue's unfinished entries only, so an idle
-    worker's tick stays one transaction); None: nothing."""
+    worker's tick stays one transaction); None: nothing. The checkpoints of finished
+    workflows are dropped in the same transaction (``executors.drop_finished_checkpoints``:
+    a workflow's steps leave them for the heartbeat, not a transaction of their own)."""
+    executors.drop_finished_checkpoints(conn)
     cancelled = cancels.cancelled_in_dbos(conn)
     errored = executors.errored_on_full_disk(conn, app_version)
     expired = stretches.expired(conn)

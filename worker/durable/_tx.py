@@ -7,7 +7,10 @@
 * ``atomic_tx`` — a DBOS step whose one transaction of ours also reads and writes
   the step's checkpoint in DBOS's datasource table: the rows and the checkpoint
   commit together, for a body that must not run twice (three transactions, as
-  ``tx``; DBOS's own ``run_tx_step`` takes five, see ``_checkpointed``).
+  ``tx``; DBOS's own ``run_tx_step`` takes five, see ``_checkpointed``). The
+  checkpoints stay until the workflow has succeeded; the reaper's leader drops them
+  then (``ledger.executors.drop_finished_checkpoints``), where DBOS would delete them
+  in one more transaction as each workflow ends.
 
 A full disk rolls a body's transaction back and is waited out in place; a lost
 database is retried a few times by DBOS.
@@ -25,7 +28,6 @@ from worker.durable._dbos import (
     checkpoint_step,
     running_step,
     step_checkpoint,
-    used_by_workflow,
 )
 from worker.durable._state import datasource
 from worker.runtime import WorkerSettings, runtime, wait_for_space
@@ -67,8 +69,6 @@ def retried(name: str) -> StepOptions:
 def atomic_tx(name: str, body: Body, arg: JsonObject) -> JsonObject:
     """Run ``body`` as the DBOS step ``name``, in one transaction with its checkpoint:
     its rows and the workflow's checkpoint commit together."""
-    ds = datasource()
-    used_by_workflow(ds)  # DBOS deletes the checkpoints as the workflow ends
 
     def step(a: JsonObject) -> JsonObject:
         return wait_for_space(name, lambda: _checkpointed(body, a))
