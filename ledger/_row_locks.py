@@ -47,14 +47,18 @@ def hold_run(conn: Conn, run_id: str) -> None:
     if outer is not None and run_id in _held.get(outer, ()):
         return
     conn.execute(_LOCK, {"r": run_id})
-    run_held(conn, run_id)
+    _remember(outer, run_id)
 
 
 def run_held(conn: Conn, run_id: str) -> None:
     """Say that the transaction ``conn`` is in has locked the run's row (an UPDATE of
     it that changed a row, or ``hold_run``)."""
-    if not is_postgres(conn):
-        return
-    outer = _outer(conn)
+    if is_postgres(conn):
+        _remember(_outer(conn), run_id)
+
+
+def _remember(outer: Transaction | None, run_id: str) -> None:
+    """Note the lock for the transaction it lasts as long as (None: a savepoint's,
+    released by a rollback to it, so not noted)."""
     if outer is not None:
         _held.setdefault(outer, set()).add(run_id)
