@@ -51,6 +51,7 @@ from contracts import (
     ToolPool,
     sha256_hex,
 )
+from policies.read_only import step_read_only
 
 __all__ = [
     "NAMESPACE",
@@ -325,20 +326,6 @@ def _whole(value: float | None, scale: int = 1) -> int | None:
     return None if value is None else math.ceil(value * scale)
 
 
-def _read_only(step: PlanStep, step_input: JsonObject | None, connector: Connector) -> bool:
-    """Whether the step cannot change anything, as far as its input is known."""
-    if step.driver_kind is DriverKind.NOOP:
-        return True
-    if step_input is None:
-        return False
-    if step.driver_kind is DriverKind.HTTP:
-        method = step_input.get("method", "GET")
-        return isinstance(method, str) and method.upper() in {"GET", "HEAD"}
-    if step.driver_kind is DriverKind.MCP_PROXY and connector.mcp is not None:
-        return step_input.get("tool") in connector.mcp.read_only_tools
-    return False
-
-
 def _input_context(step: PlanStep, step_input: JsonObject, pool: ToolPool) -> JsonObject:
     kind = step.driver_kind
     out: JsonObject = {}
@@ -402,7 +389,7 @@ def request_for(
     tool = None if step_input is None else step_input.get("tool")
     if step.driver_kind is DriverKind.MCP_PROXY and isinstance(tool, str):
         resource = {"type": _t("McpTool"), "id": _mcp_tool_id(connector.connector_id, tool)}
-    read_only = _read_only(step, step_input, connector)
+    read_only = step_read_only(step, step_input, connector)
     b = profile.budgets
     budgets: JsonObject = {
         k: v

@@ -30,6 +30,7 @@ from policies import catalog, cedar_gate
 from policies.commands import check_argv
 from policies.destinations import match_destination
 from policies.mcp import check_call as check_mcp_call
+from policies.read_only import step_read_only
 from policies.step_inputs import input_problem
 from policies.taint import check_plan as check_taint
 from policies.taint import check_step_taint, tainted
@@ -255,14 +256,7 @@ def read_only(plan: Plan) -> bool:
     """True when no step can change anything: noop, or http GET/HEAD given inline.
 
     A step whose input comes from an earlier step is not known to be read-only
-    when the plan is approved, so it does not count as read-only.
+    when the plan is approved, so it does not count as read-only. (No connector is
+    looked at: an MCP step does not count either.)
     """
-    for step in plan.steps:
-        if step.driver_kind is DriverKind.NOOP:
-            continue
-        if step.driver_kind is DriverKind.HTTP and step.input is not None:
-            method = step.input.get("method", "GET")
-            if isinstance(method, str) and method.upper() in {"GET", "HEAD"}:
-                continue
-        return False
-    return True
+    return all(step_read_only(step, step.input) for step in plan.steps)
