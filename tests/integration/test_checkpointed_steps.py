@@ -15,12 +15,13 @@ from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
+from dbos._serialization import deserialize_value, serialize_value
 
 from contracts import JsonObject
 from ledger import Conn, executors
 from tests.support.stack import Stack
 from worker.durable import _tx
-from worker.durable._dbos import StepKey, checkpoint_step
+from worker.durable._dbos import StepKey, checkpoint_step, step_checkpoint
 from worker.durable._state import datasource
 from worker.runtime import WorkerSettings, runtime
 
@@ -121,3 +122,21 @@ def test_the_checkpoints_of_succeeded_workflows_are_dropped_and_no_others(stack:
         executors.drop_finished_checkpoints(conn)  # as the reaper's leader does every tick
     assert _checkpoints(stack, run_id) == 0
     assert _checkpoints(stack, unfinished) == 1
+
+
+def test_a_checkpoint_reads_as_dbos_writes_it_and_back(stack: Stack) -> None:
+    """The previous release wrote these rows through DBOS's datasource, and a worker of
+    it may still read ours (a rolling upgrade): one table, one format."""
+    ds = datasource()
+    theirs: StepKey = (f"wf_{uuid.uuid4().hex}", 2)
+    ours: StepKey = (f"wf_{uuid.uuid4().hex}", 4)
+    with runtime().db.engine.begin() as conn:
+        serialized, serialization = serialize_value({"parked": True}, None, ds.serializer)
+        ds._record_result(conn, theirs[0], theirs[1], serialized, None, serialization)
+        assert checkpoint_step(conn, ds, ours, {"wrote": "ours"})
+        assert step_checkpoint(conn, ds, theirs) == {"parked": True}
+    recorded = ds._check_execution(*ours)
+    assert recorded is not None
+    assert deserialize_value(recorded["output"], recorded["serialization"], ds.serializer) == {
+        "wrote": "ours"
+    }
