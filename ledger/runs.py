@@ -292,14 +292,17 @@ def set_policy_digests(
 def set_seed(conn: Conn, run_id: str, seed: str) -> str:
     """The run's seed: ``seed`` if it had none yet, else the one it already has
     (chosen once, whoever asks again)."""
-    conn.execute(
-        sql("UPDATE runs SET random_seed = :s WHERE run_id = :r AND random_seed IS NULL"),
-        {"s": seed, "r": run_id},
-    )
     stored = conn.execute(
-        sql("SELECT random_seed FROM runs WHERE run_id = :r"), {"r": run_id}
+        sql(
+            "UPDATE runs SET random_seed = COALESCE(random_seed, :s) WHERE run_id = :r"
+            " RETURNING random_seed"
+        ),
+        {"s": seed, "r": run_id},
     ).scalar()
-    return str(stored) if stored is not None else seed
+    if stored is None:
+        return seed  # no such run
+    run_held(conn, run_id)  # the UPDATE locked the run's row
+    return str(stored)
 
 
 def set_budgets(conn: Conn, run_id: str, budgets: JsonObject) -> None:

@@ -111,3 +111,17 @@ def test_a_second_writer_waits_for_the_first_to_commit(db: Database, backend: st
     assert got == [(2, "first"), (3, "first again"), (4, "second")]
     with db.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT COUNT(*) FROM run_events")).scalar_one() == 4
+
+
+def test_a_run_s_seed_is_chosen_once_and_the_lock_it_took_is_remembered(
+    db: Database, backend: str
+) -> None:
+    _new_run(db, "run_s")
+    seen = _locks_counted(db)
+    with db.engine.begin() as conn:
+        assert runs.set_seed(conn, "run_s", "first") == "first"
+        assert runs.set_seed(conn, "run_s", "second") == "first"  # asked again: kept
+        events.emit(conn, "run_s", "message", {"n": 1})  # the seed's UPDATE holds the row
+    assert seen == []
+    with db.engine.begin() as conn:
+        assert runs.set_seed(conn, "no_such_run", "third") == "third"
