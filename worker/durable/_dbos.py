@@ -44,7 +44,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import TextClause
 
 from contracts import JsonObject
-from ledger import Conn, storage_full
+from ledger import Conn
 
 __all__ = [
     "DBOS_INTERNAL_QUEUE",
@@ -58,7 +58,6 @@ __all__ = [
     "recover_pending_workflows",
     "running_step",
     "step_checkpoint",
-    "wait_out_full_disk",
 ]
 
 T = TypeVar("T")
@@ -146,23 +145,6 @@ def hold_queue_listing() -> None:
         return held.get(sys_db, lambda: read(*args, **kwargs)) or []
 
     setattr(sys_db, "list_queues", listed)  # noqa: B010  (an instance's method)
-
-
-def wait_out_full_disk(ds: SQLAlchemyDatasource) -> None:
-    """Have the datasource's transactions (``atomic_tx``) wait a full disk out in place.
-
-    DBOS tries a datasource transaction again, with a capped backoff, when its commit
-    fails for a reason it deems transient, and otherwise records the failure as the
-    step's outcome, for good: a run whose gate or finish found the disk full would
-    replay that failure on every resume. A full disk is transient (an operator frees
-    space), so it joins the errors DBOS tries again. DBOS has no public hook for this:
-    the instance's ``_is_serialization_error`` is replaced."""
-    deemed_transient = ds._is_serialization_error
-
-    def transient(error: Exception) -> bool:
-        return deemed_transient(error) or storage_full(error)
-
-    setattr(ds, "_is_serialization_error", transient)  # noqa: B010  (an instance's hook)
 
 
 # What a claim reads of DBOS's tables that seldom changes, as last read and when

@@ -13,7 +13,7 @@ from dbos import DBOS, DBOSConfig, DBOSPortableJSONSerializer, SQLAlchemyDatasou
 
 from contracts import INTENT_QUEUE
 from ledger import Database, add_missing_views, wake_folder
-from worker.durable._dbos import hold_queue_listing, quiet_background, wait_out_full_disk
+from worker.durable._dbos import hold_queue_listing, quiet_background
 from worker.durable._expiry import close_client
 from worker.durable._state import set_datasource
 from worker.durable._wake import WorkWake, inhost_ear, postgres_ear
@@ -73,7 +73,6 @@ def start_dbos(settings: WorkerSettings, db: Database, sys_engine: sa.Engine | N
         ds = SQLAlchemyDatasource.create(
             settings.database_url, engine=db.engine, serializer=_SERIALIZER
         )
-        wait_out_full_disk(ds)
         set_datasource(ds)
         # The wake thread is the one claimer of the intent queue (its notifications
         # and its fallback poll): DBOS's queue thread is not started for it, so two

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import errno
-import inspect
 import sqlite3
-from pathlib import Path
 
 import psycopg
 import pytest
-from dbos import _datasource
-from dbos._datasource import SQLAlchemyDatasource, _is_retriable_db_error
 from sqlalchemy.exc import OperationalError
 
 from contracts import ErrorCode, GatehouseError
 from ledger import database_unreachable, no_space, storage_full
-from worker.durable._dbos import wait_out_full_disk
 
 
 def _wrapped(inner: BaseException) -> BaseException:
@@ -71,41 +66,3 @@ def test_the_translation_carries_a_retry_hint() -> None:
 def test_a_full_sqlite_file_also_counts_as_unreachable_for_retries() -> None:
     # The workers' retry loops wait a full database out like a lost one.
     assert database_unreachable(FULL["sqlalchemy"])
-
-
-# DBOS is pinned (pyproject); these fail loudly if an upgrade moves what
-# ``worker.durable._dbos.wait_out_full_disk`` leans on, instead of full disks quietly
-# failing runs for good again.
-
-
-def test_a_datasource_told_so_takes_a_full_disk_for_transient(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Not registered with DBOS: a DBOS another test launched in this process would refuse
-    # it (datasources come before launch), and the hook under test does not need it.
-    monkeypatch.setattr(_datasource, "_register_datasource", lambda ds: None)
-    ds = SQLAlchemyDatasource.create(f"sqlite:///{tmp_path / 'ds.sqlite'}")
-    try:
-        full = FULL["sqlalchemy"]
-        assert isinstance(full, Exception)
-        assert not _is_retriable_db_error(full, ds._is_serialization_error)  # DBOS alone
-        wait_out_full_disk(ds)
-        assert _is_retriable_db_error(full, ds._is_serialization_error)
-        locked = NOT_FULL["locked"]
-        assert isinstance(locked, Exception)
-        assert _is_retriable_db_error(locked, ds._is_serialization_error)  # DBOS's own kept
-        bug = NOT_FULL["bug"]
-        assert isinstance(bug, Exception)
-        assert not _is_retriable_db_error(bug, ds._is_serialization_error)
-    finally:
-        ds.engine.dispose()
-
-
-def test_dbos_transactions_still_ask_the_instance_hook() -> None:
-    # The sync and async transaction loops each decide "retry or record" (and their
-    # execution checks "retry or raise") through the instance's hook; were it called
-    # on the class, or renamed, the patch would change nothing.
-    source = inspect.getsource(_datasource)
-    calls = source.count("_is_retriable_db_error(")
-    asks = source.count("self._is_serialization_error")
-    assert calls >= 5 and asks >= 4, (calls, asks)
