@@ -1,7 +1,7 @@
 """All of Gatehouse's SQL: migrations, the call ledger, runs, evidence, views.
 
-Functions take a connection (or a DBOS datasource session) and never open
-transactions of their own, so the caller decides what commits together.
+Functions take a connection and never open transactions of their own, so the
+caller decides what commits together.
 """
 
 from ledger import (
@@ -9,6 +9,7 @@ from ledger import (
     calls,
     cancels,
     chain,
+    checkpoints,
     events,
     evidence,
     intents,
@@ -64,6 +65,7 @@ __all__ = [
     "calls",
     "cancels",
     "chain",
+    "checkpoints",
     "database_unreachable",
     "db_clock",
     "events",

@@ -51,7 +51,6 @@ __all__ = [
     "VersionLoad",
     "Waiting",
     "beats",
-    "drop_finished_checkpoints",
     "errored_on_full_disk",
     "heartbeat",
     "key_unkeyed",
@@ -278,26 +277,6 @@ def requeue_errored(conn: Conn, workflow_id: str, queue_name: str) -> bool:
 # Gatehouse's own code): what ``ledger.storage_full`` recognises, as text.
 _FULL_DISK_TEXT = ("database or disk is full", "No space left on device",
                    "Disk quota exceeded", "storage_full")  # fmt: skip
-
-
-def drop_finished_checkpoints(conn: Conn, limit: int = 500) -> int:
-    """Delete the step checkpoints (DBOS's datasource table, ``worker.durable._tx``) of
-    up to ``limit`` workflows DBOS has recorded ``SUCCESS``: every step of such a
-    workflow has DBOS's own record, so nothing reads them again. Those of unfinished
-    workflows stay (a step run again answers from its checkpoint), and so do those of
-    workflows ended ``ERROR`` or ``CANCELLED``, which may be put back on the queue. How
-    many rows went."""
-    ck = "dbos.datasource_outputs" if is_postgres(conn) else "datasource_outputs"
-    wf = dbos_workflows(conn)
-    done = conn.execute(
-        sql(
-            f"DELETE FROM {ck} WHERE workflow_id IN (SELECT w.workflow_uuid FROM {wf} w"  # noqa: S608  (fixed names)
-            f" WHERE w.workflow_uuid IN (SELECT c.workflow_id FROM {ck} c)"
-            " AND w.status = 'SUCCESS' LIMIT :n)"
-        ),
-        {"n": limit},
-    )
-    return rows_changed(done)
 
 
 def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[str]:

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from dbos._serialization import deserialize_value, serialize_value
 
 from contracts import JsonObject
-from ledger import Conn, executors
+from ledger import Conn, checkpoints
 from tests.support.stack import Stack
 from worker.durable import _tx
 from worker.durable._dbos import StepKey, checkpoint_step, step_checkpoint
@@ -119,7 +119,7 @@ def test_the_checkpoints_of_succeeded_workflows_are_dropped_and_no_others(stack:
     unfinished = f"wf_{uuid.uuid4().hex}"  # a workflow that has not ended: no SUCCESS row
     with runtime().db.engine.begin() as conn:
         assert checkpoint_step(conn, datasource(), (unfinished, 1), {"kept": True})
-        executors.drop_finished_checkpoints(conn)  # as the reaper's leader does every tick
+        checkpoints.drop_finished(conn)  # as the reaper's leader does every tick
     assert _checkpoints(stack, run_id) == 0
     assert _checkpoints(stack, unfinished) == 1
 

@@ -6,7 +6,6 @@ why no public name does the job; a DBOS upgrade checks these first.
 
 from __future__ import annotations
 
-import functools
 import random
 import threading
 import time
@@ -16,18 +15,19 @@ from typing import Any, Generic, TypeVar
 # Where DBOS looks up, at launch, the function it starts as its background jobs
 # thread (delayed workflows made ready, workflow deadlines enforced).
 import dbos._dbos as _dbos_module
-import sqlalchemy as sa
 from dbos import DBOS, Queue, SQLAlchemyDatasource
 
-# A datasource's checkpoint of a step, read and written inside a transaction of
-# Gatehouse's own (``step_checkpoint``, ``checkpoint_step``): ``run_tx_step`` reads it
-# in a transaction of its own first and asks the system database who owns the
-# workflow before it commits, two round trips more on every such step.
+# The step running in this thread, for the key of its checkpoint (``running_step``).
 from dbos._context import get_local_dbos_context
 
 # One pass of the queue's claim and dispatch (``dequeue_now``): the calls DBOS's
 # queue thread makes, which DBOS does not expose.
 from dbos._core import execute_dequeued_workflow
+
+# A step's checkpoint keyed and read back as DBOS's datasource does, inside a
+# transaction of Gatehouse's own (``step_checkpoint``, ``checkpoint_step``): its
+# ``run_tx_step`` reads it in a transaction of its own first and asks the system
+# database who owns the workflow before it commits, two round trips more a step.
 from dbos._datasource import RecordedResult, _checkpoint_id, _replay_recorded
 from dbos._dbos import _get_dbos_instance
 
@@ -41,10 +41,9 @@ from dbos._utils import INTERNAL_QUEUE_NAME, GlobalParams, generate_uuid
 # cancels this many workflows a transaction (``quiet_background``, ``dbos_chores``).
 from dbos._workflow_commands import _SWEEP_BATCH_SIZE, background_jobs_thread
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql.elements import TextClause
 
 from contracts import JsonObject
-from ledger import Conn
+from ledger import Conn, checkpoints
 
 __all__ = [
     "DBOS_INTERNAL_QUEUE",
@@ -273,29 +272,11 @@ def running_step() -> StepKey | None:
     return ctx.workflow_id, ctx.curr_step_function_id
 
 
-@functools.lru_cache(maxsize=4)
-def _checkpoint_sql(table: str) -> tuple[TextClause, TextClause]:
-    """The read and the write of a step's checkpoint in ``table`` (DBOS's datasource
-    table as its dialect names it), made once: DBOS builds its insert as a new
-    SQLAlchemy construct on every call (a write cost 160 µs of CPU on SQLite, 44 with
-    this; 290 and 155 on PostgreSQL)."""
-    read = sa.text(
-        f"SELECT output, error, serialization FROM {table}"  # noqa: S608  (DBOS's table name)
-        " WHERE workflow_id = :w AND step_id = :s"
-    )
-    write = sa.text(
-        f"INSERT INTO {table} (workflow_id, step_id, output, serialization)"  # noqa: S608
-        " VALUES (:w, :s, :o, :z) ON CONFLICT (workflow_id, step_id) DO NOTHING"
-        " RETURNING step_id"
-    )
-    return read, write
-
-
 def step_checkpoint(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey) -> JsonObject | None:
-    """Step ``key``'s output, from its checkpoint in ``ds`` (written with its rows; a
-    recorded error is raised again); None when it has none."""
-    read, _ = _checkpoint_sql(ds._outputs_table.fullname)
-    row = conn.execute(read, {"w": _checkpoint_id(key[0]), "s": key[1]}).first()
+    """Step ``key``'s output, from its checkpoint (``ledger.checkpoints``; a recorded
+    error is raised again); None when it has none. Keyed and read as DBOS's datasource
+    ``ds`` keys and reads it."""
+    row = checkpoints.read(conn, _checkpoint_id(key[0]), key[1])
     if row is None:
         return None
     recorded: RecordedResult = {"output": row[0], "error": row[1], "serialization": row[2]}
@@ -306,10 +287,8 @@ def step_checkpoint(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey) -> JsonO
 
 
 def checkpoint_step(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey, output: JsonObject) -> bool:
-    """Write step ``key``'s checkpoint in ``ds`` in ``conn``'s transaction, in DBOS's
-    datasource table and format; False when another execution of the step wrote one
-    first (on PostgreSQL, found once that one commits): this one must roll back."""
+    """Write step ``key``'s checkpoint in ``conn``'s transaction, serialized and keyed
+    as DBOS's datasource ``ds`` does; False when another execution of the step wrote
+    one first: this one must roll back."""
     serialized, serialization = serialize_value(output, None, ds.serializer)
-    _, write = _checkpoint_sql(ds._outputs_table.fullname)
-    params = {"w": _checkpoint_id(key[0]), "s": key[1], "o": serialized, "z": serialization}
-    return conn.execute(write, params).first() is not None
+    return checkpoints.write(conn, _checkpoint_id(key[0]), key[1], serialized, serialization)

@@ -24,7 +24,7 @@ import time
 from dbos import DBOS
 
 from contracts import INTENT_QUEUE, LEGACY_PARTITION
-from ledger import Conn, Database, cancels, executors, storage_full, stretches
+from ledger import Conn, Database, cancels, checkpoints, executors, storage_full, stretches
 from worker.durable._cancel import end_cancelled
 from worker.durable._dbos import DBOS_INTERNAL_QUEUE, dbos_application, recover_pending_workflows
 from worker.durable._expiry import expire_waits
@@ -123,9 +123,9 @@ def due(conn: Conn, app_version: str) -> Pass | None:
     """What the leader's pass would do now, read in the tick's own transaction (four
     reads on indexes, the last over the queue's unfinished entries only, so an idle
     worker's tick stays one transaction); None: nothing. The checkpoints of finished
-    workflows are dropped in the same transaction (``executors.drop_finished_checkpoints``:
+    workflows are dropped in the same transaction (``checkpoints.drop_finished``:
     a workflow's steps leave them for the heartbeat, not a transaction of their own)."""
-    executors.drop_finished_checkpoints(conn)
+    checkpoints.drop_finished(conn)
     cancelled = cancels.cancelled_in_dbos(conn)
     errored = executors.errored_on_full_disk(conn, app_version)
     expired = stretches.expired(conn)

@@ -9,7 +9,7 @@
   commit together, for a body that must not run twice (three transactions, as
   ``tx``; DBOS's own ``run_tx_step`` takes five, see ``_checkpointed``). The
   checkpoints stay until the workflow has succeeded; the reaper's leader drops them
-  then (``ledger.executors.drop_finished_checkpoints``), where DBOS would delete them
+  then (``ledger.checkpoints.drop_finished``), where DBOS would delete them
   in one more transaction as each workflow ends.
 
 A full disk rolls a body's transaction back and is waited out in place; a lost

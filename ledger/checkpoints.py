@@ -1,0 +1,72 @@
+"""Step checkpoints: the rows in DBOS's datasource table (``datasource_outputs``) that
+a step which must commit once writes in its own transaction (``worker.durable._tx``).
+
+Read and written as DBOS's datasource does (one row per workflow and step, the
+output serialized by DBOS), so a worker of the previous release, which wrote them
+through DBOS, and this one read each other's. The values are DBOS's: the caller
+serializes and keys them.
+"""
+
+from __future__ import annotations
+
+from ledger._db import Conn, dbos_workflows, is_postgres, rows_changed, sql
+
+__all__ = ["Row", "drop_finished", "read", "write"]
+
+# A checkpoint as DBOS stores it: (output, error, serialization).
+Row = tuple[str | None, str | None, str | None]
+
+
+def _table(conn: Conn) -> str:
+    """DBOS's datasource table as ``conn`` names it (schema ``dbos`` on PostgreSQL)."""
+    return "dbos.datasource_outputs" if is_postgres(conn) else "datasource_outputs"
+
+
+def read(
+    conn: Conn, workflow_id: str, step_id: int
+) -> tuple[str | None, str | None, str | None] | None:
+    """The step's checkpoint: (output, error, serialization); None when it has none."""
+    row = conn.execute(
+        sql(
+            f"SELECT output, error, serialization FROM {_table(conn)}"  # noqa: S608  (fixed name)
+            " WHERE workflow_id = :w AND step_id = :s"
+        ),
+        {"w": workflow_id, "s": step_id},
+    ).first()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+def write(
+    conn: Conn, workflow_id: str, step_id: int, output: str | None, serialization: str
+) -> bool:
+    """The step's checkpoint written in ``conn``'s transaction; False when another
+    execution of the step wrote one first (on PostgreSQL, found once that one
+    commits): the caller must roll back."""
+    table = _table(conn)
+    written = conn.execute(
+        sql(
+            f"INSERT INTO {table} (workflow_id, step_id, output, serialization)"  # noqa: S608
+            " VALUES (:w, :s, :o, :z) ON CONFLICT (workflow_id, step_id) DO NOTHING"
+            " RETURNING step_id"
+        ),
+        {"w": workflow_id, "s": step_id, "o": output, "z": serialization},
+    ).first()
+    return written is not None
+
+
+def drop_finished(conn: Conn, limit: int = 500) -> int:
+    """Delete the checkpoints of up to ``limit`` workflows DBOS has recorded
+    ``SUCCESS``: every step of such a workflow has DBOS's own record, so nothing reads
+    them again. Those of unfinished workflows stay (a step run again answers from its
+    checkpoint), and so do those of workflows ended ``ERROR`` or ``CANCELLED``, which
+    may be put back on the queue. How many rows went."""
+    ck, wf = _table(conn), dbos_workflows(conn)
+    done = conn.execute(
+        sql(
+            f"DELETE FROM {ck} WHERE workflow_id IN (SELECT w.workflow_uuid"  # noqa: S608
+            f" FROM {wf} w WHERE w.workflow_uuid IN (SELECT c.workflow_id FROM {ck} c)"
+            " AND w.status = 'SUCCESS' LIMIT :n)"
+        ),
+        {"n": limit},
+    )
+    return rows_changed(done)
