@@ -20,7 +20,6 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import TextClause
 
 from contracts import ErrorCode, GatehouseError
@@ -60,9 +59,8 @@ SQLITE_HEAP_LIMIT = 8 * 1024 * 1024
 # The connections a process keeps to a SQLite file (PostgreSQL's default, fixed).
 SQLITE_POOL_SIZE = PgTimeouts.pool_size
 
-# Ledger functions run on a plain connection (shim) or inside a DBOS
-# datasource transaction's session (worker); both execute SQL the same way.
-Conn: TypeAlias = Connection | Session
+# What ledger functions run on: a connection, in the transaction its caller began.
+Conn: TypeAlias = Connection
 
 
 @functools.lru_cache(maxsize=4096)
@@ -75,7 +73,7 @@ def sql(text: str) -> TextClause:
 
 
 def rows_changed(result: object) -> int:
-    """How many rows a write touched (a session's result is a cursor result too)."""
+    """How many rows a write touched."""
     return result.rowcount if isinstance(result, sa.CursorResult) else 0
 
 
@@ -319,9 +317,8 @@ def iso(at: datetime) -> str:
 
 
 def is_postgres(conn: Conn) -> bool:
-    """Whether ``conn`` (a connection or a session) is on PostgreSQL."""
-    bind = conn if isinstance(conn, Connection) else conn.get_bind()
-    return bind.dialect.name == "postgresql"
+    """Whether ``conn`` is on PostgreSQL."""
+    return conn.dialect.name == "postgresql"
 
 
 def dbos_workflows(conn: Conn) -> str:

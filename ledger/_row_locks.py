@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import weakref
 
-from sqlalchemy.engine import Connection, Transaction
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Transaction
 
 from ledger._db import Conn, is_postgres, sql
 
@@ -32,10 +31,9 @@ _held: weakref.WeakKeyDictionary[Transaction, set[str]] = weakref.WeakKeyDiction
 
 def _outer(conn: Conn) -> Transaction | None:
     """The transaction ``conn`` is in, when a lock taken now lasts until it ends."""
-    connection: Connection = conn.connection() if isinstance(conn, Session) else conn
-    if connection.in_nested_transaction():
+    if conn.in_nested_transaction():
         return None
-    return connection.get_transaction()
+    return conn.get_transaction()
 
 
 def hold_run(conn: Conn, run_id: str) -> None:

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
 
 from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, JsonValue, StretchJob, queue_partition
 from ledger._db import Conn, Database, is_postgres, iso, now_iso, sql
@@ -111,8 +110,7 @@ def notify_work(conn: Conn, partition: str) -> None:
     if is_postgres(conn):
         conn.execute(_NOTIFY, {"c": WORK_CHANNEL, "w": partition})
         return
-    connection = conn.connection() if isinstance(conn, Session) else conn
-    after_transaction(connection.info, partition)
+    after_transaction(conn.info, partition)
 
 
 @dataclass(frozen=True)
