@@ -21,6 +21,10 @@ def step_read_only(
     if step.driver_kind is DriverKind.HTTP:
         method = step_input.get("method", "GET")
         return isinstance(method, str) and method.upper() in {"GET", "HEAD"}
-    if step.driver_kind is DriverKind.MCP_PROXY and connector is not None and connector.mcp:
+    if (
+        step.driver_kind is DriverKind.MCP_PROXY
+        and connector is not None
+        and connector.mcp is not None
+    ):
         return step_input.get("tool") in connector.mcp.read_only_tools
     return False
