@@ -16,7 +16,7 @@ from contracts import (
     digest_of,
     sha256_hex,
 )
-from ledger import events
+from ledger import events, stretches
 from ledger._db import Conn, is_postgres, now_iso, sql
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "request_digest",
     "request_for_run",
     "scoped_key",
+    "take_intent",
 ]
 
 
@@ -78,6 +79,44 @@ _RUN_SQL = (
 # round trip, the intake's hot path); the foreign keys between them are checked at
 # the statement's end, when all three rows are there.
 _ALL_IN_ONE = sql(f"WITH i AS ({_INTENT_SQL}), r AS ({_RUN_SQL}) {events.FIRST_SQL}")
+# What waits for a worker: runs queued in all, and those of the submitter ``:s``.
+_BACKLOG_SQL = (
+    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN submitted_by = :s THEN 1 ELSE 0 END), 0)"
+    " FROM runs WHERE status = 'queued'"
+)
+# PostgreSQL, the intake: the three rows, the backlog the run joins and the word to the
+# workers, in one round trip. The count does not see the new run: a statement's parts
+# all read the snapshot it began with.
+_TAKEN = sql(
+    f"WITH i AS ({_INTENT_SQL}), r AS ({_RUN_SQL}), e AS ({events.FIRST_SQL})"  # noqa: S608
+    f" SELECT b.*, pg_notify(:wc, :wp) FROM ({_BACKLOG_SQL}) b"
+)
+
+
+def take_intent(
+    conn: Conn,
+    *,
+    intent_id: str,
+    run_id: str,
+    request: IntentRequest,
+    idempotency_key: str | None,
+    partition: str,
+) -> tuple[int, int]:
+    """The intake's writes: a new run's rows (``insert_intent_and_run``) and the word to
+    the workers of queue ``partition`` when the transaction commits
+    (``stretches.notify_work``). Answers the backlog the run joins, counted without it:
+    (runs queued in all, runs queued by its submitter). A caller that finds no room
+    refuses by rolling the transaction back, so nothing it wrote stays and no worker is
+    told. On PostgreSQL all of this is one statement (the intake's hot path)."""
+    values = _values(intent_id, run_id, request, idempotency_key)
+    if is_postgres(conn):
+        row = conn.execute(_TAKEN, {**values, "wc": stretches.WORK_CHANNEL, "wp": partition})
+        total, theirs, _ = row.one()
+        return int(total), int(theirs)
+    total, theirs = conn.execute(sql(_BACKLOG_SQL), {"s": request.submitted_by}).one()
+    _insert_each(conn, values)
+    stretches.notify_work(conn, partition)
+    return int(total), int(theirs)
 
 
 def insert_intent_and_run(
@@ -89,6 +128,22 @@ def insert_intent_and_run(
     idempotency_key: str | None,
 ) -> None:
     """A new run's rows: its intent, the run (queued) and its ``run.accepted`` event."""
+    values = _values(intent_id, run_id, request, idempotency_key)
+    if is_postgres(conn):
+        conn.execute(_ALL_IN_ONE, values)
+        return
+    _insert_each(conn, values)
+
+
+def _insert_each(conn: Conn, values: dict[str, str | None]) -> None:
+    for text in (_INTENT_SQL, _RUN_SQL, events.FIRST_SQL):
+        conn.execute(sql(text), values)
+
+
+def _values(
+    intent_id: str, run_id: str, request: IntentRequest, idempotency_key: str | None
+) -> dict[str, str | None]:
+    """The parameters of the new run's three rows."""
     now = now_iso()
     spelled = canonical_json(request.model_dump(mode="json"))  # stored, and its digest
     key = None if idempotency_key is None else scoped_key(request.submitted_by, idempotency_key)
@@ -97,7 +152,7 @@ def insert_intent_and_run(
         "mode": request.mode.value,
         "submitted_by": request.submitted_by,
     }
-    values: dict[str, str | None] = {
+    return {
         "i": intent_id,
         "k": key,
         "j": spelled,
@@ -113,11 +168,6 @@ def insert_intent_and_run(
         "tp": request.tool_pool,
         **events.first_values(run_id, "run.accepted", accepted),
     }
-    if is_postgres(conn):
-        conn.execute(_ALL_IN_ONE, values)
-        return
-    for text in (_INTENT_SQL, _RUN_SQL, events.FIRST_SQL):
-        conn.execute(sql(text), values)
 
 
 def request_for_run(conn: Conn, run_id: str) -> IntentRequest | None:

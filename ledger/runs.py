@@ -207,18 +207,6 @@ def list_runs(
         raise corrupt("runs", "list", exc) from exc
 
 
-def backlog(conn: Conn, submitted_by: str) -> tuple[int, int]:
-    """(runs queued in all, runs queued by this submitter): what waits for a worker."""
-    row = conn.execute(
-        sql(
-            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN submitted_by = :who THEN 1 ELSE 0 END), 0)"
-            " FROM runs WHERE status = 'queued'"
-        ),
-        {"who": submitted_by},
-    ).one()
-    return int(row[0]), int(row[1])
-
-
 def queued(conn: Conn) -> tuple[int, str | None]:
     """How many runs wait in the queue, and when the oldest of them was submitted."""
     row = conn.execute(

@@ -94,12 +94,15 @@ def queue_in_transaction(
     client: DBOSClient,
     options: EnqueueOptions,
     *args: JsonValue,
+    notify: bool = True,
 ) -> None:
     """Queue a workflow (``enqueue_options``) in the transaction ``conn`` is in, and
-    tell the workers when it commits (``notify_work``, in its partition). ``client``:
-    ``enqueuer`` of the database ``conn`` is from."""
+    tell the workers when it commits (``notify_work``, in its partition; ``notify``
+    False: the caller's transaction tells them already). ``client``: ``enqueuer`` of
+    the database ``conn`` is from."""
     client.enqueue_in_transaction(conn, options, *args)
-    notify_work(conn, options["queue_partition_key"])
+    if notify:
+        notify_work(conn, options["queue_partition_key"])
 
 
 def notify_work(conn: Conn, partition: str) -> None:

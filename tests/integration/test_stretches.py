@@ -189,6 +189,9 @@ def test_work_nobody_was_told_of_is_found_by_the_heartbeats_look(
     queue, which has the worker look at every partition then (or by a pass already
     under way), not only by its last-resort pass."""
     monkeypatch.setattr(stretches, "notify_work", lambda _conn, _partition: None)
+    # The intake's own statement notifies on PostgreSQL (intents.take_intent), on the
+    # channel named here; the worker listens on the real one already.
+    monkeypatch.setattr(stretches, "WORK_CHANNEL", "gatehouse_nobody_listens")
     heard = wakes_heard()
     plan = noop_plan(1, objective="untold")
     r = stack.submit({"recipe": "echo", "objective": "untold", "mode": "run-plan", "plan": plan})

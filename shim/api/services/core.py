@@ -51,14 +51,16 @@ class Service:
         place, and the caller wakes it with a ``send`` once this commits."""
         return stretches.hand_off(conn, self._enqueuer, self.settings.app_version, run_id).split
 
-    def queue_run(self, conn: Conn, job: IntentJob, runs_for: str) -> None:
+    def queue_run(self, conn: Conn, job: IntentJob, runs_for: str, *, notify: bool = True) -> None:
         """A new run's first stretch (an intent, a fork, an edit), queued in the
         transaction that wrote its rows, in the queue partition of whoever it runs
-        for; the workers are told when it commits."""
+        for; the workers are told when it commits (``notify`` False: that transaction
+        tells them already, ``intents.take_intent``)."""
         partition = queue_partition(runs_for)
         version = self.settings.app_version
         options = stretches.enqueue_options(INTENT_WORKFLOW, job.run_id, version, partition)
-        stretches.queue_in_transaction(conn, self._enqueuer, options, job.model_dump(mode="json"))
+        body = job.model_dump(mode="json")
+        stretches.queue_in_transaction(conn, self._enqueuer, options, body, notify=notify)
 
     def work_queued(self, partition: str) -> None:
         """After work was queued in this queue partition outside a transaction of

@@ -1,14 +1,14 @@
 """Taking an intent: everything that can be refused is refused before anything is
 written; then the intent and run rows and the queue entry commit in one transaction
 (``DBOSClient.enqueue_in_transaction``). A repeated ``Idempotency-Key`` returns its
-run; a full queue refuses (503 ``overloaded``, 429 ``queue_share_exceeded``).
+run; a full queue refuses (503 ``overloaded``, 429 ``queue_share_exceeded``), counted
+in that transaction and rolling it back.
 """
 
 from __future__ import annotations
 
 import uuid
 
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from contracts import (
@@ -21,9 +21,10 @@ from contracts import (
     Plan,
     RunStatus,
     new_run_id,
+    queue_partition,
     validate_instance,
 )
-from ledger import Database, evidence, intents, now_iso, opa_runs, runs
+from ledger import Database, evidence, intents, now_iso, opa_runs
 from policies import catalog, cedar_gate
 from policies.episodes import episode
 from policies.gate import gate_plan
@@ -109,20 +110,21 @@ def submit(
     )
     try:
         with db.engine.begin() as conn:
-            # First, in the same transaction: a refusal rolls it back with nothing
-            # written, and the intake takes one connection, not two.
-            _check_backlog(conn, settings, request.submitted_by)
-            intents.insert_intent_and_run(
+            # The rows, the workers told at commit, and the backlog the run joins; no
+            # room, and the refusal rolls it all back: nothing written, no one told.
+            backlog = intents.take_intent(
                 conn,
                 intent_id=intent_id,
                 run_id=run_id,
                 request=request,
                 idempotency_key=key,
+                partition=queue_partition(request.submitted_by),
             )
+            _refuse_if_full(settings, request.submitted_by, *backlog)
             if opa is not None:
                 opa_runs.put_input(conn, run_id, opa)
                 evidence.put_episode(conn, run_id, None, _archive_episode(run_id, opa, who))
-            service.queue_run(conn, job, request.submitted_by)
+            service.queue_run(conn, job, request.submitted_by, notify=False)
     except IntegrityError:
         # Two requests with one Idempotency-Key raced; the other one won.
         if key is None:
@@ -139,13 +141,13 @@ def submit(
     )
 
 
-def _check_backlog(conn: Connection, settings: ShimSettings, submitter: str) -> None:
-    """Refuse an intent the queue has no room for, before anything is stored: past
-    ``max_queued`` runs for everyone (503), past ``max_queued_per_submitter`` for
-    this submitter (429), so one submitter cannot fill the queue for the others.
-    Counted, not locked: concurrent submissions may pass the bound by a few."""
+def _refuse_if_full(settings: ShimSettings, submitter: str, total: int, theirs: int) -> None:
+    """Refuse an intent the queue has no room for (``total`` runs queued before it,
+    ``theirs`` of them its submitter's): past ``max_queued`` runs for everyone (503),
+    past ``max_queued_per_submitter`` for this submitter (429), so one submitter cannot
+    fill the queue for the others. Counted, not locked: concurrent submissions may
+    pass the bound by a few."""
     s = settings
-    total, theirs = runs.backlog(conn, submitter)
     if theirs >= s.max_queued_per_submitter:
         raise GatehouseError(
             ErrorCode.QUEUE_SHARE_EXCEEDED,
