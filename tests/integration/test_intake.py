@@ -8,28 +8,12 @@ and tells no one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import psycopg
 import pytest
 import sqlalchemy as sa
 
 from contracts import IntentRequest
-from ledger import Database, intents, migrate, open_database, stretches
-from tests.support.stack import drop_database, fresh_database_url
-
-
-@pytest.fixture
-def db(backend: str, tmp_path: Path) -> Iterator[Database]:
-    url = fresh_database_url(backend, tmp_path)
-    database = open_database(url)
-    migrate(database)
-    try:
-        yield database
-    finally:
-        database.dispose()
-        drop_database(url)
+from ledger import Database, intents, stretches
 
 
 class _Refused(Exception):

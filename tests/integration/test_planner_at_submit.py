@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
-
-from ledger import Database, executors, migrate, open_database
+from ledger import Database, executors
 from shim.api.services.health import planner_missing
-from tests.support.stack import Stack, drop_database, fresh_database_url
+from tests.support.stack import Stack
 
 VERSION = "gatehouse-test"
-
-
-@pytest.fixture
-def db(backend: str, tmp_path: Path) -> Iterator[Database]:
-    url = fresh_database_url(backend, tmp_path)
-    opened = open_database(url)
-    migrate(opened)
-    yield opened
-    opened.dispose()
-    drop_database(url)
 
 
 def _beat(db: Database, name: str, age_s: float, planners: tuple[str, ...] | None) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -19,20 +17,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
 from contracts import IntentRequest, RunStatus
-from ledger import Database, events, intents, migrate, open_database, runs
-from tests.support.stack import drop_database, fresh_database_url
-
-
-@pytest.fixture
-def db(backend: str, tmp_path: Path) -> Iterator[Database]:
-    url = fresh_database_url(backend, tmp_path)
-    database = open_database(url)
-    migrate(database)
-    try:
-        yield database
-    finally:
-        database.dispose()
-        drop_database(url)
+from ledger import Database, events, intents, runs
 
 
 def _new_run(db: Database, run_id: str) -> None:
