@@ -31,7 +31,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
-from ledger import calls, database_unreachable, evidence, storage_full
+from ledger import calls, database_unreachable, events, evidence, storage_full
 from worker.handlers import Artifact, HandlerResult
 from worker.runtime import annotate, maybe_crash, runtime
 
@@ -80,7 +80,8 @@ def _ledger_tx(fn: Callable[[Connection], T]) -> T:
     delay = _DB_RETRY_FIRST_S
     while True:
         try:
-            with runtime().db.engine.begin() as conn:
+            # The run's events written together at the end: a completion appends three.
+            with runtime().db.engine.begin() as conn, events.batched(conn):
                 return fn(conn)
         except Exception as exc:
             full = storage_full(exc)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dbos import DBOS, StepOptions
 
 from contracts import JsonObject
-from ledger import Conn, database_unreachable
+from ledger import Conn, database_unreachable, events
 from worker.durable._dbos import (
     checkpoint_step,
     running_step,
@@ -42,7 +42,7 @@ def tx(name: str, body: Body, arg: JsonObject) -> JsonObject:
     rt = runtime()
 
     def once(a: JsonObject) -> JsonObject:
-        with rt.db.engine.begin() as conn:
+        with rt.db.engine.begin() as conn, events.batched(conn):
             return body(conn, a, rt.settings)
 
     def step(a: JsonObject) -> JsonObject:
@@ -100,7 +100,8 @@ def _checkpointed(body: Body, arg: JsonObject) -> JsonObject:
             recorded = None if key is None else step_checkpoint(conn, ds, key)
             if recorded is not None:
                 return recorded
-            out = body(conn, arg, rt.settings)
+            with events.batched(conn):  # the run's events in one statement, not one each
+                out = body(conn, arg, rt.settings)
             if key is None or checkpoint_step(conn, ds, key, out):
                 return out
             raise _RecordedFirstError
