@@ -37,7 +37,6 @@ __all__ = [
     "emit",
     "emit_first",
     "first_values",
-    "last_phase",
 ]
 
 KINDS: Final = frozenset(get_args(RunEventKind))
@@ -93,8 +92,8 @@ def batched(conn: Conn) -> Iterator[None]:
     """Within this block, the events ``emit`` appends in ``conn``'s transaction are
     written when it ends, on PostgreSQL in one statement a run instead of one an event
     (a tool call's completion appends three). They are written in the order they were
-    emitted, numbered as ``emit`` would; the stream read in the block (``last_phase``,
-    ``after``) includes them. A block left by an exception writes none of them: its
+    emitted, numbered as ``emit`` would; the stream read in the block (``after``)
+    includes them. A block left by an exception writes none of them: its
     transaction is to roll back. Nested, the outermost block writes."""
     if _PENDING in conn.info:
         yield
@@ -156,22 +155,6 @@ def first_values(run_id: str, kind: str, body: JsonObject) -> dict[str, str]:
     if kind not in KINDS:
         raise ValueError(f"unknown run event kind {kind!r}")
     return {"ev_r": run_id, "ev_k": kind, "ev_b": canonical_json(body), "ev_t": now_iso()}
-
-
-def last_phase(conn: Conn, run_id: str) -> tuple[str, str] | None:
-    """(status, phase) of the run's newest ``run.phase`` event, if any."""
-    _flush(conn)
-    row = conn.execute(
-        sql(
-            "SELECT body_json FROM run_events WHERE run_id = :r AND kind = 'run.phase'"
-            " ORDER BY seq DESC LIMIT 1"
-        ),
-        {"r": run_id},
-    ).first()
-    if row is None:
-        return None
-    body = json.loads(str(row[0]))
-    return str(body.get("status")), str(body.get("phase"))
 
 
 def after(conn: Conn, run_id: str, seq: int, limit: int = 500) -> list[Event]:

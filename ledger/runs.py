@@ -215,12 +215,26 @@ def queued(conn: Conn) -> tuple[int, str | None]:
     return int(row[0]), None if row[1] is None else str(row[1])
 
 
-_SET_STATUS = sa.text(
-    "UPDATE runs SET status = :s, phase = :p, updated_at = :t,"
+_SET = (
+    "status = :s, phase = :p, updated_at = :t,"
     " error_code = COALESCE(:ec, error_code), error_message = COALESCE(:em, error_message),"
     " plan_digest = COALESCE(:pd, plan_digest),"
     " finished_at = CASE WHEN :term THEN :t ELSE finished_at END"
-    " WHERE run_id = :r AND status NOT IN :done"
+)
+_SET_STATUS = sa.text(
+    f"UPDATE runs SET {_SET} WHERE run_id = :r AND status NOT IN :done"  # noqa: S608
+).bindparams(sa.bindparam("done", expanding=True))
+_WAS = sql("SELECT status, phase FROM runs WHERE run_id = :r")
+# PostgreSQL, in one round trip: the update, the status and phase it replaced (read under
+# the row lock the subquery takes, so the newest committed, as the update itself sees
+# them), and the word to the shim's waiting clients (delivered when the transaction
+# commits, whether or not a row changed).
+_SET_STATUS_TOLD = sa.text(
+    f"WITH u AS (UPDATE runs r SET {_SET}"  # noqa: S608
+    " FROM (SELECT run_id, status, phase FROM runs WHERE run_id = :r FOR UPDATE) o"
+    " WHERE r.run_id = o.run_id AND o.status NOT IN :done RETURNING o.status, o.phase)"
+    " SELECT (SELECT COUNT(*) FROM u), (SELECT status FROM u), (SELECT phase FROM u),"
+    " pg_notify(:c, :r)"
 ).bindparams(sa.bindparam("done", expanding=True))
 
 
@@ -234,33 +248,36 @@ def set_status(
     error_message: str | None = None,
     plan_digest: str | None = None,
 ) -> None:
-    now = now_iso()
-    result = conn.execute(
-        _SET_STATUS,
-        {
-            "s": status.value,
-            "p": phase,
-            "t": now,
-            "ec": error_code,
-            "em": error_message,
-            "pd": plan_digest,
-            "term": status.terminal,
-            "r": run_id,
-            "done": _TERMINAL,
-        },
-    )
-    changed = rows_changed(result)
+    values = {
+        "s": status.value,
+        "p": phase,
+        "t": now_iso(),
+        "ec": error_code,
+        "em": error_message,
+        "pd": plan_digest,
+        "term": status.terminal,
+        "r": run_id,
+        "done": _TERMINAL,
+    }
+    was: tuple[str, str] | None  # the status and phase it replaced
+    if is_postgres(conn):  # the notice wakes the shim's waiting clients when this commits
+        row = conn.execute(_SET_STATUS_TOLD, {**values, "c": STATUS_CHANNEL}).one()
+        changed, was = int(row[0]), (str(row[1]), str(row[2]))
+    else:
+        found = conn.execute(_WAS, {"r": run_id}).first()
+        was = None if found is None else (str(found[0]), str(found[1]))
+        changed = rows_changed(conn.execute(_SET_STATUS, values))
     if changed:
         run_held(conn, run_id)  # the UPDATE holds the row: the event below needs no lock
-    # a records step run again (after a crash before its checkpoint) says nothing new
-    if changed and events.last_phase(conn, run_id) != (status.value, phase):
+    # Only a real change is a phase event: a records step run again (after a crash before
+    # its checkpoint) says nothing new. The row's status and phase are only ever set
+    # here, each change with its event, so the row says what the stream last said.
+    if changed and was != (status.value, phase):
         events.emit(
             conn, run_id, "run.phase",
             {"status": status.value, "phase": phase, "error_code": error_code},
             notify=status in NOTIFY_STATUSES,
         )  # fmt: skip
-    if is_postgres(conn):  # delivered when this commits: wakes the shim's waiting clients
-        conn.execute(sql("SELECT pg_notify(:c, :r)"), {"c": STATUS_CHANNEL, "r": run_id})
 
 
 def set_policy_digests(

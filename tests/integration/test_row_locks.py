@@ -1,6 +1,6 @@
 """A run's row lock is taken once per transaction, and still serializes its appends.
 
-Counted at the engine: the statements that lock a run's row (``FOR UPDATE``)
+Counted at the engine: the statements that only lock a run's row (``FOR UPDATE``)
 across the writes a tool call's completion makes (the chain link and three
 events), against one per transaction; and two transactions appending to one
 run's stream still wait for each other, the second numbering after the first.
@@ -34,7 +34,7 @@ def _locks_counted(db: Database) -> list[str]:
     seen: list[str] = []
 
     def before(_conn: Connection, _cursor: object, statement: str, *_: object) -> None:
-        if "FOR UPDATE" in statement:
+        if statement.startswith("SELECT 1 FROM runs") and "FOR UPDATE" in statement:
             seen.append(statement)
 
     event.listen(db.engine, "before_cursor_execute", before)
