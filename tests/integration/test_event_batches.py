@@ -10,21 +10,9 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import Connection
 
-from contracts import IntentRequest
-from ledger import Database, events, intents
-
-
-def _new_run(db: Database, run_id: str) -> None:
-    request = IntentRequest.model_validate(
-        {"recipe": "echo", "objective": "batches", "submitted_by": "alice"}
-    )
-    with db.engine.begin() as conn:
-        intents.insert_intent_and_run(
-            conn, intent_id=f"int_{run_id}", run_id=run_id, request=request, idempotency_key=None
-        )
+from ledger import Database, events
+from tests.support.rows import new_run, statements_seen
 
 
 def _stream(db: Database, run_id: str) -> list[tuple[int, str, str]]:
@@ -36,21 +24,10 @@ def _stream(db: Database, run_id: str) -> list[tuple[int, str, str]]:
     return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
 
-def _inserts_counted(db: Database) -> list[str]:
-    seen: list[str] = []
-
-    def before(_conn: Connection, _cursor: object, statement: str, *_: object) -> None:
-        if statement.startswith("INSERT INTO run_events"):
-            seen.append(statement)
-
-    event.listen(db.engine, "before_cursor_execute", before)
-    return seen
-
-
 def test_a_batch_is_numbered_in_order_and_written_at_once(db: Database, backend: str) -> None:
-    _new_run(db, "run_a")
-    _new_run(db, "run_b")
-    inserts = _inserts_counted(db)
+    new_run(db, "run_a")
+    new_run(db, "run_b")
+    inserts = statements_seen(db, "INSERT INTO run_events")
     with db.engine.begin() as conn, events.batched(conn):
         for n in range(3):
             events.emit(conn, "run_a", "message", {"n": n})
@@ -78,7 +55,7 @@ def test_a_batch_is_numbered_in_order_and_written_at_once(db: Database, backend:
 
 
 def test_a_read_in_the_block_sees_what_waits(db: Database) -> None:
-    _new_run(db, "run_a")
+    new_run(db, "run_a")
     with db.engine.begin() as conn, events.batched(conn):
         events.emit(conn, "run_a", "run.phase", {"status": "running", "phase": "steps"})
         assert [e.kind for e in events.after(conn, "run_a", 0)] == ["run.accepted", "run.phase"]
@@ -94,7 +71,7 @@ class _Failed(Exception):
 
 
 def test_a_block_left_by_an_exception_writes_nothing(db: Database) -> None:
-    _new_run(db, "run_a")
+    new_run(db, "run_a")
     with pytest.raises(_Failed), db.engine.begin() as conn, events.batched(conn):
         events.emit(conn, "run_a", "message", {"n": 1})
         raise _Failed
@@ -106,14 +83,8 @@ def test_a_block_left_by_an_exception_writes_nothing(db: Database) -> None:
 def test_the_run_is_locked_at_the_first_emit(db: Database, backend: str) -> None:
     if backend != "postgres":
         pytest.skip("SQLite has one writer at a time: nothing is locked")
-    _new_run(db, "run_a")
-    locks: list[str] = []
-
-    def before(_conn: Connection, _cursor: object, statement: str, *_: object) -> None:
-        if statement.startswith("SELECT 1 FROM runs") and "FOR UPDATE" in statement:
-            locks.append(statement)
-
-    event.listen(db.engine, "before_cursor_execute", before)
+    new_run(db, "run_a")
+    locks = statements_seen(db, "SELECT 1 FROM runs", "FOR UPDATE")
     with db.engine.begin() as conn, events.batched(conn):
         events.emit(conn, "run_a", "message", {"n": 1})
         assert len(locks) == 1  # taken now, not when the rows are written

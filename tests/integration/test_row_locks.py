@@ -13,38 +13,16 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import Connection
 
-from contracts import IntentRequest, RunStatus
-from ledger import Database, events, intents, runs
-
-
-def _new_run(db: Database, run_id: str) -> None:
-    request = IntentRequest.model_validate(
-        {"recipe": "echo", "objective": "locks", "submitted_by": "alice"}
-    )
-    with db.engine.begin() as conn:
-        intents.insert_intent_and_run(
-            conn, intent_id=f"int_{run_id}", run_id=run_id, request=request, idempotency_key=None
-        )
-
-
-def _locks_counted(db: Database) -> list[str]:
-    seen: list[str] = []
-
-    def before(_conn: Connection, _cursor: object, statement: str, *_: object) -> None:
-        if statement.startswith("SELECT 1 FROM runs") and "FOR UPDATE" in statement:
-            seen.append(statement)
-
-    event.listen(db.engine, "before_cursor_execute", before)
-    return seen
+from contracts import RunStatus
+from ledger import Database, events, runs
+from tests.support.rows import new_run, statements_seen
 
 
 def test_appends_in_one_transaction_lock_the_run_once(db: Database, backend: str) -> None:
-    _new_run(db, "run_a")
-    _new_run(db, "run_b")
-    locks = _locks_counted(db)
+    new_run(db, "run_a")
+    new_run(db, "run_b")
+    locks = statements_seen(db, "SELECT 1 FROM runs", "FOR UPDATE")
     pg = backend == "postgres"  # SQLite: one writer at a time, nothing is locked
     with db.engine.begin() as conn:
         for n in range(3):
@@ -71,7 +49,7 @@ def test_appends_in_one_transaction_lock_the_run_once(db: Database, backend: str
 def test_a_second_writer_waits_for_the_first_to_commit(db: Database, backend: str) -> None:
     if backend != "postgres":
         pytest.skip("SQLite has one writer at a time: there is no second writer to wait")
-    _new_run(db, "run_c")
+    new_run(db, "run_c")
     first_in = threading.Event()
     order: list[str] = []
 
@@ -101,8 +79,8 @@ def test_a_second_writer_waits_for_the_first_to_commit(db: Database, backend: st
 def test_a_run_s_seed_is_chosen_once_and_the_lock_it_took_is_remembered(
     db: Database, backend: str
 ) -> None:
-    _new_run(db, "run_s")
-    seen = _locks_counted(db)
+    new_run(db, "run_s")
+    seen = statements_seen(db, "SELECT 1 FROM runs", "FOR UPDATE")
     with db.engine.begin() as conn:
         assert runs.set_seed(conn, "run_s", "first") == "first"
         assert runs.set_seed(conn, "run_s", "second") == "first"  # asked again: kept

@@ -9,8 +9,9 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from contracts import IntentRequest, RunStatus
-from ledger import Database, events, intents, runs
+from contracts import RunStatus
+from ledger import Database, events, runs
+from tests.support.rows import new_run
 
 
 class _RolledBack(Exception):
@@ -20,13 +21,7 @@ class _RolledBack(Exception):
 def test_a_status_change_notifies_at_commit(db: Database, backend: str) -> None:
     if backend != "postgres":
         pytest.skip("SQLite's waiting clients look at the run's row; there is no NOTIFY")
-    request = IntentRequest.model_validate(
-        {"recipe": "echo", "objective": "notice", "submitted_by": "alice"}
-    )
-    with db.engine.begin() as conn:
-        intents.insert_intent_and_run(
-            conn, intent_id="int_n", run_id="run_n", request=request, idempotency_key=None
-        )
+    new_run(db, "run_n")
     url = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(url, autocommit=True) as listening:
         listening.execute(f"LISTEN {runs.STATUS_CHANNEL}")
@@ -51,13 +46,7 @@ def test_a_status_change_notifies_at_commit(db: Database, backend: str) -> None:
 
 
 def test_only_a_real_change_is_a_phase_event(db: Database) -> None:
-    request = IntentRequest.model_validate(
-        {"recipe": "echo", "objective": "phases", "submitted_by": "alice"}
-    )
-    with db.engine.begin() as conn:
-        intents.insert_intent_and_run(
-            conn, intent_id="int_p", run_id="run_p", request=request, idempotency_key=None
-        )
+    new_run(db, "run_p")
     for status, phase in [
         (RunStatus.RUNNING, "compile"),
         (RunStatus.RUNNING, "compile"),  # a records step run again: nothing new
