@@ -38,15 +38,16 @@ def add_revision(
     now = now_iso()
     plan_json = canonical_json(plan.model_dump(mode="json"))
     changes_json = None if changes is None else canonical_json(changes)
-    found = conn.execute(
-        sql("SELECT revision FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
+    # In one read: this plan's revision, if it has one, and the run's latest.
+    found, latest = conn.execute(
+        sql(
+            "SELECT MAX(CASE WHEN plan_digest = :d THEN revision END), MAX(revision)"
+            " FROM plan_revisions WHERE run_id = :r"
+        ),
         {"r": run_id, "d": digest},
-    ).first()
+    ).one()
     if found is not None:  # re-executed step: the revision is already there
-        return int(found[0])
-    latest = conn.execute(
-        sql("SELECT MAX(revision) FROM plan_revisions WHERE run_id = :r"), {"r": run_id}
-    ).scalar()
+        return int(found)
     revision = int(latest or 0) + 1
     conn.execute(
         sql(
