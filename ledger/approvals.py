@@ -94,10 +94,11 @@ def insert_decision(
         if token_id is not None:
             body["token_id"] = token_id
         events.emit(conn, run_id, "approval", body)
+        return Decided(decision, decided_by, True)  # the row on record is this one
     on_record = decision_for(conn, run_id, plan_digest)
     if on_record is None:  # pragma: no cover - the row was just written or already there
         raise GatehouseError(ErrorCode.INTERNAL_ERROR, "decision vanished after insert")
-    return Decided(on_record.decision, on_record.decided_by, inserted is not None)
+    return Decided(on_record.decision, on_record.decided_by, False)
 
 
 def decision_for(conn: Conn, run_id: str, plan_digest: str) -> Decided | None:

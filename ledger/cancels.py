@@ -54,6 +54,7 @@ class Cancel:
 class LockedRun:
     status: RunStatus
     submitted_by: str
+    stretch: int | None = None  # the stretch the run is in (None: begun before the split)
 
 
 def lock_run(conn: Conn, run_id: str) -> LockedRun | None:
@@ -61,7 +62,7 @@ def lock_run(conn: Conn, run_id: str) -> LockedRun | None:
     row = conn.execute(
         sql(
             "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
-            " RETURNING status, submitted_by"
+            " RETURNING status, submitted_by, stretch"
         ),
         {"r": run_id},
     ).first()
@@ -69,7 +70,7 @@ def lock_run(conn: Conn, run_id: str) -> LockedRun | None:
         return None
     run_held(conn, run_id)
     try:
-        return LockedRun(RunStatus(row[0]), str(row[1]))
+        return LockedRun(RunStatus(row[0]), str(row[1]), None if row[2] is None else int(row[2]))
     except ValueError as exc:
         raise GatehouseError(
             ErrorCode.CORRUPT_RECORD,

@@ -48,6 +48,7 @@ __all__ = [
     "take",
     "until",
     "waiting_until",
+    "workflow_id",
     "workflow_ids",
 ]
 
@@ -332,7 +333,9 @@ def workflow_ids(conn: Conn, run_ids: list[str]) -> dict[str, str]:
     stmt = sql("SELECT run_id, stretch FROM runs WHERE run_id IN :r").bindparams(
         sa.bindparam("r", expanding=True)
     )
-    out: dict[str, str] = {}
-    for run_id, stretch in conn.execute(stmt, {"r": run_ids}):
-        out[str(run_id) if not stretch else f"{run_id}:{stretch}"] = str(run_id)
-    return out
+    return {workflow_id(str(r), s): str(r) for r, s in conn.execute(stmt, {"r": run_ids})}
+
+
+def workflow_id(run_id: str, stretch: int | None) -> str:
+    """The workflow of the run's stretch ``stretch`` (see ``workflow_ids``)."""
+    return run_id if not stretch else f"{run_id}:{stretch}"

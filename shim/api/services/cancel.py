@@ -88,15 +88,17 @@ def cancel_run(service: Service, run_id: str, body: CancelRequest, who: Identity
     return _answer(found, run.status, recorded=True)
 
 
-def refuse_if_cancelled(conn: Connection, client: DBOSClient, run_id: str) -> None:
-    """Inside a decision's transaction: lock the run, and refuse if a cancel came first.
+def refuse_if_cancelled(conn: Connection, client: DBOSClient, run_id: str) -> RunStatus | None:
+    """Inside a decision's transaction: lock the run, and refuse if a cancel came first;
+    the run's status, as it stays while the lock is held (None: no such run).
 
     A workflow cancelled through DBOS whose run the sweep has not reached yet
     (within a heartbeat) is refused too, rather than recording a decision
     nothing will act on.
     """
-    if cancels.lock_run(conn, run_id) is None:
-        return  # the caller answers run_not_found
+    locked = cancels.lock_run(conn, run_id)
+    if locked is None:
+        return None  # the caller answers run_not_found
     found = cancels.get(conn, run_id)
     if found is not None:
         raise GatehouseError(
@@ -104,12 +106,13 @@ def refuse_if_cancelled(conn: Connection, client: DBOSClient, run_id: str) -> No
             f"run {run_id!r} was cancelled by {found.requested_by}; it takes no decision",
             {"cancelled_by": found.requested_by, "source": found.source},
         )
-    latest = list(stretches.workflow_ids(conn, [run_id]))  # a split run: its latest stretch
+    latest = stretches.workflow_id(run_id, locked.stretch)  # a split run: its latest stretch
     if client.list_workflows(
-        workflow_ids=latest, status="CANCELLED", load_input=False, load_output=False
+        workflow_ids=[latest], status="CANCELLED", load_input=False, load_output=False
     ):
         raise GatehouseError(
             ErrorCode.RUN_CANCELLED,
             f"the DBOS workflow of run {run_id!r} was cancelled; it takes no decision",
             {"cancelled_by": "dbos", "source": "dbos"},
         )
+    return locked.status

@@ -29,7 +29,7 @@ from contracts import (
     digest_of,
     with_placeholders,
 )
-from ledger import approvals, edits, forks, intents, plan_cards, runs, stretches
+from ledger import approvals, edits, forks, intents, plan_cards, stretches
 from policies import catalog
 from policies.quorum import approvers_needed
 from shim.api.services.acting import acting_as
@@ -111,8 +111,8 @@ def decide(
     db, client = service.db, service.client
     body = acting_as(body, "decided_by", who)
     with db.engine.begin() as conn:
-        refuse_if_cancelled(conn, client, run_id)  # first: cancel and decision race here
-        status = runs.run_status(conn, run_id)
+        # first: cancel and decision race here
+        status = refuse_if_cancelled(conn, client, run_id)
         if status is None:
             raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
         request = intents.request_for_run(conn, run_id)

@@ -26,7 +26,7 @@ from contracts import (
     digest_of,
     new_run_id,
 )
-from ledger import approvals, edits, intents, opa_runs, plan_cards, runs, stretches
+from ledger import approvals, edits, intents, opa_runs, plan_cards, stretches
 from policies import catalog
 from shim.api.services.acting import run_links
 from shim.api.services.cancel import refuse_if_cancelled
@@ -54,8 +54,7 @@ def edit_plan(
         raise GatehouseError(ErrorCode.INVALID_REQUEST, "the edited plan changes nothing")
     new_id = new_run_id()
     with db.engine.begin() as conn:
-        refuse_if_cancelled(conn, client, run_id)  # first: the run's row lock
-        status = runs.run_status(conn, run_id)
+        status = refuse_if_cancelled(conn, client, run_id)  # first: the run's row lock
         parent = intents.request_for_run(conn, run_id)
         card = plan_cards.get_plan_card(conn, run_id)
         if status is None or parent is None:
