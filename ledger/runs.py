@@ -36,7 +36,6 @@ __all__ = [
     "record_step",
     "run_status",
     "set_budgets",
-    "set_policy_digests",
     "set_seed",
     "set_status",
     "set_trace_digest",
@@ -280,30 +279,29 @@ def set_status(
         )  # fmt: skip
 
 
-def set_policy_digests(
-    conn: Conn, run_id: str, profile_digest: str, pool_digest: str, cedar_digest: str | None
-) -> None:
-    """Record exactly which profile, tool pool and Cedar policy set files the run is
-    held to (``cedar_digest`` None: its profile names no policy set)."""
-    conn.execute(
-        sql(
-            "UPDATE runs SET profile_digest = :p, tool_pool_digest = :t, cedar_digest = :c"
-            " WHERE run_id = :r"
-        ),
-        {"p": profile_digest, "t": pool_digest, "c": cedar_digest, "r": run_id},
-    )
+_SEED = "UPDATE runs SET random_seed = COALESCE(random_seed, :s)"
+_RETURNING_SEED = " WHERE run_id = :r RETURNING random_seed"
 
 
-def set_seed(conn: Conn, run_id: str, seed: str) -> str:
+def set_seed(
+    conn: Conn, run_id: str, seed: str, held_to: tuple[str, str, str | None] | None = None
+) -> str:
     """The run's seed: ``seed`` if it had none yet, else the one it already has
-    (chosen once, whoever asks again)."""
-    stored = conn.execute(
-        sql(
-            "UPDATE runs SET random_seed = COALESCE(random_seed, :s) WHERE run_id = :r"
-            " RETURNING random_seed"
-        ),
-        {"s": seed, "r": run_id},
-    ).scalar()
+    (chosen once, whoever asks again). ``held_to``: the digests of the profile, tool
+    pool and Cedar policy set files (None: its profile names no policy set) the run is
+    held to, recorded in the same statement."""
+    if held_to is None:
+        found = conn.execute(sql(_SEED + _RETURNING_SEED), {"s": seed, "r": run_id})
+    else:
+        profile, pool, cedar = held_to
+        found = conn.execute(
+            sql(
+                f"{_SEED}, profile_digest = :p, tool_pool_digest = :t, cedar_digest = :c"
+                + _RETURNING_SEED
+            ),
+            {"s": seed, "r": run_id, "p": profile, "t": pool, "c": cedar},
+        )
+    stored = found.scalar()
     if stored is None:
         return seed  # no such run
     run_held(conn, run_id)  # the UPDATE locked the run's row

@@ -84,7 +84,17 @@ def test_a_run_s_seed_is_chosen_once_and_the_lock_it_took_is_remembered(
     with db.engine.begin() as conn:
         assert runs.set_seed(conn, "run_s", "first") == "first"
         assert runs.set_seed(conn, "run_s", "second") == "first"  # asked again: kept
+        held_to = ("sha256:profile", "sha256:pool", None)
+        assert runs.set_seed(conn, "run_s", "third", held_to) == "first"
         events.emit(conn, "run_s", "message", {"n": 1})  # the seed's UPDATE holds the row
     assert seen == []
+    with db.engine.connect() as conn:
+        digests = conn.execute(
+            sa.text(
+                "SELECT profile_digest, tool_pool_digest, cedar_digest FROM runs"
+                " WHERE run_id = 'run_s'"
+            )
+        ).one()
+    assert tuple(digests) == ("sha256:profile", "sha256:pool", None)
     with db.engine.begin() as conn:
         assert runs.set_seed(conn, "no_such_run", "third") == "third"

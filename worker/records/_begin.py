@@ -28,18 +28,20 @@ def begin(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
 def _begun(s: Conn, run_id: str, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     # The run's seed is chosen once, here, and recorded with this step: a
     # re-executed or replayed run draws the same choices from it.
-    seed = runs.set_seed(s, run_id, me.random_seed or fresh_seed())
+    fresh = me.random_seed or fresh_seed()
     try:
         prof = catalog.profile(str(arg["policy_profile"]))
         pool = catalog.tool_pool(str(arg["tool_pool"]))
     except GatehouseError as exc:
+        seed = runs.set_seed(s, run_id, fresh)
         return BeginResult(
             ok=False, seed=seed, error_code=exc.code.value, error_message=exc.message
         ).model_dump(mode="json")
-    runs.set_status(s, run_id, RunStatus.RUNNING, "compile")
     rules = prof.model.cedar_rules
     cedar_digest = None if rules is None else rules.digest
-    runs.set_policy_digests(s, run_id, prof.digest, pool.digest, cedar_digest)
+    # with the exact profile, tool pool and Cedar policy set files it is held to
+    seed = runs.set_seed(s, run_id, fresh, (prof.digest, pool.digest, cedar_digest))
+    runs.set_status(s, run_id, RunStatus.RUNNING, "compile")
     profile = prof.model
     if rules is not None:  # Cedar's requests are made for the run's submitter
         who = policy_versions.run_principal(s, run_id)
