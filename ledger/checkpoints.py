@@ -22,9 +22,7 @@ def _table(conn: Conn) -> str:
     return "dbos.datasource_outputs" if is_postgres(conn) else "datasource_outputs"
 
 
-def read(
-    conn: Conn, workflow_id: str, step_id: int
-) -> tuple[str | None, str | None, str | None] | None:
+def read(conn: Conn, workflow_id: str, step_id: int) -> Row | None:
     """The step's checkpoint: (output, error, serialization); None when it has none."""
     row = conn.execute(
         sql(

@@ -261,7 +261,8 @@ def set_status(
     was: tuple[str, str] | None  # the status and phase it replaced
     if is_postgres(conn):  # the notice wakes the shim's waiting clients when this commits
         row = conn.execute(_SET_STATUS_TOLD, {**values, "c": STATUS_CHANNEL}).one()
-        changed, was = int(row[0]), (str(row[1]), str(row[2]))
+        changed = int(row[0])
+        was = (str(row[1]), str(row[2])) if changed else None
     else:
         found = conn.execute(_WAS, {"r": run_id}).first()
         was = None if found is None else (str(found[0]), str(found[1]))

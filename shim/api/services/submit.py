@@ -1,8 +1,9 @@
-"""Taking an intent: everything that can be refused is refused before anything is
-written; then the intent and run rows and the queue entry commit in one transaction
-(``DBOSClient.enqueue_in_transaction``). A repeated ``Idempotency-Key`` returns its
-run; a full queue refuses (503 ``overloaded``, 429 ``queue_share_exceeded``), counted
-in that transaction and rolling it back.
+"""Taking an intent: everything that can be refused from the intent alone is refused
+before anything is written; then the intent and run rows and the queue entry commit in
+one transaction (``DBOSClient.enqueue_in_transaction``). A repeated ``Idempotency-Key``
+returns its run. A full queue refuses (503 ``overloaded``, 429
+``queue_share_exceeded``): the backlog is counted by the statement that writes the rows,
+and the refusal rolls the transaction back, so nothing stays and no worker is told.
 """
 
 from __future__ import annotations
