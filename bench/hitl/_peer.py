@@ -2,7 +2,8 @@
 
 Parent: ``Peer(module, url)``, then ``ask(op=...)``. Child: ``serve(system)``
 answers ``seq`` (n runs one after another: ms each), ``flight`` (n runs at
-once: runs/s), ``counts`` (the system's SQL counters) and ``quit``. The
+once: runs/s), ``counts`` (the system's SQL counters), ``phases`` (where its
+runs' time went, for a peer that can say) and ``quit``. The
 protocol has its own file descriptor; whatever the library prints goes to stderr.
 """
 
@@ -73,6 +74,8 @@ def _answer(system: PeerSystem, msg: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
     if op == "counts":
         return {"counts": system.counts()}
+    if op == "phases":  # a peer that times its runs' phases (bare DBOS)
+        return {"phases": getattr(system, "phases")(float(msg["since"]))}  # noqa: B009
     if op == "seq":
         out = []
         for _ in range(int(msg["n"])):

@@ -24,6 +24,7 @@ import httpx
 import sqlalchemy as sa
 
 from bench.hitl._counting import read_counts
+from bench.hitl.steps import APPROVAL_TO_STEP, SUBMIT_TO_CARD
 from contracts import Role
 from ledger import open_database
 from shim.cli.client import KEEPALIVE
@@ -305,10 +306,9 @@ class GatehouseSystem:
                     if started is not None and float(started) >= created:
                         add("submit → worker starts the workflow", float(started) - created)
                         add("workflow start → plan card (compile + gate)", card - float(started))
-                    else:
-                        add("submit → plan card (pickup, compile, gate)", card - created)
+                    add(SUBMIT_TO_CARD, card - created)
                     add("plan card → approval recorded (client woken + POST)", decided - card)
-                    add("approval → first tool call starts", _ms_of(tools[0][0]) - decided)
+                    add(APPROVAL_TO_STEP, _ms_of(tools[0][0]) - decided)
                     for a, b in tools:
                         add("tool call, claim → completion (each)", _ms_of(b) - _ms_of(a))
                     for (_, b), (a, _) in pairwise(tools):

@@ -4,6 +4,11 @@ A workflow: a compile step, ``DBOS.set_event`` with the plan digest (its plan
 card), ``DBOS.recv`` for the approval, three steps each inserting one row. A
 run: ``DBOS.start_workflow``, ``DBOS.get_event`` for the card, ``DBOS.send``
 of the approval at once, the result. Started directly, not through a queue.
+
+``phases`` (asked after a sequential pass) is where its runs' time went, from
+DBOS's own records, beside Gatehouse's (``GatehouseSystem.phases``): submit (the
+workflow's row) → plan card (its ``set_event``), and approval (this process's
+clock just before ``DBOS.send``) → first step's start.
 """
 
 from __future__ import annotations
@@ -11,14 +16,16 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 import uuid
+from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS
 
 from bench.hitl import _counting
 from bench.hitl._peer import serve
-from bench.hitl.steps import DBOS_STEP
+from bench.hitl.steps import APPROVAL_TO_STEP, DBOS_STEP, SUBMIT_TO_CARD
 from ledger._db import sqlalchemy_url
 
 STEPS = ["s1", "s2", "s3"]
@@ -66,13 +73,43 @@ class DbosSystem:
             }
         )
         DBOS.launch()
+        self._sent: dict[str, float] = {}  # workflow id → epoch ms just before its approval
 
     def one_run(self, variant: str) -> None:
         handle = DBOS.start_workflow(hitl_workflow, uuid.uuid4().hex)
         digest = DBOS.get_event(handle.workflow_id, "card", timeout_seconds=60)
+        self._sent[handle.workflow_id] = time.time() * 1000
         DBOS.send(handle.workflow_id, digest, "approval")
         if handle.get_result() != STEPS:
             raise RuntimeError("dbos run ended without its steps")
+
+    def phases(self, since_ms: float) -> dict[str, list[float]]:
+        """Ms of each phase of the runs started from ``since_ms`` on (names as
+        ``GatehouseSystem.phases`` gives them)."""
+        with _engine[0].connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT w.workflow_uuid, w.created_at, o.function_name,"
+                    " o.started_at_epoch_ms, o.completed_at_epoch_ms"
+                    " FROM dbos.workflow_status w JOIN dbos.operation_outputs o"
+                    " ON o.workflow_uuid = w.workflow_uuid"
+                    " WHERE w.created_at >= :t ORDER BY w.workflow_uuid, o.function_id"
+                ),
+                {"t": int(since_ms)},
+            ).all()
+        runs: dict[str, dict[str, Any]] = {}
+        for wf, created, name, began, ended in rows:
+            run = runs.setdefault(str(wf), {"created": float(created)})
+            if name == "DBOS.setEvent":
+                run.setdefault("card", float(ended))
+            elif name == DBOS_STEP:
+                run.setdefault("first_step", float(began))
+        out: dict[str, list[float]] = {SUBMIT_TO_CARD: [], APPROVAL_TO_STEP: []}
+        for wf, run in runs.items():
+            if "card" in run and "first_step" in run and wf in self._sent:
+                out[SUBMIT_TO_CARD].append(run["card"] - run["created"])
+                out[APPROVAL_TO_STEP].append(run["first_step"] - self._sent[wf])
+        return out
 
     def counts(self) -> dict[str, int]:
         return _counting.snapshot()

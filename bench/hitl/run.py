@@ -176,11 +176,12 @@ def main(argv: list[str] | None = None) -> int:
             dbos.ask(op="seq", n=args.count_runs)
             after = dbos.ask(op="counts")["counts"]
             dbos_per_run = {k: (after[k] - before[k]) / args.count_runs for k in after}
-            phases = {b: g.phases(gh_runs[b]) for b, g in gh.items()}
+            phases = {f"gatehouse/{b}": g.phases(gh_runs[b]) for b, g in gh.items()}
             since = time.time() * 1000  # a sequential pass, its steps timed by DBOS's records
             for _ in range(args.count_runs):
                 gh["postgres"].one_run()
             dbos.ask(op="seq", n=args.count_runs)
+            phases["dbos/postgres"] = dbos.ask(op="phases", since=since)["phases"]
             per_step = {
                 "gatehouse/postgres": step_times(gh["postgres"].url, "gatehouse.tool_call", since),
                 "dbos/postgres": step_times(dbos.url, DBOS_STEP, since),

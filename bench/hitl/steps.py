@@ -18,9 +18,14 @@ import sqlalchemy as sa
 
 from ledger._db import sqlalchemy_url
 
-__all__ = ["DBOS_STEP", "insert_floor_ms", "step_times"]
+__all__ = ["APPROVAL_TO_STEP", "DBOS_STEP", "SUBMIT_TO_CARD", "insert_floor_ms", "step_times"]
 
 DBOS_STEP = "bench.insert_step"  # the bare DBOS peer's step, by its name in operation_outputs
+
+# The phases of a run held to issue 28's latency targets, by the names both
+# Gatehouse's and bare DBOS's phase reports give them.
+SUBMIT_TO_CARD = "submit → plan card (pickup, compile, gate)"
+APPROVAL_TO_STEP = "approval → first tool call starts"
 
 
 def step_times(url: str, function_name: str, since_ms: float) -> dict[str, Any]:
