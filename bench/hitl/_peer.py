@@ -3,7 +3,7 @@
 Parent: ``Peer(module, url)``, then ``ask(op=...)``. Child: ``serve(system)``
 answers ``seq`` (n runs one after another: ms each), ``flight`` (n runs at
 once: runs/s), ``counts`` (the system's SQL counters), ``phases`` (where its
-runs' time went, for a peer that can say) and ``quit``. The
+sequential runs' time went) and ``quit``. The
 protocol has its own file descriptor; whatever the library prints goes to stderr.
 """
 
@@ -26,6 +26,8 @@ class PeerSystem(Protocol):
     def one_run(self, variant: str) -> None: ...
 
     def counts(self) -> dict[str, int]: ...
+
+    def phases(self, variant: str, since_ms: float) -> dict[str, list[float]]: ...
 
     def close(self) -> None: ...
 
@@ -74,8 +76,8 @@ def _answer(system: PeerSystem, msg: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
     if op == "counts":
         return {"counts": system.counts()}
-    if op == "phases":  # a peer that times its runs' phases (bare DBOS)
-        return {"phases": getattr(system, "phases")(float(msg["since"]))}  # noqa: B009
+    if op == "phases":
+        return {"phases": system.phases(variant, float(msg["since"]))}
     if op == "seq":
         out = []
         for _ in range(int(msg["n"])):

@@ -83,9 +83,9 @@ class DbosSystem:
         if handle.get_result() != STEPS:
             raise RuntimeError("dbos run ended without its steps")
 
-    def phases(self, since_ms: float) -> dict[str, list[float]]:
+    def phases(self, variant: str, since_ms: float) -> dict[str, list[float]]:
         """Ms of each phase of the runs started from ``since_ms`` on (names as
-        ``GatehouseSystem.phases`` gives them)."""
+        ``GatehouseSystem.phases`` gives them; one variant)."""
         with _engine[0].connect() as conn:
             rows = conn.execute(
                 sa.text(

@@ -181,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.count_runs):
                 gh["postgres"].one_run()
             dbos.ask(op="seq", n=args.count_runs)
-            phases["dbos/postgres"] = dbos.ask(op="phases", since=since)["phases"]
+            for name, (peer, variant) in peers.items():  # timed by the peers, same pass
+                if peer is not dbos:
+                    peer.ask(op="seq", n=args.count_runs, variant=variant)
+                phases[name] = peer.ask(op="phases", since=since, variant=variant)["phases"]
             per_step = {
                 "gatehouse/postgres": step_times(gh["postgres"].url, "gatehouse.tool_call", since),
                 "dbos/postgres": step_times(dbos.url, DBOS_STEP, since),
