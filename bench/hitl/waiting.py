@@ -44,6 +44,7 @@ from bench.hitl._proc_stats import rss_mib
 from bench.hitl.gatehouse import WORKER_CONCURRENCY, GatehouseSystem
 from bench.hitl.report import write_section
 from bench.hitl.soak import rows_of_runs, tool_calls_once
+from bench.hitl.steps import APPROVAL_TO_STEP
 from tests.support.stack import drop_database, fresh_database_url, postgres_available
 from worker.runtime import default_share
 
@@ -186,7 +187,7 @@ def waiting(
         "idle_tx": idle_tx,
         "idle_by_process": idle_by_process,
         "beside_tx": beside_tx,
-        "approve_to_step": _p50(phases.get("approval → first tool call starts", [])),
+        "approve_to_step": _p50(phases.get(APPROVAL_TO_STEP, [])),
         "submit_to_card": _p50(to_card),
         "approved": approve,
         "recovered_s": recovered_s,
