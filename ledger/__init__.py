@@ -40,6 +40,7 @@ from ledger._db import (
     no_space,
     now_iso,
     open_database,
+    sqlalchemy_url,
     storage_full,
     system_engine,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "resolve_tls",
     "runs",
     "slack_messages",
+    "sqlalchemy_url",
     "storage_full",
     "stretches",
     "system_engine",

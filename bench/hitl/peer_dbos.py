@@ -26,7 +26,7 @@ from dbos import DBOS
 from bench.hitl import _counting
 from bench.hitl._peer import serve
 from bench.hitl.steps import APPROVAL_TO_STEP, DBOS_STEP, SUBMIT_TO_CARD
-from ledger._db import sqlalchemy_url
+from ledger import sqlalchemy_url
 
 STEPS = ["s1", "s2", "s3"]
 _engine: list[sa.Engine] = []

@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ledger._db import sqlalchemy_url
+from ledger import sqlalchemy_url
 
 __all__ = ["APPROVAL_TO_STEP", "DBOS_STEP", "SUBMIT_TO_CARD", "insert_floor_ms", "step_times"]
 

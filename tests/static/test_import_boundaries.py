@@ -278,6 +278,18 @@ def test_private_modules_are_imported_only_by_their_own_package() -> None:
     assert stale == [], f"allowed but no longer imported (take them off the list): {stale}"
 
 
+def test_the_benchmarks_reach_gatehouse_through_its_facades() -> None:
+    """``bench`` measures the product as a user of it: through each package's
+    ``__init__``, never a private module (one it needs is made public instead)."""
+    found = [
+        f"  {s.rel}:{line}: {target}"
+        for s in product_sources(("bench",))
+        for line, target in private_imports(s)
+        if target.split(".")[0] in OURS
+    ]
+    assert found == [], "private modules of Gatehouse's packages:\n" + "\n".join(found)
+
+
 def test_each_third_party_private_api_is_reached_from_one_module_per_program() -> None:
     by_library: dict[tuple[str, str], set[str]] = {}
     for s in product_sources(CHECKED):
