@@ -161,7 +161,7 @@ class Handoff:
 
     @property
     def workflow_id(self) -> str:
-        return f"{self.run_id}:{self.stretch}"
+        return workflow_id(self.run_id, self.stretch)
 
 
 @dataclass(frozen=True)
@@ -337,5 +337,6 @@ def workflow_ids(conn: Conn, run_ids: list[str]) -> dict[str, str]:
 
 
 def workflow_id(run_id: str, stretch: int | None) -> str:
-    """The workflow of the run's stretch ``stretch`` (see ``workflow_ids``)."""
+    """The workflow of the run's stretch ``stretch``: ``RUN_ID`` for its first (0) or a
+    run begun before the split (None), ``RUN_ID:N`` after. The one place the id is made."""
     return run_id if not stretch else f"{run_id}:{stretch}"
