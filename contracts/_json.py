@@ -15,6 +15,8 @@ __all__ = [
     "JsonValue",
     "canonical_json",
     "digest_of",
+    "kept_loads",
+    "placeholder",
     "sha256_hex",
     "strict_loads",
     "with_placeholders",
@@ -58,14 +60,37 @@ def strict_loads(text: str | bytes) -> JsonValue:
     return parsed
 
 
-# The key of the object that stands in, in an answer, for a stored value no JSON
-# can carry (``{"gatehouse:placeholder": "non-finite number", "stored": "Infinity"}``).
+# The key of the object that stands for a number no JSON can carry
+# (``{"gatehouse:placeholder": "non-finite number", "stored": "Infinity"}``): in an
+# answer, for a value stored before the door refused them; in the record, for one a
+# tool or provider answered with (an MCP result, OpenCode's API), which is kept, not
+# refused, and never silently turned into ``null`` or a look-alike string.
 PLACEHOLDER_KEY = "gatehouse:placeholder"
 
 
-def _placeholder(number: float) -> JsonObject:
+def placeholder(number: float) -> JsonObject:
+    """The one spelling of a non-finite number: ``stored`` is ``NaN``, ``Infinity`` or
+    ``-Infinity``."""
     stored = "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
     return {PLACEHOLDER_KEY: "non-finite number", "stored": stored}
+
+
+def _kept_constant(name: str) -> JsonObject:
+    return placeholder(float(name))  # "NaN", "Infinity", "-Infinity"
+
+
+def _kept_float(text: str) -> float | JsonObject:
+    number = float(text)
+    return number if math.isfinite(number) else placeholder(number)
+
+
+def kept_loads(text: str | bytes) -> JsonValue:
+    """JSON from a tool or provider whose answer is recorded, not refused: ``NaN``,
+    ``Infinity`` and a number too large for a 64-bit float (``1e999``) each become
+    the ``placeholder``, so what is stored is JSON every reader can parse back.
+    ``ValueError`` for text that is not JSON otherwise."""
+    parsed: JsonValue = json.loads(text, parse_constant=_kept_constant, parse_float=_kept_float)
+    return parsed
 
 
 def with_placeholders(value: object) -> tuple[object, int]:
@@ -78,7 +103,7 @@ def with_placeholders(value: object) -> tuple[object, int]:
         nonlocal count
         if isinstance(item, float) and not math.isfinite(item):
             count += 1
-            return _placeholder(item)
+            return placeholder(item)
         if isinstance(item, dict):
             return {k: walk(v) for k, v in item.items()}
         if isinstance(item, list | tuple):

@@ -22,6 +22,7 @@ __all__ = [
     "Decision",
     "DecisionAccepted",
     "EpisodeView",
+    "PlanAuthor",
     "PlanCardView",
     "RunList",
     "RunStatus",
@@ -101,6 +102,16 @@ class EditedFrom(Closed):
     run_id: str
     plan_digest: Digest
     edited_by: str
+
+
+class PlanAuthor(Closed):
+    """Someone who wrote part of the plan a run decides on: who submitted it, an
+    approver who edited it into a later run, or who asked for a fork of it. Nobody on
+    a run's list decides on its plan or counts toward its quorum."""
+
+    name: str
+    part: Literal["submitted", "edited", "forked"]
+    run_id: str  # the run in the chain where they did it
 
 
 class QuorumView(Closed):
@@ -199,6 +210,12 @@ class RunView(Closed):
     quorum: QuorumView | None = None
     # Set on a run an approver's edit started: where its plan came from.
     edited_from: EditedFrom | None = None
+    # Everyone who wrote part of the current plan, from the first run of its chain of
+    # edits and forks to this one (``PlanAuthor``).
+    plan_authors: list[PlanAuthor] = Field(default_factory=list)
+    # The plan's steps by risk class (read, change, outside world), as the shim judges
+    # them with the run's own tool pool (``policies.risk``); None: no plan card yet.
+    plan_risk: str | None = None
     links: dict[str, str]
     text_channels: dict[str, TextChannel] = Field(default_factory=lambda: dict(RUN_VIEW_CHANNELS))
 
@@ -223,6 +240,14 @@ class RunList(Closed):
     next_cursor: str | None = Field(default=None)
 
 
+class CallResend(Closed):
+    """One re-send of a call under its op_key, after its claim was interrupted."""
+
+    at: str
+    why: str
+    executor_id: str
+
+
 class CallView(Closed):
     """One ledger row, as an operator sees it."""
 
@@ -240,6 +265,11 @@ class CallView(Closed):
     started_at: str
     finished_at: str | None
     duration_ms: int | None
+    # How many times Gatehouse handed the call to its callee under this op_key: once at
+    # its claim, once more for each re-send (``resends``) after an interruption. A
+    # callee that de-duplicates on the key heard it at most this often, acting once.
+    sends: int = Field(default=1, ge=1)
+    resends: list[CallResend] = Field(default_factory=list)
 
 
 class EpisodeView(Closed):

@@ -12,6 +12,9 @@ fewer entries than a checkpoint counted was truncated; one whose entry at a
 checkpoint's position has another hash was rewritten (a rewrite that recomputed
 every hash consistently included). A checkpoint the chain has grown past (an
 in-doubt call resolved after the run ended) still holds: its entry is unchanged.
+A checkpoint also commits to the run's other records (``records``: its
+decisions, endorsements, plan revisions, edits, cancel, its own row; see
+``ledger.run_records``), so that a record deleted whole is noticed too.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from __future__ import annotations
 import errno
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts import JsonObject, JsonValue, canonical_json
+from ledger import run_records
 from ledger._db import Conn, no_space, now_iso, sql, storage_full
 from ledger.signing import SigningKey, jcs_digest, sign_envelope
 
@@ -55,6 +59,9 @@ class Anchor:
     recorded_at: str
     source: str  # "the database" | "<file> line N"
     signed: bool
+    # what the checkpoint commits to besides the chain (``ledger.run_records``); None
+    # for a checkpoint written before it did
+    records: JsonValue = field(default=None, compare=False)
 
 
 def chain_head(conn: Conn, run_id: str) -> tuple[int, str]:
@@ -82,6 +89,7 @@ def record_checkpoint(
         "recorded_at": now_iso(),
         "executor_id": executor_id,
         "chain_canonicalization": "gatehouse-json-v1",
+        "records": run_records.commitment(conn, run_id),
     }
     envelope = None if key is None else sign_envelope(key, CHECKPOINT_PAYLOAD_TYPE, body)
     conn.execute(
@@ -150,7 +158,15 @@ def _anchor(body: JsonValue, envelope: JsonValue, source: str) -> Anchor | None:
     run_id, entries, head = body.get("run_id"), body.get("entries"), body.get("head")
     if not isinstance(run_id, str) or not isinstance(entries, int) or not isinstance(head, str):
         return None
-    return Anchor(run_id, entries, head, str(body.get("recorded_at")), source, envelope is not None)
+    return Anchor(
+        run_id,
+        entries,
+        head,
+        str(body.get("recorded_at")),
+        source,
+        envelope is not None,
+        body.get("records"),
+    )
 
 
 def _stored(conn: Conn, run_id: str) -> list[tuple[str, str | None]]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from contracts import ApprovalView, Decision, ErrorCode, GatehouseError, JsonValue
+from contracts import ApprovalView, Decision, ErrorCode, GatehouseError, JsonValue, digest_of
 from ledger import chain, events
 from ledger._db import Conn, corrupt, now_iso, sql
 
 __all__ = [
     "Decided",
+    "approval_id",
     "approvals_of",
     "decision_for",
     "endorse",
@@ -51,10 +52,17 @@ class Decided:
         self.inserted = inserted
 
 
+def approval_id(run_id: str, plan_digest: str) -> str:
+    """The id of the one decision a run can have on one plan digest: made from the
+    pair the table holds unique, so it names that event and no other. (It was once
+    made from the digest alone, which two runs of one plan share: the second run's
+    automatic approval met the first's row and its workflow died.)"""
+    return "apr_" + digest_of([run_id, plan_digest])[:32]
+
+
 def insert_decision(
     conn: Conn,
     *,
-    approval_id: str,
     run_id: str,
     plan_digest: str,
     decision: Decision,
@@ -62,12 +70,13 @@ def insert_decision(
     comment: str | None,
     token_id: str | None = None,
 ) -> Decided:
-    """First decision per (run, digest) wins; the one on record is returned.
+    """First decision per (run, digest) wins; the one on record is returned. The
+    row's id is ``approval_id(run_id, plan_digest)``.
 
     ``token_id``, the public id of the token the decision came with, goes into the
     run's ``approval`` event (the row keeps the identity only)."""
     row: dict[str, JsonValue] = {
-        "approval_id": approval_id,
+        "approval_id": approval_id(run_id, plan_digest),
         "run_id": run_id,
         "plan_digest": plan_digest,
         "decision": decision.value,

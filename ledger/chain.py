@@ -17,17 +17,23 @@ catches what recomputing cannot: the newest entries deleted, or the whole chain
 rewritten with consistent hashes. A decision on a plan is sealed the same way
 when it is recorded (``seal_decision``): its own copy and hash, no chain. What a
 release before sealing writes beside a migrated schema (a rolling upgrade) has no
-seal; the report counts it (``unsealed``).
+seal; the report counts it (``unsealed``). A seal cannot miss its own row, so a
+run's checkpoints also commit to its other records (``ledger.run_records``):
+``verify`` names one deleted, changed or added since, and the report says what
+it does not cover (``records.not_covered``), plainly for a run whose checkpoints
+predate that commitment.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contracts import JsonObject, JsonValue, canonical_json, digest_of
+from ledger import run_records
 from ledger._db import Conn, sql
 from ledger._row_locks import hold_run
 from ledger.anchors import Anchor, problem
@@ -150,20 +156,43 @@ class ChainReport:
     # Entries and decisions written with no sealed copy: by a release before
     # sealing, running beside a schema already migrated (a rolling upgrade).
     unsealed: int = 0
+    # The run's other records held to a checkpoint (``ledger.run_records``): how
+    # many of each family; None when no checkpoint of the run commits to them.
+    records: Mapping[str, int] | None = None
+
+    def not_covered(self) -> list[JsonValue]:
+        """What this verification could not have noticed, in sentences."""
+        said: list[JsonValue] = [run_records.NOT_COVERED]
+        if self.records is None:
+            families = ", ".join(f.name for f in run_records.FAMILIES)
+            said.insert(
+                0,
+                f"no checkpoint of this run commits to its other records ({families}): it has"
+                " not ended, or ended before checkpoints did this; one of them deleted whole"
+                " would not be noticed (a changed decision still is, by its seal)",
+            )
+        return said
 
     def to_json(self) -> JsonObject:
         sources: list[JsonValue] = [*sorted({a.source.split(" line ")[0] for a in self.anchors})]
+        # Each checkpoint is written in the database and as a line of the anchor file:
+        # the total counts both copies; per source, the database's is a bundle's count.
+        held = Counter(a.source.split(" line ")[0] for a in self.anchors)
+        by_source: JsonObject = dict(sorted(held.items()))
+        checked: JsonValue = None if self.records is None else dict(self.records)
         return {
             "run_id": self.run_id,
             "entries": self.entries,
             "ok": self.ok,
             "head": self.head,
             "unsealed": self.unsealed,
+            "records": {"checked": checked, "not_covered": self.not_covered()},
             "anchored": {
                 "checkpoints": len(self.anchors),
                 "entries": max((a.entries for a in self.anchors), default=None),
                 "signed": sum(1 for a in self.anchors if a.signed),
                 "sources": sources,
+                "by_source": by_source,
             },
             "first_broken": None
             if self.ok
@@ -244,10 +273,49 @@ def _decisions(conn: Conn, run_id: str) -> tuple[str | None, int]:
     return None, unsealed
 
 
+def _vouching(held: Sequence[Anchor]) -> list[Anchor]:
+    """The checkpoints whose records count: each one in the database, and the last of
+    the run's lines in each anchor file. A line before the last was appended by a run's
+    end whose transaction then rolled back (a crash, a lost race) and ran again; what
+    that line committed to was never committed (its end time, a cancel seen only by the
+    next attempt). Its chain head still holds, and is checked with the others."""
+    kept: list[Anchor] = []
+    last: dict[str, tuple[int, Anchor]] = {}
+    for a in held:
+        file, said, n = a.source.rpartition(" line ")
+        if not said or not n.isdigit():
+            kept.append(a)
+        elif file not in last or int(n) > last[file][0]:
+            last[file] = (int(n), a)
+    return kept + [a for _, a in last.values()]
+
+
+def _records(
+    conn: Conn, run_id: str, held: Sequence[Anchor]
+) -> tuple[str | None, Mapping[str, int] | None]:
+    """(the first of the run's other records that a checkpoint no longer vouches for,
+    how many of each family were checked; None when no checkpoint commits to them)."""
+    checked: Mapping[str, int] | None = None
+    for a in _vouching(held):
+        if a.records is None:
+            continue  # a checkpoint from before they were committed
+        where = f"at {a.recorded_at} in {a.source}"
+        if not isinstance(a.records, dict):
+            return f"the checkpoint {where} commits to records in an unknown form", checked or {}
+        broken, counted = run_records.problem(conn, run_id, a.records, where)
+        if broken is not None:
+            # a checkpoint does commit to them (the report must not say none does):
+            # what was checked before the one found broken
+            return broken, {**(checked or {}), **counted}
+        checked = counted
+    return None, checked
+
+
 def verify(conn: Conn, run_id: str, anchors: Sequence[Anchor] = ()) -> ChainReport:
     """Recompute the run's chain; report the first entry that breaks it, then the
     first decision that no longer matches its seal, then the first of ``anchors``
-    (the run's checkpoints) it does not match."""
+    (the run's checkpoints) it does not match, then the first of the run's other
+    records a checkpoint committed to that was deleted, changed or added."""
     rows = conn.execute(
         sql(
             f"SELECT {', '.join(_VERIFIED)} FROM calls WHERE run_id = :r"  # noqa: S608
@@ -257,6 +325,7 @@ def verify(conn: Conn, run_id: str, anchors: Sequence[Anchor] = ()) -> ChainRepo
     ).all()
     prev, expected_seq, hashes, unsealed = GENESIS, 1, list[str](), 0
     held = tuple(anchors)
+    record, counted = _records(conn, run_id, held)
     for row in rows:
         e = _mapping(_VERIFIED, row)
         seq, status = e["chain_seq"], str(e["status"])
@@ -265,18 +334,20 @@ def verify(conn: Conn, run_id: str, anchors: Sequence[Anchor] = ()) -> ChainRepo
         reason = _problem(e, prev, expected_seq)
         if reason is not None:
             key = str(e["op_key"])
-            return ChainReport(run_id, len(hashes), False, key, seq, reason, prev, held)
+            return ChainReport(
+                run_id, len(hashes), False, key, seq, reason, prev, held, records=counted
+            )
         prev, expected_seq = str(e["entry_hash"]), expected_seq + 1
         unsealed += int(e["sealed_json"] is None)
         hashes.append(prev)
     decision, unsealed_decisions = _decisions(conn, run_id)
     unsealed += unsealed_decisions
-    if decision is not None:
-        return ChainReport(
-            run_id, len(hashes), False, None, None, decision, prev, held, unsealed
-        )  # fmt: skip
     broken = problem(list(held), hashes)
-    if broken is not None:
-        seq, reason = broken
-        return ChainReport(run_id, len(hashes), False, None, seq, reason, prev, held, unsealed)
-    return ChainReport(run_id, len(hashes), True, head=prev, anchors=held, unsealed=unsealed)
+    seq, reason = (None, decision) if decision is not None else broken or (None, record)
+    if reason is not None:
+        return ChainReport(
+            run_id, len(hashes), False, None, seq, reason, prev, held, unsealed, counted
+        )  # fmt: skip
+    return ChainReport(
+        run_id, len(hashes), True, head=prev, anchors=held, unsealed=unsealed, records=counted
+    )

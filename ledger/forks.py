@@ -1,4 +1,7 @@
-"""A run's lineage (what a replay needs besides its calls) and forks of a run."""
+"""A run's lineage (what a replay needs besides its calls) and forks of a run.
+
+Who asked for a fork is its run's ``submitted_by``; ``ledger.edits.authors`` walks
+forks and edits alike back to the first run, for four-eyes."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from contracts import RunStatus
 from ledger import events
 from ledger._db import Conn, corrupt, now_iso, sql
 
-__all__ = ["Lineage", "insert_fork", "lineage", "requested"]
+__all__ = ["Lineage", "insert_fork", "lineage"]
 
 
 @dataclass(frozen=True)
@@ -51,18 +54,6 @@ def lineage(conn: Conn, run_id: str) -> Lineage | None:
         parent_run_id=row[7],
         fork_from_step=None if row[8] is None else int(row[8]),
     )
-
-
-def requested(conn: Conn, run_id: str) -> tuple[str, str] | None:
-    """A fork's parent and who asked for the fork; None for a run that is no fork."""
-    row = conn.execute(
-        sql(
-            "SELECT parent_run_id, submitted_by FROM runs"
-            " WHERE run_id = :r AND parent_run_id IS NOT NULL"
-        ),
-        {"r": run_id},
-    ).first()
-    return None if row is None else (str(row[0]), str(row[1]))
 
 
 def insert_fork(

@@ -1,9 +1,12 @@
-"""Dashboard sign-ins through an identity provider: the logins in progress and the
-sessions they made (``oidc_logins``, ``dashboard_sessions``).
+"""Dashboard sign-ins through an identity provider: the logins in progress, the
+sessions they made and the ID tokens those were opened with (``oidc_logins``,
+``dashboard_sessions``, ``oidc_id_tokens``).
 
 Only digests of the state and of the session cookie are stored: a copy of the
 database lets nobody finish a sign-in or take over a session. A login is taken
 once (the row goes as it is read) and only within ``LOGIN_TTL_S`` of its start.
+An ID token is taken once too: its row stays until the token expires, and a
+second take of it finds the row.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from ledger._db import Conn, iso, now_iso, rows_changed, sql
 
 __all__ = ["LOGIN_TTL_S", "Login", "Session", "end_session", "find_session", "start_login",
-           "start_session", "take_login"]  # fmt: skip
+           "start_session", "take_id_token", "take_login"]  # fmt: skip
 
 LOGIN_TTL_S = 10 * 60
 
@@ -103,3 +106,20 @@ def end_session(conn: Conn, token: str) -> bool:
         sql("DELETE FROM dashboard_sessions WHERE session_sha256 = :s"), {"s": _digest(token)}
     )
     return rows_changed(gone) > 0
+
+
+def take_id_token(conn: Conn, token_key: str, *, identity: str, expires_at: datetime) -> bool:
+    """Record that the ID token ``token_key`` names opened a session, kept until
+    ``expires_at``; False when it had already (the row was there). Rows of tokens
+    past their expiry go on the way: no token is taken after it expires."""
+    now = now_iso()
+    conn.execute(sql("DELETE FROM oidc_id_tokens WHERE expires_at < :t"), {"t": now})
+    taken = conn.execute(
+        sql(
+            "INSERT INTO oidc_id_tokens (token_sha256, identity, used_at, expires_at)"
+            " VALUES (:k, :i, :u, :e) ON CONFLICT (token_sha256) DO NOTHING"
+            " RETURNING token_sha256"
+        ),
+        {"k": token_key, "i": identity, "u": now, "e": iso(expires_at)},
+    ).first()
+    return taken is not None

@@ -10,6 +10,7 @@ parse raises ``corrupt_record`` instead of reaching a caller half-valid.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from pydantic import ValidationError
@@ -18,6 +19,8 @@ from contracts import (
     BudgetsView,
     EditedFrom,
     JsonObject,
+    PlanAuthor,
+    PlanCardView,
     RunStatus,
     RunSummary,
     RunView,
@@ -30,6 +33,8 @@ from ledger._row_locks import run_held
 
 __all__ = [
     "STATUS_CHANNEL",
+    "Awaiting",
+    "awaiting_decision",
     "get_run",
     "list_runs",
     "queued",
@@ -101,6 +106,15 @@ def _steps(conn: Conn, run_id: str) -> list[StepView]:
         raise corrupt("run_steps", run_id, exc) from exc
 
 
+def _authors(conn: Conn, run_id: str, submitter: str, *, derived: bool) -> list[PlanAuthor]:
+    """Who wrote the run's plan: a run neither edited nor forked from another has one
+    author, its submitter, and costs no walk of a chain (a run's view is read at every
+    poll of it); a derived run's chain is walked (``edits.authors``)."""
+    if derived:
+        return list(edits.authors(conn, run_id).found)
+    return [PlanAuthor(name=submitter, part="submitted", run_id=run_id)]
+
+
 def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
     row = conn.execute(
         sql(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed column list)
@@ -143,6 +157,9 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
             edited_from=None if edit is None else EditedFrom(
                 run_id=edit.parent_run_id, plan_digest=edit.previous_digest,
                 edited_by=edit.edited_by,
+            ),
+            plan_authors=_authors(
+                conn, run_id, str(row[7]), derived=edit is not None or row[19] is not None
             ),
         )  # fmt: skip
     except (ValidationError, ValueError) as exc:
@@ -366,3 +383,68 @@ def record_step(
             {"step_id": step_id, "position": position, "status": status,
              "error_code": error_code, "op_key": op_key},
         )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Awaiting:
+    """A run waiting for a decision on its plan, with what the approvals queue shows."""
+
+    run: RunSummary
+    policy_profile: str
+    tool_pool: str
+    tool_pool_digest: str | None  # the version the run was held to
+    # When the wait ends and denies the plan; None: not known here (a run from before
+    # runs were split waits in place, and its workflow holds the deadline).
+    expires_at: str | None
+    card: PlanCardView | None
+    authors: tuple[PlanAuthor, ...]  # who wrote part of the plan (none of them decides)
+    endorsed_by: tuple[str, ...]  # who approved the current plan so far, toward a quorum
+
+
+def awaiting_decision(conn: Conn, limit: int) -> list[Awaiting]:
+    """The runs waiting for approval, the longest waiting first, at most ``limit``: in
+    three reads whatever their number (the runs with their cards, the approvals toward
+    their quorums), and a walk of the chain of edits and forks only for a run that has one."""
+    rows = conn.execute(
+        sql(
+            "SELECT r.run_id, r.recipe, r.mode, r.status, r.phase, r.created_at, r.updated_at,"  # noqa: S608  (fixed columns)
+            " r.objective, r.submitted_by, r.error_code, r.policy_profile, r.tool_pool,"
+            " r.parked_until, r.parent_run_id IS NOT NULL OR EXISTS (SELECT 1 FROM plan_edits e"
+            " WHERE e.run_id = r.run_id), c.run_id IS NOT NULL,"
+            f" {', '.join(f'c.{col.strip()}' for col in plan_cards.CARD_COLUMNS.split(','))}"
+            ", r.tool_pool_digest FROM runs r LEFT JOIN plan_cards c ON c.run_id = r.run_id"
+            " WHERE r.status = :st ORDER BY r.updated_at, r.run_id LIMIT :lim"
+        ),
+        {"st": RunStatus.WAITING_APPROVAL.value, "lim": limit},
+    ).all()
+    endorsed: dict[tuple[str, str], list[str]] = {}
+    if rows:
+        found = conn.execute(
+            sql(
+                "SELECT run_id, plan_digest, endorsed_by FROM plan_endorsements"
+                " WHERE run_id IN :r ORDER BY endorsed_at, endorsed_by"
+            ).bindparams(sa.bindparam("r", expanding=True)),
+            {"r": [str(r[0]) for r in rows]},
+        ).all()
+        for run_id, digest, by in found:
+            endorsed.setdefault((str(run_id), str(digest)), []).append(str(by))
+    out: list[Awaiting] = []
+    for r in rows:
+        run_id = str(r[0])
+        try:
+            summary = RunSummary(
+                run_id=run_id, recipe=r[1], mode=r[2], status=r[3], phase=r[4],
+                created_at=r[5], updated_at=r[6], objective=r[7], submitted_by=r[8],
+                error_code=r[9],
+            )  # fmt: skip
+        except ValidationError as exc:
+            raise corrupt("runs", run_id, exc) from exc
+        card = plan_cards.card_of(r[15:22], run_id) if r[14] else None
+        by = () if card is None else tuple(endorsed.get((run_id, card.plan_digest), ()))
+        until = None if r[12] is None else str(r[12])
+        authors = _authors(conn, run_id, str(r[8]), derived=bool(r[13]))
+        pool_digest = None if r[22] is None else str(r[22])
+        out.append(
+            Awaiting(summary, str(r[10]), str(r[11]), pool_digest, until, card, tuple(authors), by)
+        )
+    return out

@@ -162,9 +162,16 @@ def _b64(value: object, what: str) -> bytes:
     if not isinstance(value, str):
         raise SigningError(f"{what} is not a base64 string")
     try:
-        return base64.b64decode(value, validate=True)
+        raw = base64.b64decode(value, validate=True)
     except ValueError as exc:
         raise SigningError(f"{what} is not base64") from exc
+    # The decoder ignores the unused low bits of the last character and accepts
+    # padding where none belongs, so several spellings give the same bytes; only
+    # the one spelling the encoder makes is taken, or a changed character in a
+    # signed file would go unnoticed.
+    if base64.b64encode(raw).decode("ascii") != value:
+        raise SigningError(f"{what} is not canonical base64 (RFC 4648 section 3.5)")
+    return raw
 
 
 def envelope_payload(envelope: JsonValue) -> tuple[str, bytes]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -37,18 +38,21 @@ from policies.cedar_gate import load_policy_set
 __all__ = [
     "EXTRA_POLICIES_ENV",
     "Loaded",
+    "PolicyFileError",
     "cedar_policy_set",
     "check_parameters",
     "list_cedar_policy_sets",
     "list_profiles",
     "list_recipes",
     "list_tool_pools",
+    "load_all",
     "output_problems",
     "output_schema",
     "profile",
     "recipe",
     "reload",
     "tool_pool",
+    "tool_pool_if_here",
     "with_cedar",
 ]
 
@@ -60,6 +64,56 @@ EXTRA_POLICIES_ENV = "GATEHOUSE_EXTRA_POLICIES"
 
 M = TypeVar("M")
 B = TypeVar("B", bound=BaseModel)
+
+
+class PolicyFileError(RuntimeError):
+    """A policy file that must stop the process: one line naming the file and the rule
+    it breaks, every name in it escaped (a file name can hold any byte but ``/``)."""
+
+
+# A policy file is named by the id it declares (an Identifier), and ".." never: an id
+# ends up in messages, file names and replays, where neither a path nor a control
+# character may ride in on it.
+_FILE_ID = re.compile(r"[a-z0-9][a-z0-9._:-]{0,63}")
+_NAME_RULE = (
+    "a policy file is named <id>{suffix}, the id a lowercase letter or digit then at most"
+    " 63 of a-z 0-9 . _ : -, without '..'"
+)
+
+
+def _shown(text: str, cap: int = 120) -> str:
+    """``text`` as one printable line: controls and non-ASCII escaped, long ones cut."""
+    escaped = text.encode("unicode_escape").decode("ascii")
+    return escaped if len(escaped) <= cap else f"{escaped[:cap]}... ({len(text)} characters)"
+
+
+def _file_id(where: str, name: str, suffix: str) -> str:
+    """The id a policy file's name gives, or ``PolicyFileError`` naming the rule."""
+    file_id = name.removesuffix(suffix)
+    if not _FILE_ID.fullmatch(file_id) or ".." in file_id:
+        raise PolicyFileError(f"{_shown(where)}/{_shown(name)}: {_NAME_RULE.format(suffix=suffix)}")
+    return file_id
+
+
+def _problem(exc: ValidationError) -> str:
+    """The first thing pydantic found wrong, on one line (the count of the rest)."""
+    errors = exc.errors()
+    if not errors:
+        return _shown(str(exc), 300)
+    first = errors[0]
+    loc = ".".join(str(part) for part in first["loc"]) or "(the file)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{_shown(loc)}: {_shown(str(first['msg']), 300)}{more}"
+
+
+def _read(where: str, entry: Path) -> bytes:
+    try:
+        return entry.read_bytes()
+    except OSError as exc:
+        raise PolicyFileError(
+            f"{_shown(where)}/{_shown(entry.name)}: it cannot be read"
+            f" ({_shown(exc.strerror or type(exc).__name__)})"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -74,21 +128,38 @@ def _load_folder(
 ) -> dict[str, Loaded[B]]:
     """The files of a package folder, or of ``folder`` (named ``package`` in messages)."""
     out: dict[str, Loaded[B]] = {}
-    where = resources.files(package) if folder is None else folder
-    for entry in sorted(where.iterdir(), key=lambda e: e.name):
+    where = Path(str(resources.files(package))) if folder is None else folder
+    for entry in _entries(package, where):
         if not entry.name.endswith(".json"):
             continue
-        raw = entry.read_bytes()
+        file_id = _file_id(package, entry.name, ".json")
+        raw = _read(package, entry)
         try:
             parsed = model.model_validate_json(raw)
         except ValidationError as exc:
             # A broken policy file must stop the process, not be skipped silently.
-            raise RuntimeError(f"{package}/{entry.name} is invalid: {exc}") from exc
+            raise PolicyFileError(
+                f"{_shown(package)}/{entry.name} is invalid: {_problem(exc)}"
+            ) from exc
         key = str(getattr(parsed, id_field))
-        if entry.name != f"{key}.json":
-            raise RuntimeError(f"{package}/{entry.name} declares id {key!r}; rename the file")
+        if key != file_id:
+            raise PolicyFileError(
+                f"{_shown(package)}/{entry.name} declares {id_field} {_shown(key)!r}:"
+                " a policy file is named by the id it declares; rename the file"
+            )
         out[key] = Loaded(parsed, sha256_hex(raw), raw.decode("utf-8"))
     return out
+
+
+def _entries(where_name: str, where: Path) -> list[Path]:
+    """A policy folder's entries by name; one that cannot be listed stops the process."""
+    try:
+        return sorted(where.iterdir(), key=lambda e: e.name)
+    except OSError as exc:
+        raise PolicyFileError(
+            f"{_shown(where_name)}: the folder cannot be read"
+            f" ({_shown(exc.strerror or type(exc).__name__)})"
+        ) from exc
 
 
 def _with_extra(
@@ -101,7 +172,7 @@ def _with_extra(
     added = _load_folder(str(folder), model, id_field, folder)
     clash = sorted(set(added) & set(shipped))
     if clash:
-        raise RuntimeError(f"{folder}: {clash} would shadow the shipped policies")
+        raise PolicyFileError(f"{_shown(str(folder))}: {clash} would shadow the shipped policies")
     return {**shipped, **added}
 
 
@@ -116,12 +187,12 @@ def with_cedar(found: Loaded[PolicyProfile], where: str) -> Loaded[PolicyProfile
     """A profile with the text of the Cedar policy set it names (in force today)."""
     model = found.model
     if model.cedar_rules is not None:
-        raise RuntimeError(f"{where} sets cedar_rules; name a policy set with cedar instead")
+        raise PolicyFileError(f"{where} sets cedar_rules; name a policy set with cedar instead")
     if model.cedar is None:
         return found
     rules = _cedar_sets().get(model.cedar)
     if rules is None:
-        raise RuntimeError(
+        raise PolicyFileError(
             f"{where} names Cedar policy set {model.cedar!r}, which policies/cedar does not"
             f" have (known: {sorted(_cedar_sets())})"
         )
@@ -131,18 +202,26 @@ def with_cedar(found: Loaded[PolicyProfile], where: str) -> Loaded[PolicyProfile
 def _cedar_folder(where: Path, name: str) -> dict[str, Loaded[CedarRules]]:
     out: dict[str, Loaded[CedarRules]] = {}
     pools = [p.model for p in _pools().values()]
-    for entry in sorted(where.iterdir(), key=lambda e: e.name):
+    for entry in _entries(name, where):
         if not entry.name.endswith(".cedar"):
             continue
-        raw = entry.read_bytes()
-        set_id = entry.name.removesuffix(".cedar")
+        set_id = _file_id(name, entry.name, ".cedar")
+        raw = _read(name, entry)
         try:
             rules = load_policy_set(set_id, raw.decode("utf-8"), pools)
         except GatehouseError as exc:
             # A broken policy file must stop the process, not be skipped silently.
-            raise RuntimeError(f"{name}/{entry.name}: {exc.code.value}: {exc.message}") from exc
-        except (UnicodeDecodeError, ValidationError) as exc:
-            raise RuntimeError(f"{name}/{entry.name} is invalid: {exc}") from exc
+            raise PolicyFileError(
+                f"{_shown(name)}/{entry.name}: {exc.code.value}: {_shown(exc.message, 600)}"
+            ) from exc
+        except UnicodeDecodeError as exc:
+            raise PolicyFileError(
+                f"{_shown(name)}/{entry.name} is invalid: it is not UTF-8 (byte {exc.start})"
+            ) from exc
+        except ValidationError as exc:
+            raise PolicyFileError(
+                f"{_shown(name)}/{entry.name} is invalid: {_problem(exc)}"
+            ) from exc
         out[set_id] = Loaded(rules, rules.digest, rules.text)
     return out
 
@@ -157,7 +236,7 @@ def _cedar_sets() -> dict[str, Loaded[CedarRules]]:
     added = _cedar_folder(folder, str(folder))
     clash = sorted(set(added) & set(shipped))
     if clash:
-        raise RuntimeError(f"{folder}: {clash} would shadow the shipped policies")
+        raise PolicyFileError(f"{_shown(str(folder))}: {clash} would shadow the shipped policies")
     return {**shipped, **added}
 
 
@@ -184,14 +263,32 @@ def _recipes() -> dict[str, Loaded[Recipe]]:
 @cache
 def _output_schemas() -> dict[str, Loaded[JsonObject]]:
     out: dict[str, Loaded[JsonObject]] = {}
-    for entry in sorted(resources.files("policies.output_schemas").iterdir(), key=lambda e: e.name):
+    where = "policies.output_schemas"
+    for entry in _entries(where, Path(str(resources.files(where)))):
         if not entry.name.endswith(".json"):
             continue
-        raw = entry.read_bytes()
-        schema: JsonObject = json.loads(raw)
-        jsonschema.Draft202012Validator.check_schema(schema)
-        out[entry.name.removesuffix(".json")] = Loaded(schema, sha256_hex(raw))
+        ref = _file_id(where, entry.name, ".json")
+        raw = _read(where, entry)
+        try:
+            schema: JsonObject = json.loads(raw)
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except (ValueError, jsonschema.SchemaError) as exc:
+            first = str(exc).strip().splitlines()[:1]
+            raise PolicyFileError(
+                f"{where}/{entry.name} is invalid: {_shown(first[0] if first else '', 300)}"
+            ) from exc
+        out[ref] = Loaded(schema, sha256_hex(raw))
     return out
+
+
+def load_all() -> None:
+    """Read and check every policy file now, or ``PolicyFileError``: what the shim
+    and the worker call at their start, so a bad file stops them with one line."""
+    _profiles()
+    _pools()
+    _cedar_sets()
+    _recipes()
+    _output_schemas()
 
 
 def reload() -> None:
@@ -238,6 +335,17 @@ def tool_pool(tool_pool_id: str) -> Loaded[ToolPool]:
             {"known": list[JsonValue](sorted(_pools()))},
         )
     return found
+
+
+def tool_pool_if_here(tool_pool_id: str, digest: str | None = None) -> ToolPool | None:
+    """The tool pool of that id as this process has it, to describe a run's plan by;
+    None when it is not here (removed since, or this machine's files do not load) or,
+    with ``digest``, is at another version than the run's."""
+    try:
+        found = tool_pool(tool_pool_id)
+    except (GatehouseError, PolicyFileError):
+        return None
+    return found.model if digest is None or found.digest == digest else None
 
 
 def recipe(recipe_id: str) -> Loaded[Recipe]:

@@ -25,14 +25,21 @@ The Cedar schema is generated from the tool pools (``schema_for``); a policy set
 is validated against it when it is loaded, and a policy that names an entity
 type, action or attribute that does not exist, or a connector or MCP tool no
 pool has, is refused then (``cedar_policy_invalid``). Pure: no I/O.
+
+An evaluation that errs denies. Cedar skips a policy whose condition errs (a
+Long that overflows, an attribute that is missing, a type error) and decides
+on the rest, so a ``forbid`` that errs would let the step through; here any
+error Cedar reports, a request it cannot build, or an input the context cannot
+hold as it is refuses the step with ``cedar_denied``, the errors recorded.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from urllib.parse import urlsplit
 
@@ -69,13 +76,21 @@ NAMESPACE = "Gatehouse"
 
 # Pinned JSON Schema types Cedar can hold exactly; any other argument is left out.
 _SCALARS: dict[str, str] = {"string": "String", "integer": "Long", "boolean": "Boolean"}
+# A Cedar Long is a signed 64-bit integer.
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+# How Cedar names the policy an evaluation error came from (an error worded any other
+# way still denies; it only names no policy).
+_ERRED_IN = re.compile(r"error while evaluating policy `([^`]*)`")
 
 
 @dataclass(frozen=True)
 class CedarDecision:
     allowed: bool
     policy_ids: list[str]  # the @id (else the Cedar id) of every policy that decided it
-    errors: list[str]  # evaluation errors (a policy that errs is skipped, never permits)
+    # Evaluation errors. Any error denies, whatever Cedar decided: Cedar skips a
+    # policy that errs, and a skipped forbid would otherwise fail open.
+    errors: list[str]
+    erred: list[str] = field(default_factory=list)  # the @id of every policy that erred
 
 
 def _t(name: str) -> str:
@@ -242,8 +257,16 @@ def _compiled_pool(pool_json: str) -> tuple[cedarpy.Schema, cedarpy.Entities]:
 
 
 @lru_cache(maxsize=64)
-def _compiled_policies(text: str) -> cedarpy.PolicySet:
-    return cedarpy.PolicySet.from_str(text)
+def _compiled_policies(text: str) -> tuple[cedarpy.PolicySet, dict[str, str]]:
+    """The policy set, and the @id of each policy by the id Cedar gave it."""
+    est = json.loads(cedarpy.policies_to_json_str(text))
+    static = est.get("staticPolicies") if isinstance(est, dict) else None
+    names = {
+        str(cedar_id): str(policy["annotations"]["id"])
+        for cedar_id, policy in (static.items() if isinstance(static, dict) else [])
+        if isinstance(policy, dict) and "id" in policy.get("annotations", {})
+    }
+    return cedarpy.PolicySet.from_str(text), names
 
 
 def _entity_refs(value: object) -> Iterator[tuple[str, str]]:
@@ -326,14 +349,25 @@ def _whole(value: float | None, scale: int = 1) -> int | None:
     return None if value is None else math.ceil(value * scale)
 
 
-def _input_context(step: PlanStep, step_input: JsonObject, pool: ToolPool) -> JsonObject:
+def _input_context(
+    step: PlanStep, step_input: JsonObject, pool: ToolPool, problems: list[str]
+) -> JsonObject:
+    """The context attributes of the step's input. A value the context would carry but
+    cannot hold as it is goes into ``problems`` (which deny) rather than being left out:
+    a policy that tests an attribute must never be passed by the attribute's absence."""
     kind = step.driver_kind
     out: JsonObject = {}
+
+    def wrong(key: str, wanted: str) -> None:
+        problems.append(f"input {key!r} is not {wanted}; the Cedar context cannot hold it")
+
     if kind is DriverKind.HTTP:
         url = step_input.get("url")
         method = step_input.get("method", "GET")
         if isinstance(method, str):
             out["method"] = method.upper()
+        else:
+            wrong("method", "a string")
         if isinstance(url, str):
             parts = urlsplit(url)
             out.update(url=url, scheme=parts.scheme, host=parts.hostname or "", path=parts.path)
@@ -341,9 +375,14 @@ def _input_context(step: PlanStep, step_input: JsonObject, pool: ToolPool) -> Js
                 port = parts.port
             except ValueError:
                 port = None
+                wrong("url", "a URL with a valid port")
             out["port"] = port or (443 if parts.scheme == "https" else 80)
+        else:
+            wrong("url", "a string")
     elif kind is DriverKind.RESTRICTED_SHELL:
         raw = step_input.get("argv")
+        if not isinstance(raw, list) or not all(isinstance(a, str) for a in raw):
+            wrong("argv", "a list of strings")
         argv = [a for a in raw if isinstance(a, str)] if isinstance(raw, list) else []
         if argv:
             out.update(program=argv[0], args=list[JsonValue](argv[1:]), argc=len(argv) - 1)
@@ -351,7 +390,11 @@ def _input_context(step: PlanStep, step_input: JsonObject, pool: ToolPool) -> Js
         prompt = step_input.get("prompt")
         if isinstance(prompt, str):
             out["prompt"] = prompt
+        else:
+            wrong("prompt", "a string")
         goals = step_input.get("subgoals", [])
+        if not isinstance(goals, list) or not all(isinstance(g, str) for g in goals):
+            wrong("subgoals", "a list of strings")
         out["subgoals"] = (
             [g for g in goals if isinstance(g, str)] if isinstance(goals, list) else []
         )
@@ -359,20 +402,42 @@ def _input_context(step: PlanStep, step_input: JsonObject, pool: ToolPool) -> Js
         tool = step_input.get("tool")
         if isinstance(tool, str):
             out["tool"] = tool
+        else:
+            wrong("tool", "a string")
         args = step_input.get("arguments", {})
         typed = _mcp_arguments([pool]).get("attributes")
-        if isinstance(args, dict) and isinstance(typed, dict):
-            out["arguments"] = {k: v for k, v in args.items() if k in typed and _fits(v, typed[k])}
+        if not isinstance(args, dict):
+            wrong("arguments", "an object")
+        elif isinstance(typed, dict):
+            held: JsonObject = {}
+            for name, value in args.items():
+                if name not in typed:
+                    continue  # no policy can name it: the schema does not type it
+                spec = typed[name]
+                exact = _as_cedar(value, spec)
+                if exact is None:
+                    wanted = spec.get("type") if isinstance(spec, dict) else None
+                    wrong(f"arguments/{name}", f"a Cedar {wanted}")
+                else:
+                    held[name] = exact
+            out["arguments"] = held
     return out
 
 
-def _fits(value: JsonValue, spec: JsonValue) -> bool:
+def _as_cedar(value: JsonValue, spec: JsonValue) -> JsonValue:
+    """``value`` as the Cedar type ``spec`` names, or None when it is not one. A JSON
+    number with no fraction (``500.0``) passes a pinned "integer" schema, so it is
+    that integer here too, never dropped for being a float."""
     kind = spec.get("type") if isinstance(spec, dict) else None
     if kind == "String":
-        return isinstance(value, str)
+        return value if isinstance(value, str) else None
     if kind == "Boolean":
-        return isinstance(value, bool)
-    return isinstance(value, int) and not isinstance(value, bool)
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and _LONG_MIN <= value <= _LONG_MAX else None
 
 
 def request_for(
@@ -381,8 +446,11 @@ def request_for(
     connector: Connector,
     pool: ToolPool,
     profile: PolicyProfile,
+    *,
+    problems: list[str] | None = None,
 ) -> JsonObject:
-    """The Cedar request that decides ``step``: principal, action, resource, context."""
+    """The Cedar request that decides ``step``: principal, action, resource, context.
+    What of the input the context cannot hold is appended to ``problems``."""
     rules = profile.cedar_rules
     who = "" if rules is None or rules.submitted_by is None else rules.submitted_by
     resource: JsonObject = {"type": _t("Connector"), "id": connector.connector_id}
@@ -418,7 +486,10 @@ def request_for(
     if rules is not None and rules.approved_by is not None:
         context["approver"] = {"__entity": {"type": _t("User"), "id": rules.approved_by}}
     if step_input is not None:
-        context.update(_input_context(step, step_input, pool))
+        found: list[str] = []
+        context.update(_input_context(step, step_input, pool, found))
+        if problems is not None:
+            problems.extend(found)
     return {
         "principal": {"type": _t("User"), "id": who},
         "action": {"type": _t("Action"), "id": step.driver_kind.value},
@@ -434,17 +505,36 @@ def decide(
     pool: ToolPool,
     profile: PolicyProfile,
 ) -> CedarDecision | None:
-    """Cedar's decision on a step (None: the profile names no policy set)."""
+    """Cedar's decision on a step (None: the profile names no policy set). Not allowed
+    when anything erred: a policy's evaluation, the request, the input's context."""
     rules = profile.cedar_rules
     if rules is None:
-        return None
-    schema, entities = _compiled_pool(pool.model_dump_json())
-    request = request_for(step, step_input, connector, pool, profile)
-    result = cedarpy.is_authorized(request, _compiled_policies(rules.text), entities, schema)
+        if profile.cedar is None:
+            return None
+        # Named but not attached: deciding without it would skip every forbid.
+        return CedarDecision(False, [], [f"Cedar policy set {profile.cedar!r} is not loaded"])
+    problems: list[str] = []
+    request = request_for(step, step_input, connector, pool, profile, problems=problems)
+    if problems:
+        return CedarDecision(False, [], problems)
+    try:
+        schema, entities = _compiled_pool(pool.model_dump_json())
+        policies, names = _compiled_policies(rules.text)
+        result = cedarpy.is_authorized(request, policies, entities, schema)
+    except Exception as exc:  # noqa: BLE001 - whatever Cedar raises, the step is denied, not crashed
+        return CedarDecision(False, [], [f"Cedar could not evaluate it: {str(exc)[:300]}"])
     diagnostics = result.diagnostics
-    names = diagnostics.id_annotations_by_reason
-    ids = [names.get(r, r) for r in diagnostics.reasons]
-    return CedarDecision(result.allowed, ids, [str(e)[:300] for e in diagnostics.errors])
+    by_reason = diagnostics.id_annotations_by_reason
+    ids = [by_reason.get(r, r) for r in diagnostics.reasons]
+    errors = [str(e)[:300] for e in diagnostics.errors]
+    erred = [names.get(m.group(1), m.group(1)) for e in errors if (m := _ERRED_IN.search(e))]
+    erred = sorted(set(erred))
+    if not errors:
+        return CedarDecision(result.allowed, ids, [])
+    # Denied for the errors: the policies that permitted it did not decide it.
+    deciding = [] if result.allowed else ids
+    named = [*deciding, *(i for i in erred if i not in deciding)]
+    return CedarDecision(False, named, errors, erred)
 
 
 def check(
@@ -456,23 +546,29 @@ def check(
 ) -> None:
     """Refuse the step with ``cedar_denied`` unless the profile's Cedar policy set permits it."""
     found = decide(step, step_input, connector, pool, profile)
-    rules = profile.cedar_rules
-    if found is None or found.allowed or rules is None:
+    if found is None or found.allowed:
         return
-    if found.policy_ids:
-        why = "denied by " + ", ".join(repr(i) for i in found.policy_ids)
-    else:
+    rules = profile.cedar_rules
+    set_id = profile.cedar if rules is None else rules.policy_set_id
+    forbids = [i for i in found.policy_ids if i not in found.erred]
+    if forbids:
+        why = "denied by " + ", ".join(repr(i) for i in forbids)
+    elif not found.errors:
         why = "no policy permits it"
+    else:
+        why = "denied"
     if found.errors:
-        why += f" (evaluation errors: {'; '.join(found.errors[:3])})"
+        erred = ", ".join(repr(i) for i in found.erred) or "the request"
+        why += f": {erred} erred, and an evaluation that errs denies"
+        why += f" ({'; '.join(found.errors[:3])})"
     raise GatehouseError(
         ErrorCode.CEDAR_DENIED,
-        f"step {step.step_id!r}: Cedar policy set {rules.policy_set_id!r} {why}",
+        f"step {step.step_id!r}: Cedar policy set {set_id!r} {why}",
         {
             "step_id": step.step_id,
             "connector_id": step.connector_id,
-            "policy_set_id": rules.policy_set_id,
-            "policy_set_digest": rules.digest,
+            "policy_set_id": set_id,
+            "policy_set_digest": None if rules is None else rules.digest,
             "policy_ids": list[JsonValue](found.policy_ids),
             "errors": list[JsonValue](found.errors[:10]),
         },

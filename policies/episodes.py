@@ -19,6 +19,8 @@ from contracts import (
     ErrorCode,
     Executor,
     JsonObject,
+    JsonValue,
+    RunStatus,
     SecurityEpisode,
     digest_of,
 )
@@ -30,6 +32,7 @@ __all__ = [
     "budget_episode",
     "episode",
     "episode_id",
+    "run_summary_episode",
     "security_episode",
 ]
 
@@ -78,6 +81,47 @@ def episode(
         result_summary=summary,
         result_details={"run_id": run_id, **details},
         output_data_refs=outputs or [],
+    )
+
+
+# How a run's summary episode reads each way a run ends (MOVA's result status).
+_SUMMARY_STATUS: dict[RunStatus, ResultStatus] = {
+    RunStatus.SUCCEEDED: "completed",
+    RunStatus.PLANNED: "completed",
+    RunStatus.REJECTED: "cancelled",
+    RunStatus.FAILED: "failed",
+    RunStatus.CANCELLED: "cancelled",
+}
+
+
+def run_summary_episode(
+    *,
+    run_id: str,
+    status: RunStatus,
+    steps: list[JsonValue],
+    error_code: str | None,
+    trace_digest: str | None,
+    executor_id: str,
+    recorded_at: str,
+    summary: str | None = None,
+) -> Episode:
+    """The episode that closes a run: how it ended, its steps, its trace digest.
+    ``summary``: what it says (default ``run <status>``)."""
+    return episode(
+        run_id=run_id,
+        kind="summary",
+        subject="run",
+        episode_type="execution/run_summary",
+        status=_SUMMARY_STATUS[status],
+        summary=summary if summary is not None else f"run {status.value}",
+        executor_id=executor_id,
+        recorded_at=recorded_at,
+        details={
+            "status": status.value,
+            "steps": steps,
+            "error_code": error_code,
+            "trace_digest": trace_digest,
+        },
     )
 
 

@@ -29,6 +29,7 @@ from contracts import (
 from policies import catalog, cedar_gate
 from policies.commands import check_argv
 from policies.destinations import match_destination
+from policies.fail_closed import refusing
 from policies.mcp import check_call as check_mcp_call
 from policies.read_only import step_read_only
 from policies.step_inputs import input_problem
@@ -104,10 +105,12 @@ def check_step(
     ``step_input`` is the resolved input; None when it comes from an earlier
     step and is not known yet (compile time), in which case the
     input-dependent checks wait for the check before execution. Cedar decides
-    last, with what is known: the step, and its input once known.
+    last, with what is known: the step, and its input once known. A check that
+    raises anything but its own refusal refuses the step (``policies.fail_closed``).
     """
-    connector = _allowed(step, step_input, pool, profile)
-    cedar_gate.check(step, step_input, connector, pool, profile)
+    with refusing(step.step_id):
+        connector = _allowed(step, step_input, pool, profile)
+        cedar_gate.check(step, step_input, connector, pool, profile)
     return connector
 
 

@@ -56,6 +56,16 @@ def check_call(step_id: str, step_input: JsonObject, connector: Connector) -> Mc
             f"the pinned input schema of MCP tool {pinned.name!r} is not a valid schema",
             details,
         ) from exc
+    # A schema can fail while it is applied, not only when it is read: a $ref that
+    # resolves nowhere, an unknown type, a pattern that does not compile. The call
+    # cannot be checked, so it is refused, never let through or left to crash.
+    except Exception as exc:
+        raise GatehouseError(
+            ErrorCode.PLAN_INVALID,
+            f"step {step_id!r}: the pinned input schema of MCP tool {pinned.name!r} could not"
+            " be applied, and a check that errs denies",
+            {**details, "tool": pinned.name, "errors": [f"{type(exc).__name__}: {str(exc)[:300]}"]},
+        ) from exc
     if errors:
         raise GatehouseError(
             ErrorCode.PLAN_INVALID,

@@ -44,6 +44,7 @@ _CLASSES: dict[ErrorCode, tuple[Category, Severity]] = {
     ErrorCode.UNKNOWN_TOOL_POOL: ("config", "low"),
     ErrorCode.UNKNOWN_RECIPE: ("config", "low"),
     ErrorCode.CALL_IN_DOUBT: ("infrastructure", "high"),
+    ErrorCode.WORKFLOW_LOST: ("infrastructure", "high"),
     ErrorCode.PERMISSION_DENIED: ("policy_violation", "medium"),
     ErrorCode.CHILD_SESSION_REFUSED: ("instruction_misuse", "high"),
     ErrorCode.PROTOCOL_VIOLATION: ("policy_violation", "high"),

@@ -14,6 +14,7 @@ workflow again on the resolved input right before the step runs.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from contracts import (
@@ -26,6 +27,7 @@ from contracts import (
     PlanStep,
     PolicyProfile,
 )
+from policies.fail_closed import refusing
 
 __all__ = [
     "NEVER_DATA",
@@ -54,6 +56,17 @@ NEVER_DATA: Final[dict[DriverKind, tuple[str, ...]]] = {
     # held to the pinned input schema before execution all the same.
     DriverKind.MCP_PROXY: ("/tool",),
 }
+
+
+# RFC 6901 array index: "0" or no leading zero, ASCII digits only. ``str.isdigit``
+# also takes superscript two (which ``int`` refuses) and other scripts' digits
+# (which ``int`` reads as numbers), so the pointer would name another place.
+_INDEX = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+
+
+def _index(token: str, node: list[JsonValue]) -> bool:
+    """``token`` is an index into ``node``."""
+    return _INDEX.fullmatch(token) is not None and int(token) < len(node)
 
 
 def _tokens(pointer: str) -> list[str]:
@@ -105,7 +118,7 @@ def position(step: PlanStep) -> str:
     for token in parents:
         if isinstance(node, dict) and token in node:
             node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+        elif isinstance(node, list) and _index(token, node):
             node = node[int(token)]
         else:
             node = None
@@ -156,7 +169,8 @@ def check_step_taint(step: PlanStep, dirty: set[str], profile: PolicyProfile) ->
     """Refuse the step if an outside value would fill it wrongly (``dirty``: the plan's
     ``tainted`` steps)."""
     if step.input_from is not None and step.input_from.step_id in dirty:
-        _check_position(step, position(step), profile)
+        with refusing(step.step_id):
+            _check_position(step, position(step), profile)
 
 
 def _flag(value: JsonValue) -> bool:
@@ -172,6 +186,13 @@ def check_resolved(
 ) -> None:
     """Right before the step runs: the static check again, and the value itself (an
     outside value that would be a command-line flag is refused)."""
+    with refusing(step.step_id):
+        _check_resolved(step, plan, profile, step_input)
+
+
+def _check_resolved(
+    step: PlanStep, plan: Plan, profile: PolicyProfile, step_input: JsonObject
+) -> None:
     if not outside_data(step, plan):
         return
     at = position(step)
@@ -181,7 +202,7 @@ def check_resolved(
         for token in _tokens(at):
             if isinstance(value, dict):
                 value = value.get(token)
-            elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+            elif isinstance(value, list) and _index(token, value):
                 value = value[int(token)]
             else:
                 value = None

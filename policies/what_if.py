@@ -113,8 +113,9 @@ class RulesOfTheirTime:
         return profile.model_copy(update={"cedar_rules": rules})
 
     def of(self, run: RecordedPlan) -> tuple[PolicyProfile, ToolPool] | None:
-        """None when the profile or tool pool the run ran under is neither in force
-        today nor kept (the run cannot be judged by the rules of its time)."""
+        """None when the profile, tool pool or Cedar policy set the run ran under is
+        neither in force today nor kept (the run cannot be judged by the rules of its
+        time)."""
         profile = self._version(
             PolicyProfile, _today(catalog.profile, run.policy_profile), run.profile_digest
         )
@@ -123,7 +124,10 @@ class RulesOfTheirTime:
         )
         if profile is None or pool is None:
             return None
-        return self._cedar(profile, run.cedar_digest), pool
+        held = self._cedar(profile, run.cedar_digest)
+        if held.cedar is not None and held.cedar_rules is None:
+            return None  # its Cedar policy set neither in force nor kept: judged by none
+        return held, pool
 
 
 def _today(find: Callable[[str], Loaded[M]], policy_id: str) -> Loaded[M] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,13 +13,17 @@ from ledger import PgTimeouts, anchors, resolve_database_url, resolve_pg_timeout
 from opa_format import DEFAULT_TRUST_DIR
 
 __all__ = [
+    "DEFAULT_HEADER_TIMEOUT_S",
     "DEFAULT_HOST",
     "H11_MAX_HEAD_BYTES",
+    "Proxies",
     "Rate",
     "ShimSettings",
     "is_loopback",
+    "parse_proxies",
     "parse_rate",
     "plain_http_refusal",
+    "read_header_timeout",
 ]
 
 
@@ -26,6 +31,12 @@ __all__ = [
 # with its own 400 before the app sees it; the door's header limits answer 431 below it.
 # Whoever serves the shim passes it (shim.local starts uvicorn with it).
 H11_MAX_HEAD_BYTES = 32 * 1024
+
+# A connection whose request head (request line and headers) is not all there this
+# long after it opened, or after its previous answer ended, is closed: a client that
+# sends its headers a byte at a time must not hold a connection, and with it a file
+# descriptor, for as long as it likes. Read by the server's protocol (shim.api.serving).
+DEFAULT_HEADER_TIMEOUT_S = 10.0
 
 
 # Where the shim listens unless told (--host): this machine only.
@@ -91,6 +102,34 @@ def parse_rate(spec: str, key: str = "rate") -> Rate | None:
     return Rate(per_s, burst)
 
 
+# The proxies whose forwarded headers are believed: addresses and networks.
+Proxies = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
+
+def parse_proxies(spec: str, key: str = "GATEHOUSE_TRUSTED_PROXIES") -> Proxies:
+    """Comma-separated addresses or networks (``10.0.0.5``, ``10.0.0.0/8``, ``::1``);
+    empty: none (forwarded headers are ignored, whoever sends them)."""
+    networks = []
+    for part in spec.split(","):
+        text = part.strip()
+        if not text:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(text, strict=False))
+        except ValueError as exc:
+            raise GatehouseError(
+                ErrorCode.CONFIG_INVALID,
+                f"{key}: {text[:60]!r} is not an IP address or network (CIDR)",
+            ) from exc
+    return tuple(networks)
+
+
+def read_header_timeout(env: Mapping[str, str]) -> float:
+    """``GATEHOUSE_HEADER_TIMEOUT_S``: read by the settings and by the server's protocol,
+    which runs before any app and has no settings object of its own."""
+    return _seconds(dict(env), "GATEHOUSE_HEADER_TIMEOUT_S", DEFAULT_HEADER_TIMEOUT_S)
+
+
 # Defaults no person or script in normal use comes near; limits are per shim process.
 DEFAULT_RATE_PER_IDENTITY = "20:100"
 DEFAULT_RATE_PER_ADDRESS = "50:200"
@@ -125,6 +164,13 @@ class ShimSettings:
     slack_file: Path | None = None
     # GATEHOUSE_OIDC: the OIDC file; set, people sign in to the dashboard with the IdP.
     oidc_file: Path | None = None
+    # GATEHOUSE_TRUSTED_PROXIES: the peers whose X-Forwarded-For and X-Forwarded-Proto
+    # are believed (shim.api.edge); none by default, so a forged header changes nothing.
+    trusted_proxies: Proxies = ()
+    # GATEHOUSE_HEADER_TIMEOUT_S: how long a request head may take to arrive.
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    # GATEHOUSE_MAX_EVENT_STREAMS: event streams one identity may hold open at once.
+    max_event_streams: int = 20
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ShimSettings:
@@ -156,6 +202,9 @@ class ShimSettings:
             else None,
             slack_file=Path(e["GATEHOUSE_SLACK"]) if e.get("GATEHOUSE_SLACK") else None,
             oidc_file=Path(e["GATEHOUSE_OIDC"]) if e.get("GATEHOUSE_OIDC") else None,
+            trusted_proxies=parse_proxies(e.get("GATEHOUSE_TRUSTED_PROXIES", "")),
+            header_timeout_s=read_header_timeout(e),
+            max_event_streams=_positive_int(e, "GATEHOUSE_MAX_EVENT_STREAMS", 20),
         )
 
 

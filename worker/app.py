@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from contracts import DriverKind, GatehouseError
+from contracts import DriverKind, GatehouseError, hide_url_secrets_in_logs
 from ledger import (
     Database,
     database_unreachable,
@@ -193,10 +193,19 @@ def _cut_short(at: list[str]) -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(message)s")
+    # httpx logs every request at INFO: an http step's, a webhook's, the model's URL
+    hide_url_secrets_in_logs()
     try:
         settings = WorkerSettings.from_env()
     except GatehouseError as exc:  # config_invalid, or a setting out of range
         sys.stderr.write(f"gatehouse worker: {exc.message}\n")
+        sys.exit(1)
+    try:
+        # Read before the database is waited for: a bad file is the operator's to fix,
+        # and no retry would mend it.
+        catalog.load_all()
+    except catalog.PolicyFileError as exc:
+        sys.stderr.write(f"gatehouse worker: {exc}\n")
         sys.exit(1)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

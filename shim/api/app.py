@@ -1,4 +1,5 @@
-"""``create_app``: the HTTP API composed — routers, the door, error handlers, OpenAPI.
+"""``create_app``: the HTTP API composed — routers, the edge, the door, error handlers,
+OpenAPI.
 
 It registers no route itself (``shim.api.routes``, ``shim.api.dashboard`` and
 ``shim.api.slack`` do) and holds no state but what its lifespan opens: the
@@ -14,21 +15,34 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from starlette.types import ASGIApp
 
 from contracts import GatehouseError
 from policies import catalog
 from shim.api import dashboard, routes, slack
 from shim.api.deps import names_of
 from shim.api.door import Door, DoorMiddleware
+from shim.api.edge import EdgeMiddleware
 from shim.api.errors import install_error_handlers, refusal_recorder
 from shim.api.http import Answer, known_query, served_routes
 from shim.api.idp import open_oidc
 from shim.api.openapi import install_openapi
 from shim.api.services import Service
-from shim.settings import ShimSettings
+from shim.settings import Proxies, ShimSettings
 from shim.tokens import LiveTokens
 
 __all__ = ["create_app"]
+
+
+class _App(FastAPI):
+    """FastAPI with the edge (``shim.api.edge``) outside all of its middleware: those
+    added with ``add_middleware`` sit inside Starlette's error middleware, whose 500
+    would pass them by."""
+
+    trusted_proxies: Proxies = ()
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return EdgeMiddleware(super().build_middleware_stack(), self.trusted_proxies)
 
 
 def create_app(
@@ -65,13 +79,14 @@ def create_app(
                 app.state.tokens = app.state.service = None
                 app.state.slack = app.state.oidc = None
 
-    app = FastAPI(
+    app = _App(
         title="Gatehouse",
         version="0.1.0",
         lifespan=lifespan,
         dependencies=[Depends(known_query)],
         default_response_class=Answer,
     )
+    app.trusted_proxies = settings.trusted_proxies
     door = Door(
         settings.rate_per_address, settings.rate_per_identity, names_of(app), refusal_recorder(app)
     )

@@ -8,8 +8,15 @@ The provider's metadata and signing keys are read from its discovery document on
 first use and kept; the keys are read again once when a token names a key id they
 do not hold (the provider rotated). An ID token is taken only when joserfc verifies
 its signature under one of those keys with an allowed algorithm (never ``none``,
-never a MAC) and its ``iss``, ``aud``, ``exp``, ``iat``, ``sub`` and ``nonce`` hold;
-anything else is ``oidc_token_invalid`` naming what failed.
+never a MAC) and its ``iss``, ``aud``, ``azp``, ``exp``, ``iat``, ``sub`` and ``nonce``
+hold; anything else is ``oidc_token_invalid`` naming what failed. ``azp`` as OpenID
+Connect Core 3.1.3.7 has it: a token for several audiences must name us as the party
+it was issued to, and a token that names one must name us.
+
+An ID token opens one session, once: the exchange records its ``jti`` (or, without
+one, a digest of the token as signed) until it expires, and a second exchange of it
+is ``oidc_token_replayed``. A name Gatehouse records as its own actor
+(``contracts.identities``) is no person's identity: ``identity_reserved``.
 """
 
 from __future__ import annotations
@@ -17,9 +24,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -41,13 +49,14 @@ from contracts import (
     named_secret,
 )
 from ledger import Database, oidc
-from shim.tokens import Identity
+from shim.tokens import Identity, refuse_reserved, reserved_reason
 
 __all__ = [
     "OIDC_PREFIX",
     "IdentityProvider",
     "Person",
     "check_id_token",
+    "id_token_key",
     "oidc_identity",
     "open_oidc",
     "pkce_challenge",
@@ -95,8 +104,8 @@ def oidc_identity(db: Database, token: str) -> Identity | None:
     it has ended)."""
     with db.engine.connect() as conn:
         found = oidc.find_session(conn, token.removeprefix(OIDC_PREFIX))
-    if found is None:
-        return None
+    if found is None or reserved_reason(found.identity) is not None:
+        return None  # a session opened before the name was reserved is no session
     return Identity(found.identity, frozenset(Role(r) for r in found.roles if r in _ROLES))
 
 
@@ -132,6 +141,7 @@ def check_id_token(
         registry.validate(token.claims)
     except JoseError as exc:
         raise _invalid(f"{exc.error}: {exc.description}") from exc
+    _check_azp(token.claims, audience or config.client_id)
     issued = token.claims.get("iat")
     moment = int(time.time()) if now is None else now
     if nonce is None and (
@@ -142,10 +152,45 @@ def check_id_token(
     return claims
 
 
+def _check_azp(claims: dict[str, Any], client_id: str) -> None:
+    """OpenID Connect Core 3.1.3.7, points 4 and 5: with several audiences ``azp``
+    must be there; when there, it must be our client id. Either way a token issued
+    to another client, and only shown to us, is refused."""
+    aud = claims.get("aud")
+    several = isinstance(aud, list) and len(aud) > 1
+    azp = claims.get("azp")
+    if azp is None and several:
+        raise _invalid("the ID token names several audiences but no azp (authorized party)")
+    if azp is not None and azp != client_id:
+        raise _invalid(f"the ID token was issued to another client (azp {str(azp)[:100]!r})")
+
+
+def id_token_key(raw: str, claims: JsonObject) -> str:
+    """What names one ID token for its single use: its issuer and ``jti`` when it has
+    one; else its signed part and its signature's bytes. The bytes, not their base64
+    text: a signature written with other unused padding bits is the same signature,
+    so it cannot make the same token count as a new one."""
+    jti = claims.get("jti")
+    if isinstance(jti, str) and jti:
+        named = f"jti\n{claims.get('iss')}\n{jti}".encode()
+    else:
+        signed, _, signature = raw.rpartition(".")
+        try:
+            sig = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+        except ValueError as exc:  # it verified, so this does not happen
+            raise _invalid("the ID token's signature is not base64url") from exc
+        named = b"token\n" + signed.encode("utf-8") + b"." + sig
+    return hashlib.sha256(named).hexdigest()
+
+
 @dataclass(frozen=True)
 class Person:
     identity: str
     roles: frozenset[Role]
+    # The ID token it came with: its single-use key (``id_token_key``) and its
+    # ``exp``, until when that key is kept. None: a person not made from a token.
+    token_key: str | None = None
+    token_expires: int | None = None
 
 
 @dataclass
@@ -226,7 +271,7 @@ class IdentityProvider:
             raw = None
         if not isinstance(raw, str):
             raise _invalid(f"the token endpoint answered HTTP {answer.status_code} and no ID token")
-        return self.person(await self._claims(raw, nonce))
+        return self._person_of(raw, await self._claims(raw, nonce))
 
     async def cli_person(self, id_token: str) -> Person:
         """The person an ID token from the CLI's device sign-in names (audience: the
@@ -236,7 +281,14 @@ class IdentityProvider:
             raise GatehouseError(
                 ErrorCode.NOT_FOUND, "the OIDC file names no cli_client_id: the CLI uses tokens"
             )
-        return self.person(await self._claims(id_token, None, audience))
+        return self._person_of(id_token, await self._claims(id_token, None, audience))
+
+    def _person_of(self, raw: str, claims: JsonObject) -> Person:
+        found = self.person(claims)
+        exp = claims.get("exp")
+        finite = isinstance(exp, int | float) and math.isfinite(exp)
+        expires = int(exp) if finite and isinstance(exp, int | float) else None
+        return replace(found, token_key=id_token_key(raw, claims), token_expires=expires)
 
     async def _claims(self, raw: str, nonce: str | None, audience: str | None = None) -> JsonObject:
         """``check_id_token`` under the provider's keys, read again first when the token
@@ -255,6 +307,7 @@ class IdentityProvider:
                 f"its {self.config.identity_claim} does not read as a Gatehouse identity"
                 " (lower-case letters, digits, . _ : -; choose identity_claim in the OIDC file)"
             )
+        refuse_reserved(name)
         groups = claims.get(self.config.groups_claim, [])
         listed = [groups] if isinstance(groups, str) else groups if isinstance(groups, list) else []
         roles = {r for g in listed if isinstance(g, str) for r in self.config.roles.get(g, [])}

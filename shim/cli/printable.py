@@ -1,29 +1,37 @@
-"""Text from runs, models and tools printed as data: every control or bidi character
-shown as its escape. A small module of its own: ``main`` wraps stdout and stderr in
-``PrintableStream`` before anything else runs, ``--help`` included, and must not
-pull the tables' imports (rich, the contracts) in to do it."""
+"""Text from runs, models and tools printed as data: every character that is not
+plainly printable shown as its escape. A small module of its own: ``main`` wraps
+stdout and stderr in ``PrintableStream`` before anything else runs, ``--help``
+included, and must not pull the tables' imports (rich, the contracts) in to do it."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import TextIO
 
-__all__ = ["PrintableStream", "printable"]
+__all__ = ["PrintableStream", "printable", "surely_printable"]
 
-# Characters that would drive the reader's terminal or reorder what it shows: C0 and
-# C1 controls (ESC starts a terminal command, CR overwrites a line) and the bidi
-# controls (U+202E shows text backwards). Each is printed as its escape (\x1b, \u202e).
-# Newline and tab stay: they only lay text out.
-_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
-_UNPRINTABLE = {
-    c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
-    for c in (*range(0x20), 0x7F, *range(0x80, 0xA0), *_BIDI)
-    if c not in (0x0A, 0x09)
-}
+
+def surely_printable(char: str) -> bool:
+    """Whether ``char`` is shown as it is without asking the contracts: printable
+    (``str.isprintable``: no control, format, private-use, unassigned or separator
+    character) and neither a mark nor an other-letter, the two categories where
+    printable characters that draw nothing (variation selectors, fillers) live.
+    Only a short cut: ``contracts.is_shown_as_is`` is the allowlist, and a test
+    holds this to a part of it, over every code point."""
+    return char in "\n\t" or (char.isprintable() and unicodedata.category(char) not in ("Mn", "Lo"))
 
 
 def printable(text: str) -> str:
-    """``text`` as data: every control or bidi character shown as its escape."""
-    return text.translate(_UNPRINTABLE)
+    """``text`` as data: every character the allowlist of ``contracts.escaped``
+    refuses shown as its escape (\\x1b, \\u202e, \\U000e0030); newline and tab
+    stay, they only lay text out."""
+    if all(map(surely_printable, text)):
+        return text
+    # Text a run, a model or a tool wrote: the command that shows it has the
+    # contracts loaded already.
+    from contracts import escaped  # noqa: PLC0415 - kept off the path of --help
+
+    return escaped(text, spelling="repr")
 
 
 class PrintableStream:

@@ -3,8 +3,11 @@
 Every read command also has ``--json`` (the API's answer as it came); this
 module is only the human side. Text from runs (objectives, step output) is
 printed as data, never as markup: rich's markup and emoji codes are off, and
-every control or bidi character in it is shown as its escape (``printable``), in
-tables and in every line the CLI writes (``PrintableStream``).
+every character the one allowlist refuses (``contracts.escaped``: controls, format
+and bidi characters, tags, variation selectors, anything unassigned or private) is
+shown as its escape (``printable``), in tables and in every line the CLI writes
+(``PrintableStream``). A cell is shortened and laid out after it is escaped, between
+escapes, never inside one.
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from rich import box
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -37,6 +43,7 @@ from shim.cli.printable import PrintableStream, printable
 __all__ = [
     "PrintableStream",
     "console",
+    "console_to",
     "error_lines",
     "expanded",
     "fields",
@@ -66,6 +73,11 @@ class _Console(Console):
         raise BrokenPipeError
 
 
+def console_to(file: TextIO, width: int) -> Console:
+    """A console as the CLI's own, writing to ``file`` at ``width`` columns."""
+    return _Console(file=file, width=width, markup=False, emoji=False, highlight=False)
+
+
 def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     raw: TextIO = stream.raw if isinstance(stream, PrintableStream) else stream
@@ -73,20 +85,103 @@ def console(stderr: bool = False) -> Console:
     return _Console(file=raw, width=width, markup=False, emoji=False, highlight=False)
 
 
+# An escape ``printable`` writes: cut inside, it would show a different character.
+_ESCAPE = re.compile(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})")
+
+
+def _whole_escapes(text: str, end: int) -> str:
+    """``text[:end]``, moved back to the start of an escape that ``end`` falls inside."""
+    for found in _ESCAPE.finditer(text, max(0, end - 9), end + 9):
+        if found.start() < end < found.end():
+            return text[: found.start()]
+    return text[:end]
+
+
 def short(value: JsonValue, limit: int = 60) -> str:
-    """One line of at most ``limit`` characters; a cut ends at a word, with an ellipsis."""
+    """One line of at most ``limit`` characters; a cut ends at a word, with an ellipsis.
+
+    The text is escaped before it is measured and cut, so a hidden character counts
+    as the width of its escape and a cut never falls inside one."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(str(text).split())
+    text = " ".join(printable(str(text)).split())
     if len(text) <= limit:
         return text
-    cut = text[: limit - 1]
+    cut = _whole_escapes(text, limit - 1)
     if " " in cut[limit // 2 :]:  # a word boundary in the second half: cut there
         cut = cut[: cut.rindex(" ")]
     return cut.rstrip() + "…"
 
 
+# What a cell is laid out in: one escape, or one character.
+_UNIT = re.compile(_ESCAPE.pattern + "|.", re.DOTALL)
+
+
+def _whole_units(word: str, width: int) -> list[str]:
+    """``word`` folded into lines of at most ``width`` cells, never inside an escape;
+    an escape wider than the column is shown as an ellipsis rather than in part."""
+    lines = [""]
+    for found in _UNIT.findall(word):
+        unit = "…" if cell_len(found) > width else found
+        if lines[-1] and cell_len(lines[-1] + unit) > width:
+            lines.append("")
+        lines[-1] += unit
+    return lines
+
+
+def _laid_out(text: str, width: int, wrap: bool) -> list[str]:
+    """``text`` in lines of at most ``width`` cells: wrapped at spaces, a word wider
+    than the column folded (or, in a column that does not wrap, cut with an
+    ellipsis), in both cases between escapes, never inside one."""
+    width = max(1, width)
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            joined = f"{line} {word}" if line else word
+            if cell_len(joined) <= width:
+                line = joined
+                continue
+            if not wrap:
+                line = _whole_units(joined, width - 1)[0] + "…"
+                break
+            if line:
+                lines.append(line)
+            *full, line = _whole_units(word, width)
+            lines.extend(full)
+        lines.append(line)
+    return lines
+
+
+class _Cell:
+    """A table cell of text from a run: printable, and laid out by whole escapes.
+
+    rich would cut a word wider than its column at any character, the middle of
+    ``\\u202e`` included, and show the half as something else."""
+
+    def __init__(self, text: str) -> None:
+        self.text = printable(text)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        # As rich measures text: the widest word, the widest line.
+        words = [cell_len(w) for w in self.text.split()]
+        lines = [cell_len(line) for line in self.text.split("\n")]
+        return Measurement(max(words, default=0), max(lines, default=0))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in _laid_out(self.text, options.max_width, not options.no_wrap):
+            yield Text(line, no_wrap=True, overflow="crop")
+
+
+class _Rows(Table):
+    """A table whose text cells are ``_Cell``: what the CLI's tables are made of."""
+
+    def add_row(self, *renderables: RenderableType | None, **kwargs: Any) -> None:
+        cells = [_Cell(r) if isinstance(r, str) else r for r in renderables]
+        super().add_row(*cells, **kwargs)
+
+
 def _table(*columns: str, title: str | None = None) -> Table:
-    table = Table(
+    table = _Rows(
         *columns,
         title=title,
         title_justify="left",
@@ -163,11 +258,13 @@ def run_card(view: RunView) -> list[Table]:
             f"OPA archive {view.opa.archive_name} ({view.opa.execution_mode}),"
             f" sha256 {view.opa.archive_sha256[:16]}…, {by}"
         )
+    out = [fields(f"Run {view.run_id}", head)]
     if view.budgets is not None and view.budgets.summary:
         spent = ", ".join(f"{k} {v}" for k, v in view.budgets.summary.items())
         exceeded = f" (exceeded: {view.budgets.exceeded})" if view.budgets.exceeded else ""
-        head["budgets"] = spent + exceeded
-    out = [fields(f"Run {view.run_id}", head)]
+        # every budget, wrapped onto more lines as the width needs: fields' cut at 120
+        # characters dropped the last ones (max_wall_s), whatever the terminal's width
+        out[0].add_row("budgets", short(spent + exceeded, 4000))
     card = view.plan_card
     if card is None:
         return out
@@ -185,6 +282,11 @@ def run_card(view: RunView) -> list[Table]:
         "previous digest": card.previous_digest,
         "decision": decision,
     }
+    if view.plan_risk is not None:  # (a shim from before it judged a plan's risk: none)
+        plan["risk"] = view.plan_risk
+    if any(a.part != "submitted" for a in view.plan_authors):
+        # An edited or forked plan: all who wrote part of it, none of whom decides on it.
+        plan["written by"] = ", ".join(visible(f"{a.name} ({a.part})") for a in view.plan_authors)
     if not decided and view.status is RunStatus.WAITING_APPROVAL:
         plan.update(_next_steps(view))
     out.append(fields("Plan card", plan))
@@ -233,7 +335,9 @@ def run_list(page: RunList) -> Table:
 
 
 def ledger_table(calls: Sequence[CallView]) -> Table:
-    table = _table("#", "step", "attempt", "kind", "target", "status", "op_key", "ms", "error")
+    table = _table(
+        "#", "step", "attempt", "kind", "target", "status", "op_key", "sent", "ms", "error"
+    )
     for i, c in enumerate(calls, 1):
         table.add_row(
             str(i),
@@ -243,9 +347,18 @@ def ledger_table(calls: Sequence[CallView]) -> Table:
             short(c.target, 40),
             c.status,
             c.op_key[:16] + "…",
+            str(c.sends),
             "" if c.duration_ms is None else str(c.duration_ms),
             c.error_code or "",
         )
+    resent = [c for c in calls if c.resends]
+    if resent:  # why each was sent again, under the table
+        table.caption = "\n".join(
+            f"{c.op_key[:16]}… sent again {r.at} by {r.executor_id}: {r.why}"
+            for c in resent
+            for r in c.resends
+        )
+        table.caption_justify = "left"
     return table
 
 

@@ -6,9 +6,10 @@ turns a token into an ``Identity`` or a refusal; ``LiveTokens`` follows the
 file under a running shim; the file functions change it safely (the CLI's
 ``gatehouse tokens``, ``gatehouse up`` and the demo).
 
-    _store.py   Identity, TokenStore, bearer(): a token checked against one version
-    _file.py    the file: states, issue, revoke, rotate, each change atomic and locked
-    _live.py    LiveTokens: the file's latest good version, re-read when it changes
+    _store.py     Identity, TokenStore, bearer(): a token checked against one version
+    _file.py      the file: states, issue, revoke, rotate, each change atomic and locked
+    _live.py      LiveTokens: the file's latest good version, re-read when it changes
+    _reserved.py  the names no token, sign-in or Slack mapping may give a person
 """
 
 from shim.tokens._file import (
@@ -17,6 +18,7 @@ from shim.tokens._file import (
     Clock,
     Issued,
     TokenFileError,
+    TokenRefusedError,
     TokenState,
     add_token,
     entry_id,
@@ -30,6 +32,7 @@ from shim.tokens._file import (
     utc_now,
 )
 from shim.tokens._live import RECHECK_S, LiveTokens
+from shim.tokens._reserved import refuse_reserved, reserved_reason
 from shim.tokens._store import Identity, TokenStore, bearer, missing_tokens_file
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "Issued",
     "LiveTokens",
     "TokenFileError",
+    "TokenRefusedError",
     "TokenState",
     "TokenStore",
     "add_token",
@@ -50,6 +54,8 @@ __all__ = [
     "missing_tokens_file",
     "parse_duration",
     "read_tokens",
+    "refuse_reserved",
+    "reserved_reason",
     "revoke_token",
     "rotate_token",
     "state_of",

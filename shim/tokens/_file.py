@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts import Role, TokenEntry, TokenFile
+from shim.tokens._reserved import reserved_reason
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -33,6 +34,7 @@ __all__ = [
     "Clock",
     "Issued",
     "TokenFileError",
+    "TokenRefusedError",
     "TokenState",
     "add_token",
     "entry_id",
@@ -59,6 +61,11 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 class TokenFileError(Exception):
     """A change the tokens file cannot take: an unknown id, a revoked token, …"""
+
+
+class TokenRefusedError(TokenFileError):
+    """A change the file's tokens refuse, asked for rightly: the identity already holds a
+    live token, the token was revoked or rotated. The CLI's exit 1, not a usage error."""
 
 
 def utc_now() -> datetime:
@@ -116,7 +123,9 @@ def issue_token(
 
     An identity has one set of roles: a token with other roles than its live ones
     is refused. ``another=False`` also refuses a second live token with the same
-    roles (the CLI's default: a second ``tokens add`` is more often a mistake)."""
+    roles (the CLI's default: a second ``tokens add`` is more often a mistake). A name
+    Gatehouse records as its own actor (``contracts.identities``) is refused."""
+    _refuse_reserved(identity)
     with _changing(path) as entries:
         now = clock()
         _refuse_a_second(entries, identity, roles, now, another=another)
@@ -154,11 +163,12 @@ def rotate_token(
     with _changing(path) as entries:
         at = _index(entries, token_id)
         old = entries[at]
+        _refuse_reserved(old.identity)  # an entry written by hand
         state = state_of(old, now)
         if state == "revoked":
-            raise TokenFileError(f"{token_id} was revoked: add a new token instead")
+            raise TokenRefusedError(f"{token_id} was revoked: add a new token instead")
         if old.replaced_by is not None:
-            raise TokenFileError(f"{token_id} was already rotated: rotate {old.replaced_by}")
+            raise TokenRefusedError(f"{token_id} was already rotated: rotate {old.replaced_by}")
         issued = _new(entries, old.identity, list(old.roles), expires_at, now)
         ends = now + grace
         if old.expires_at is not None and old.expires_at < ends:
@@ -170,6 +180,12 @@ def rotate_token(
         return entries[at], issued
 
 
+def _refuse_reserved(identity: str) -> None:
+    reason = reserved_reason(identity)
+    if reason is not None:
+        raise TokenFileError(f"{reason}; choose another identity")
+
+
 def _refuse_a_second(
     entries: list[TokenEntry], identity: str, roles: list[Role], now: datetime, *, another: bool
 ) -> None:
@@ -178,14 +194,16 @@ def _refuse_a_second(
         return
     listed = ", ".join(f"{entry_id(e)} ({','.join(r.value for r in e.roles)})" for e in held)
     if any(set(e.roles) != set(roles) for e in held):
-        raise TokenFileError(
+        raise TokenRefusedError(
             f"{identity} already has a live token with other roles: {listed}; an identity has"
-            " one set of roles: `gatehouse tokens revoke ID` it, then add this one"
+            f" one set of roles: `gatehouse tokens revoke {entry_id(held[0])}` it, then add this"
+            " one, or add it under another name"
         )
     if not another:
-        raise TokenFileError(
-            f"{identity} already has a live token: {listed}; `gatehouse tokens rotate ID`"
-            " replaces its secret, --another adds a second one with the same roles"
+        raise TokenRefusedError(
+            f"{identity} already has a live token: {listed}; `gatehouse tokens rotate"
+            f" {entry_id(held[0])}` gives it a new secret, --another adds a second one with the"
+            " same roles, or add this one under another name"
         )
 
 

@@ -10,6 +10,9 @@ the next request on.
 A token the store knows but may not honour is refused with its own code:
 ``token_expired`` (past its expiry, or rotated and past its grace) or
 ``token_revoked``; the refusal names the token's public id, never the token.
+
+No token may stand for a name Gatehouse records as its own actor
+(``contracts.identities``): a file giving one to a token does not load.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pydantic import ValidationError
 
 from contracts import ErrorCode, GatehouseError, JsonValue, Role, TokenEntry, TokenFile
 from shim.tokens._file import Clock, entry_id, state_of, token_digest, utc_now
+from shim.tokens._reserved import reserved_reason
 
 __all__ = ["Identity", "TokenStore", "bearer", "missing_tokens_file"]
 
@@ -49,6 +53,10 @@ class TokenStore:
     """The tokens of one version of the file; expiry is judged at each check."""
 
     def __init__(self, entries: list[TokenEntry], clock: Clock = utc_now) -> None:
+        for entry in entries:
+            reason = reserved_reason(entry.identity)
+            if reason is not None:  # a file edited by hand: refused whole, like a typo
+                raise RuntimeError(f"the tokens file gives {entry_id(entry)} {reason}")
         self._entries = list(entries)
         self._clock = clock
 

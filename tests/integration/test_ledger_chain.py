@@ -39,11 +39,21 @@ def test_an_intact_run_verifies(stack: Stack) -> None:
     assert isinstance(anchored, dict)
     # held to two checkpoints of the run's end: the database's and the anchor file's
     # (unsigned: this stack's worker has no signing key)
-    assert anchored == {"checkpoints": 2, "entries": 2, "signed": 0, "sources": anchored["sources"]}
-    assert len(anchored["sources"]) == 2
+    sources = anchored["sources"]
+    assert isinstance(sources, list) and len(sources) == 2 and "the database" in sources
+    # counted in each place apart: the database's count is an evidence bundle's
+    assert anchored == {"checkpoints": 2, "entries": 2, "signed": 0, "sources": sources,
+                        "by_source": dict.fromkeys(sources, 1)}  # fmt: skip
+    records = report["records"]
+    assert isinstance(records, dict)
+    # the run's other records, each held to its checkpoints' commitment
+    assert records["checked"] == {
+        "decisions": 1, "endorsements": 0, "revisions": 1, "edits": 0, "cancels": 0, "run": 1,
+        "unchained_calls": 0,
+    }  # fmt: skip
     assert report == {
         "run_id": run_id, "entries": 2, "ok": True, "head": rows[1][2], "first_broken": None,
-        "anchored": anchored, "unsealed": 0,
+        "anchored": anchored, "unsealed": 0, "records": records,
     }  # fmt: skip
     assert [r[0] for r in rows] == [1, 2]
     assert rows[0][1] == "0" * 64 and rows[1][1] == rows[0][2]
@@ -167,3 +177,22 @@ def test_a_decision_recorded_with_no_seal_is_counted_not_hidden(stack: Stack) ->
     )
     report = _verify(stack, run_id)
     assert report["ok"] is True and report["unsealed"] == 1, report
+
+
+@pytest.mark.parametrize(
+    ("table", "family"), [("plan_approvals", "decisions"), ("plan_revisions", "revisions")]
+)
+def test_a_deleted_record_of_a_finished_run_breaks_it(
+    stack: Stack, table: str, family: str
+) -> None:
+    """The examiner's reproduction: a finished run's approval deleted outright, which no
+    seal in the row can notice; the run's checkpoint committed to it. (Every family,
+    each field, on rows written directly: tests/integration/test_ledger_records.py.)"""
+    run_id = _succeeded_run(stack)
+    stack.execute(f"DELETE FROM {table} WHERE run_id = :r", r=run_id)
+    report = _verify(stack, run_id)
+    assert report["ok"] is False, report
+    broken = report["first_broken"]
+    assert isinstance(broken, dict)
+    reason = str(broken["reason"])
+    assert reason.startswith(f"{family}: the {table} row ") and "was deleted" in reason, reason

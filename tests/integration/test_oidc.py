@@ -19,10 +19,11 @@ from fastapi.testclient import TestClient
 
 from shim.api.dashboard.session import COOKIE, csrf_of
 from tests.conftest import require_backend
-from tests.support.oidc_provider import CLIENT_SECRET, OidcProvider, provider_or_skip
+from tests.integration.oidc_stack import signed_stack
+from tests.support.oidc_provider import OidcProvider
 from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.served import ServedShim
-from tests.support.stack import BACKENDS, Stack, running_stack
+from tests.support.stack import BACKENDS, Stack
 
 CALLBACK = "http://testserver/dashboard/oidc/callback"
 ACCOUNTS = {"bob": ["change-approvers"], "olga": ["platform-oncall", "unrelated"],
@@ -32,18 +33,14 @@ ACCOUNTS = {"bob": ["change-approvers"], "olga": ["platform-oncall", "unrelated"
 @pytest.fixture(params=BACKENDS)
 def signed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Stack, OidcProvider]]:
     require_backend(request.param)
-    provider_or_skip()
-    os.environ["GATEHOUSE_TEST_OIDC_SECRET"] = CLIENT_SECRET
-    with OidcProvider(CALLBACK, ACCOUNTS) as idp:
-        file = tmp_path / "oidc.yaml"
-        file.write_text(json.dumps({
-            "issuer": idp.issuer, "client_id": "gatehouse",
-            "client_secret_env": "GATEHOUSE_TEST_OIDC_SECRET", "redirect_uri": CALLBACK,
-            "roles": {"change-approvers": ["approver"], "platform-oncall": ["operator"]},
-            "cli_client_id": "gatehouse-cli",
-        }))  # fmt: skip
-        with running_stack(request.param, tmp_path, shim_env={"GATEHOUSE_OIDC": str(file)}) as s:
-            yield s, idp
+    with signed_stack(
+        request.param,
+        tmp_path,
+        CALLBACK,
+        ACCOUNTS,
+        {"change-approvers": ["approver"], "platform-oncall": ["operator"]},
+    ) as found:
+        yield found
 
 
 def _browser(stack: Stack) -> TestClient:

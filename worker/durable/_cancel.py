@@ -1,4 +1,4 @@
-"""Cancelling a run, DBOS side: the workflow's own end, and the sweep of DBOS cancels.
+"""Cancelling a run, DBOS side, and ending runs no workflow will carry on.
 
 (The boundary check itself is a record, ``worker.records.check_boundary``, run as
 the step ``gatehouse.cancel_check`` where no other step's commit checks.)
@@ -6,12 +6,24 @@ the step ``gatehouse.cancel_check`` where no other step's commit checks.)
 * ``end_workflow`` — after ``gatehouse.finish`` made the run ``cancelled``,
   the workflow cancels itself in DBOS, so ``dbos workflow list`` agrees. Only
   then: a DBOS-cancelled workflow can run no further step.
-* ``end_cancelled`` — a workflow cancelled through DBOS (``dbos workflow cancel``,
-  ``DBOSClient.cancel_workflow``) never runs another step, so it cannot end
-  its run. The reaper's leader looks every tick; each unfinished run
-  whose workflow DBOS holds CANCELLED is ended ``cancelled`` like Gatehouse's
-  own cancel (``cancelled_by: "dbos"``), at the boundary it had reached, with
-  the trace digest the flow reaches over its recorded rows.
+* ``end_stopped`` — the reaper's leader looks every tick for unfinished runs
+  whose current workflow DBOS will not run any further (``ledger.cancels.stopped``)
+  and ends each, so no run is left ``running`` with no way out:
+
+  - cancelled through DBOS (``dbos workflow cancel``, ``DBOSClient.cancel_workflow``):
+    ended ``cancelled`` like Gatehouse's own cancel (``cancelled_by: "dbos"``), at the
+    boundary it had reached, with the trace digest the flow reaches over its
+    recorded rows;
+  - ended in ``ERROR`` (not for a full disk: those are put back on the queue), past
+    DBOS's recovery attempts, ``SUCCESS`` without ending the run, or with no record
+    in DBOS at all: ended ``failed`` (``workflow_lost``), the cause a security
+    event — or ``cancelled`` when a cancel is on record, since that is what the
+    person asked for;
+  - a cancel on record while the workflow is still queued ten seconds later
+    (``ledger.cancels.QUEUED_CANCEL_GRACE_S``): DBOS takes it off the queue (cancels
+    it), and the next tick ends it as above. A cancel so ends any
+    run within a heartbeat or two of a live worker, whatever its workflow is doing
+    (a step already running ends first: the stall detector bounds it).
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ from contracts import (
     APPROVAL_TOPIC,
     Decision,
     ErrorCode,
-    JsonValue,
+    JsonObject,
     RunStatus,
 )
 from ledger import (
@@ -38,12 +50,12 @@ from ledger import (
     runs,
     stretches,
 )
-from policies.episodes import episode
+from policies.episodes import run_summary_episode, security_episode
 from worker.records import cancel_episode
 from worker.replay import trace_so_far
 from worker.runtime import Runtime
 
-__all__ = ["APPROVAL", "COMPILE", "end_cancelled", "end_workflow"]
+__all__ = ["APPROVAL", "COMPILE", "end_stopped", "end_workflow"]
 
 _log = logging.getLogger("gatehouse.cancel")
 
@@ -80,10 +92,68 @@ def _boundary(conn: Conn, run_id: str) -> str:
     return APPROVAL  # every step recorded: it was cancelled on its way to finish
 
 
-def end_cancelled(rt: Runtime, run_ids: list[str]) -> list[str]:
-    """End each of these unfinished runs whose workflow DBOS holds CANCELLED (as
-    ``ledger.cancels.cancelled_in_dbos`` found them); returns those ended."""
-    return [run_id for run_id in run_ids if _reconcile(rt, run_id)]
+def end_stopped(rt: Runtime, found: list[cancels.Stopped]) -> list[str]:
+    """End each of these runs no workflow carries on (as ``ledger.cancels.stopped``
+    found them); returns those ended."""
+    ended = []
+    for run in found:
+        if run.status == "ENQUEUED":  # a cancel asked of a run no worker has started
+            DBOS.cancel_workflow(run.workflow_id)  # the next tick finds it CANCELLED
+            continue
+        if run.status == "CANCELLED" or run.cancel_asked:
+            done = _reconcile(rt, run.run_id)
+        else:
+            done = _fail(rt, run.run_id)
+        if done:
+            ended.append(run.run_id)
+    return ended
+
+
+def _fail(rt: Runtime, run_id: str) -> bool:
+    """End a run whose workflow ended without ending it (or vanished): ``failed``,
+    the cause recorded as a security event and in the run's error message."""
+    with rt.db.engine.connect() as conn:  # gone on already? (before the replay below)
+        if not cancels.stopped(conn, run_id):
+            return False
+    try:  # what the flow reaches over its recorded rows; a run this broken may not replay
+        trace = trace_so_far(rt.db, rt.settings, run_id)
+    except Exception:  # noqa: BLE001  (the run is ended all the same, without a trace digest)
+        _log.warning("run %s: no trace digest over its records", run_id, exc_info=True)
+        trace = None
+    me = rt.settings.executor_id
+    with rt.db.engine.begin() as conn:
+        run = cancels.lock_run(conn, run_id)
+        still = cancels.stopped(conn, run_id)  # asked again under the lock: resumed meanwhile?
+        if run is None or run.status.terminal or not still or still[0].cancel_asked:
+            return False
+        found = still[0]
+        message = f"the run cannot go on: {found.cause}"
+        details: JsonObject = {
+            "workflow_id": found.workflow_id,
+            "dbos_status": found.status,
+            "dbos_error": None if found.error is None else found.error[:2000],
+            "status_before": run.status.value,
+        }
+        evidence.put_episode(
+            conn,
+            run_id,
+            None,
+            security_episode(
+                run_id=run_id,
+                subject=f"workflow_lost:{found.workflow_id}",
+                code=ErrorCode.WORKFLOW_LOST,
+                message=message,
+                executor_id=me,
+                recorded_at=now_iso(),
+                details=details,
+            ),
+        )
+        _ended(
+            conn, rt, run_id, status=RunStatus.FAILED, code=ErrorCode.WORKFLOW_LOST,
+            message=message, trace=trace,
+        )  # fmt: skip
+    _log.error("run %s ended failed: %s", run_id, message)
+    return True
 
 
 def _reconcile(rt: Runtime, run_id: str) -> bool:
@@ -111,42 +181,11 @@ def _reconcile(rt: Runtime, run_id: str) -> bool:
         message = f"cancelled by {found.requested_by} at {where}" + (
             f": {found.reason}" if found.reason else ""
         )
-        if trace is not None:
-            runs.set_trace_digest(conn, run_id, trace)
-        runs.set_status(
-            conn,
-            run_id,
-            RunStatus.CANCELLED,
-            "done",
-            error_code=ErrorCode.RUN_CANCELLED.value,
-            error_message=message,
-        )
-        me = rt.settings.executor_id
-        cancel_episode(conn, found, where, me)
-        steps: list[JsonValue] = []
-        evidence.put_episode(
-            conn,
-            run_id,
-            None,
-            episode(
-                run_id=run_id,
-                kind="summary",
-                subject="run",
-                episode_type="execution/run_summary",
-                status="cancelled",
-                summary="run cancelled",
-                executor_id=me,
-                recorded_at=now_iso(),
-                details={
-                    "status": RunStatus.CANCELLED.value,
-                    "steps": steps,
-                    "error_code": ErrorCode.RUN_CANCELLED.value,
-                    "trace_digest": trace,
-                },
-            ),
-        )
-        settings = rt.settings  # the run's chain head, anchored (ledger/anchors.py)
-        anchors.anchor_run(conn, run_id, me, settings.signing_key, settings.anchor_file)
+        cancel_episode(conn, found, where, rt.settings.executor_id)
+        _ended(
+            conn, rt, run_id, status=RunStatus.CANCELLED, code=ErrorCode.RUN_CANCELLED,
+            message=message, trace=trace,
+        )  # fmt: skip
     with rt.db.engine.connect() as conn:
         split = stretches.is_split(conn, run_id)
     if not split:
@@ -155,3 +194,38 @@ def _reconcile(rt: Runtime, run_id: str) -> bool:
         DBOS.send(run_id, {"wake": True}, APPROVAL_TOPIC, idempotency_key=f"{run_id}:dbos-cancel")
     _log.warning("run %s: its DBOS workflow was cancelled; recorded as cancelled", run_id)
     return True
+
+
+def _ended(
+    conn: Conn,
+    rt: Runtime,
+    run_id: str,
+    *,
+    status: RunStatus,
+    code: ErrorCode,
+    message: str,
+    trace: str | None,
+) -> None:
+    """End a run its workflow could not end (the caller holds its row lock): its trace
+    digest over what it recorded, its status, a summary episode, its chain anchored."""
+    if trace is not None:
+        runs.set_trace_digest(conn, run_id, trace)
+    runs.set_status(conn, run_id, status, "done", error_code=code.value, error_message=message)
+    me = rt.settings.executor_id
+    evidence.put_episode(
+        conn,
+        run_id,
+        None,
+        run_summary_episode(
+            run_id=run_id,
+            status=status,
+            steps=[],
+            error_code=code.value,
+            trace_digest=trace,
+            executor_id=me,
+            recorded_at=now_iso(),
+            summary=None if status is RunStatus.CANCELLED else message,
+        ),
+    )
+    # the run's chain head, anchored (ledger/anchors.py)
+    anchors.anchor_run(conn, run_id, me, rt.settings.signing_key, rt.settings.anchor_file)

@@ -9,7 +9,9 @@ What the reaper (``worker.runtime``) has DBOS do, given to it as its ``Upkeep``:
 * ``look_for_work`` — every worker's look at the queues, in the same tick:
   work nobody was told of, DBOS's internal queue and DBOS's timers;
 * ``due`` — the leader's look, read inside the reaper's tick transaction: runs
-  cancelled through DBOS, runs a full disk ended in DBOS whose worker died,
+  no workflow will carry on (cancelled through DBOS, ended in an error or lost,
+  or cancelled while still queued: ``_cancel.end_stopped``), runs a full disk
+  ended in DBOS whose worker died,
   parked runs whose wait is over, and work queued with no partition key (an
   older release's); when any is found, the pass that ends the first, re-queues
   the second, hands the third to the stretch that ends them (``_expiry``) and
@@ -25,7 +27,7 @@ from dbos import DBOS
 
 from contracts import INTENT_QUEUE, LEGACY_PARTITION
 from ledger import Conn, Database, cancels, checkpoints, executors, storage_full, stretches
-from worker.durable._cancel import end_cancelled
+from worker.durable._cancel import end_stopped
 from worker.durable._dbos import DBOS_INTERNAL_QUEUE, dbos_application, recover_pending_workflows
 from worker.durable._expiry import expire_waits
 from worker.durable._wake import dbos_work_due, look_again
@@ -126,23 +128,24 @@ def due(conn: Conn, app_version: str) -> Pass | None:
     workflows are dropped in the same transaction (``checkpoints.drop_finished``:
     a workflow's steps leave them for the heartbeat, not a transaction of their own)."""
     checkpoints.drop_finished(conn)
-    cancelled = cancels.cancelled_in_dbos(conn)
+    stopped = cancels.stopped(conn)
     errored = executors.errored_on_full_disk(conn, app_version)
     expired = stretches.expired(conn)
     unkeyed = executors.unkeyed(conn, INTENT_QUEUE)
-    if not (cancelled or errored or expired or unkeyed):
+    if not (stopped or errored or expired or unkeyed):
         return None
 
     def run(rt: Runtime) -> list[str]:
-        # Runs whose workflow was cancelled through DBOS cannot end themselves, nor
-        # can runs a full disk ended in DBOS whose worker died meanwhile, nor parked
-        # runs whose wait is over; work an older release queued (no partition key)
-        # is never claimed from the partitioned queue until it has one.
+        # Runs whose workflow DBOS will not run further (cancelled through DBOS, ended
+        # in an error, lost) cannot end themselves, nor can runs a full disk ended in
+        # DBOS whose worker died meanwhile, nor parked runs whose wait is over; work an
+        # older release queued (no partition key) is never claimed from the
+        # partitioned queue until it has one.
         if unkeyed:
             with rt.db.engine.begin() as c:
                 executors.key_unkeyed(c, INTENT_QUEUE, LEGACY_PARTITION)
                 stretches.notify_work(c, LEGACY_PARTITION)
-        ended = end_cancelled(rt, cancelled) if cancelled else []
+        ended = end_stopped(rt, stopped) if stopped else []
         requeued = requeue_orphaned(rt.db, errored) if errored else []
         return ended + requeued + (expire_waits(rt, expired) if expired else [])
 

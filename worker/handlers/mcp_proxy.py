@@ -48,6 +48,7 @@ from contracts import (
     McpServer,
     McpTool,
     canonical_json,
+    placeholder,
     sha256_hex,
 )
 from contracts.execution import ExecutionEnvelope, ExecutionResult
@@ -108,13 +109,14 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 def _json_of(value: object) -> JsonValue:
     """Plain JSON the ledger can store: U+0000 replaced (PostgreSQL's jsonb cannot hold
-    it), NaN and the infinities spelled as strings (they are not JSON), keys as strings."""
+    it), NaN and the infinities as the placeholder object (they are not JSON, and a
+    string would look like one the server sent), keys as strings."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, bool | int) or value is None:
         return value
     if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
+        return value if math.isfinite(value) else placeholder(value)
     if isinstance(value, dict):
         return {_text(k): _json_of(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -367,7 +369,9 @@ def _call(envelope: ExecutionEnvelope) -> HandlerResult:
 
 def _result(got: object, output: JsonObject, limits: Limits) -> HandlerResult:
     dump = getattr(got, "model_dump", None)
-    raw = dump(mode="json", by_alias=True, exclude_none=True) if callable(dump) else {}
+    # Python values, made JSON by _json_of: pydantic's JSON mode writes infinity and
+    # NaN as null, which would record a number the server never sent.
+    raw = dump(mode="python", by_alias=True, exclude_none=True) if callable(dump) else {}
     data = _json_of(raw)
     result = data if isinstance(data, dict) else {}
     is_error = bool(result.get("isError", False))

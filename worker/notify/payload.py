@@ -33,6 +33,8 @@ from contracts import (
     canonical_json,
     closed_slack_message,
     decision_button_value,
+    escaped,
+    escaped_strings,
 )
 from ledger.notifications import PendingEvent, WaitingApproval, delivery_id
 from ledger.slack_messages import Closing
@@ -170,7 +172,10 @@ def _line(data: JsonObject) -> str:
 
 
 def _slack_escape(text: JsonValue) -> str:
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text for Slack's mrkdwn: its markup characters as entities, and every
+    character the one allowlist refuses as its escape (``contracts.escaped``)."""
+    marked = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped(marked)
 
 
 # The events a decision button is offered with: the plan is waiting for one.
@@ -280,13 +285,14 @@ def slack_update(closing: Closing, line: str) -> JsonObject:
         "why": closing.why,
         "channel": message.channel,
         "ts": message.ts,
-        **closed_slack_message(message.message, message.run_id, line),
+        # a message stored before the allowlist grew is escaped as it is sent again
+        **escaped_strings(closed_slack_message(message.message, message.run_id, line)),
     }
 
 
 def email_message(data: JsonObject, sink: Sink) -> EmailMessage:
     msg = EmailMessage()
-    msg["Subject"] = _line(data)
+    msg["Subject"] = escaped(_line(data), keep="")  # one line: a header cannot break
     msg["From"] = sink.sender or ""
     msg["To"] = ", ".join(sink.to)
     msg["Message-ID"] = f"<{data['delivery_id']}@gatehouse>"
@@ -305,5 +311,6 @@ def email_message(data: JsonObject, sink: Sink) -> EmailMessage:
         "",
         f"Delivery {data['delivery_id']}",
     ]
-    msg.set_content("\n".join(lines))
+    # an email is read by a person too: what the one allowlist refuses is escaped
+    msg.set_content("\n".join(escaped(line) for line in lines))
     return msg

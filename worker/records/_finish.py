@@ -7,23 +7,12 @@ from contracts import (
     JsonObject,
     RunStatus,
 )
-from contracts.episode import ResultStatus
 from ledger import Conn, anchors, evidence, now_iso, runs
-from policies.episodes import budget_episode, episode
+from policies.episodes import budget_episode, run_summary_episode
 from worker.records._cancels import observe_cancel
 from worker.runtime import WorkerSettings
 
 __all__ = ["FINISH", "finish"]
-
-
-# How a run's end reads as a MOVA result_status.
-_SUMMARY_STATUS: dict[RunStatus, ResultStatus] = {
-    RunStatus.SUCCEEDED: "completed",
-    RunStatus.PLANNED: "completed",
-    RunStatus.REJECTED: "cancelled",
-    RunStatus.FAILED: "failed",
-    RunStatus.CANCELLED: "cancelled",
-}
 
 
 # The boundary a cancel is seen at when it came after the run's last step.
@@ -78,21 +67,14 @@ def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
         s,
         run_id,
         None,
-        episode(
+        run_summary_episode(
             run_id=run_id,
-            kind="summary",
-            subject="run",
-            episode_type="execution/run_summary",
-            status=_SUMMARY_STATUS[status],
-            summary=f"run {status.value}",
+            status=status,
+            steps=arg["steps"] if isinstance(arg["steps"], list) else [],
+            error_code=code if isinstance(code, str) else None,
+            trace_digest=trace if isinstance(trace, str) else None,
             executor_id=me.executor_id,
             recorded_at=now_iso(),
-            details={
-                "status": status.value,
-                "steps": arg["steps"],
-                "error_code": code,
-                "trace_digest": trace,
-            },
         ),
     )
     # the run's chain head, anchored (ledger/anchors.py)

@@ -100,7 +100,6 @@ def gate(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
         # is recorded like a person's, under the policy's name.
         approvals.insert_decision(
             s,
-            approval_id="apr_" + digest[:32],
             run_id=run_id,
             plan_digest=digest,
             decision=Decision.APPROVED,

@@ -21,9 +21,10 @@ from urllib.parse import quote
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, Undefined, select_autoescape
+from markupsafe import Markup
 
-from contracts import ErrorCode, GatehouseError, JsonValue, Role, canonical, visible
+from contracts import ErrorCode, GatehouseError, JsonValue, Role, canonical, escaped, visible
 from shim.api.dashboard.session import csrf_of, same_origin, session_token
 from shim.api.deps import ServiceDep, TokensDep, admit, identity_of
 from shim.api.errors import record_refused
@@ -38,18 +39,36 @@ __all__ = [
     "PageRoute",
     "checked_form",
     "common",
+    "label",
     "page",
     "pretty",
     "viewer",
 ]
 
 HERE = Path(__file__).parent
+
+
+def _shown_as_text(value: object) -> object:
+    """Every value a page prints, its hidden or reordering characters shown as
+    escapes by the one allowlist (``contracts.escaped``): a name, a status, an
+    error's message is as much text from outside as an objective is."""
+    if isinstance(value, Markup):
+        # Already HTML (join's output under autoescape): an escape is ASCII letters,
+        # digits and a backslash, so the markup stays the markup it was.
+        return Markup(escaped(str(value)))  # noqa: S704 - adds no markup to markup
+    if value is None or isinstance(value, bool | int | float | Undefined):
+        return value
+    return escaped(str(value))
+
+
 _env = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(["html"], default=True),
+    finalize=_shown_as_text,
 )
-# Text from planners and outside data: escaped for HTML by autoescape, and its
-# hidden or reordering characters shown as \uXXXX by this filter.
+# Text from planners and outside data: escaped for HTML by autoescape, and (one-line
+# fields) its line breaks shown as \n by this filter; every value is escaped by
+# ``_shown_as_text`` whether a template asks or not.
 _env.filters["visible"] = visible
 
 
@@ -80,7 +99,29 @@ def visible_lines(text: str) -> str:
     return "\n".join(visible(line) for line in text.split("\n"))
 
 
+# Names a page shows as words, not as the identifiers they are stored as: statuses
+# (of runs and of steps) and budget kinds. Anything else: its underscores as spaces.
+_WORDS = {
+    "waiting_approval": "waiting for approval",
+    "waiting_input": "waiting for input",
+    "needs_operator": "needs an operator",
+    "in_doubt": "in doubt",
+    "max_steps": "max steps",
+    "max_model_turns": "max model turns",
+    "max_tokens": "max tokens",
+    "max_cost_usd": "max cost (USD)",
+    "max_wall_s": "max wall time (s)",
+}
+
+
+def label(value: object) -> str:
+    """A stored name as people read it: ``waiting_approval`` is "waiting for approval"."""
+    text = str(getattr(value, "value", value))
+    return _WORDS.get(text, text.replace("_", " "))
+
+
 _env.filters["visible_lines"] = visible_lines
+_env.filters["label"] = label
 _env.filters["when"] = when
 _env.filters["shown"] = shown
 HEADERS = {

@@ -5,9 +5,11 @@
 The first two are open (no bearer token): the first says only where to sign in; the
 second takes an ID token the provider signed for the CLI's client (``cli_client_id``),
 issued within five minutes, and answers a session token for the person it names,
-with the roles their groups give (``shim.api.idp``). ``not_found`` without the
-OIDC file, or when it names no CLI client. Logout takes the session token as its
-bearer token and deletes the session's row: the token is refused from then on.
+with the roles their groups give (``shim.api.idp``). An ID token is exchanged once:
+a second exchange of it is ``oidc_token_replayed``, recorded as a security event like
+every refusal. ``not_found`` without the OIDC file, or when it names no CLI client.
+Logout takes the session token as its bearer token and deletes the session's row:
+the token is refused from then on.
 """
 
 from __future__ import annotations

@@ -14,12 +14,49 @@ import threading
 
 from dbos import DBOS, DBOSClient, DBOSPortableJSONSerializer
 
-from contracts import INTENT_WORKFLOW, IntentJob, queue_partition
+from contracts import INTENT_WORKFLOW, ErrorCode, GatehouseError, IntentJob, queue_partition
 from ledger import Conn, Database, migrate, open_database, stretches, system_engine
 from shim.api.services.watch import RunWatch
 from shim.settings import ShimSettings
 
-__all__ = ["Service"]
+__all__ = ["STREAM_RETRY_S", "Service", "StreamSlots"]
+
+
+# What a refused stream is told to wait (Retry-After): long enough for a tab to close.
+STREAM_RETRY_S = 5
+
+
+class StreamSlots:
+    """How many streams each identity holds open in this shim, against the limit.
+
+    A slot is given back when its stream ends however it ends: the stream's own
+    ``finally`` when it ran, else when the stream is dropped unread (a ``HEAD``,
+    a client gone before the first event), by a finalizer on the stream."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[str, int] = {}
+        self._lock = threading.Lock()  # a finalizer may run on another thread
+
+    def take(self, who: str) -> None:
+        with self._lock:
+            held = self._open.get(who, 0)
+            if held >= self.limit:
+                raise GatehouseError(
+                    ErrorCode.RATE_LIMITED,
+                    f"{who} has {held} event streams open, the most one identity may"
+                    f" (GATEHOUSE_MAX_EVENT_STREAMS); close one and try again",
+                    {"retry_after_s": STREAM_RETRY_S, "limit": self.limit},
+                )
+            self._open[who] = held + 1
+
+    def give_back(self, who: str) -> None:
+        with self._lock:
+            left = self._open.get(who, 0) - 1
+            if left > 0:
+                self._open[who] = left
+            else:
+                self._open.pop(who, None)
 
 
 class Service:
@@ -43,6 +80,8 @@ class Service:
         )
         # One refusal record written at a time (shim.api.services.refusals).
         self.refusals = threading.Lock()
+        # The event streams each identity holds open in this shim (services.events).
+        self.streams = StreamSlots(settings.max_event_streams)
 
     def hand_off(self, conn: Conn, run_id: str) -> bool:
         """Inside the transaction that wrote a decision, a cancel, a resolution or a

@@ -8,8 +8,6 @@ wakes it.
 
 from __future__ import annotations
 
-import uuid
-
 from sqlalchemy.engine import Connection
 
 from contracts import (
@@ -29,9 +27,9 @@ from contracts import (
     digest_of,
     with_placeholders,
 )
-from ledger import approvals, edits, forks, intents, plan_cards, stretches
+from ledger import approvals, edits, intents, plan_cards, stretches
 from policies import catalog
-from policies.quorum import approvers_needed
+from policies.quorum import approvers_needed, counted, parties
 from shim.api.services.acting import acting_as
 from shim.api.services.cancel import refuse_if_cancelled
 from shim.api.services.core import Service
@@ -49,15 +47,21 @@ def _not_awaiting(run_id: str, status: RunStatus) -> GatehouseError:
 
 
 def _endorse(
-    conn: Connection, run_id: str, body: ApprovalRequest, who: Identity, needed: int
+    conn: Connection,
+    run_id: str,
+    body: ApprovalRequest,
+    who: Identity,
+    needed: int,
+    *,
+    barred: frozenset[str],
 ) -> tuple[bool, QuorumView]:
     """One approval toward a plan's quorum: whether it is new (a repeat counts once),
-    and who approved the plan so far."""
+    and who approved the plan so far (none of ``barred``, who may not decide on it)."""
     fresh = approvals.endorse(
         conn, run_id, body.plan_digest, body.decided_by, comment=body.comment,
         token_id=who.token_id,
     )  # fmt: skip
-    so_far = approvals.endorsers(conn, run_id, body.plan_digest)
+    so_far = counted(approvals.endorsers(conn, run_id, body.plan_digest), barred)
     return fresh, QuorumView(needed=needed, approved_by=so_far)
 
 
@@ -119,7 +123,7 @@ def decide(
         if request is None or request.mode is Mode.PLAN_ONLY:
             raise _not_awaiting(run_id, status)
         profile = catalog.profile(request.policy_profile).model
-        refuse_a_party(conn, run_id, profile, request.submitted_by, who)
+        barred = refuse_a_party(conn, run_id, profile, request.submitted_by, who)
         card = plan_cards.get_plan_card(conn, run_id)
         plan: JsonValue = None
         if card is not None:
@@ -165,12 +169,11 @@ def decide(
             refuse_if_expired(conn, run_id)
             needed = approvers_needed(profile, plan_model)
             if decision is Decision.APPROVED and needed > 1:
-                fresh, quorum = _endorse(conn, run_id, body, who, needed)
+                fresh, quorum = _endorse(conn, run_id, body, who, needed, barred=barred)
                 if quorum.missing:
                     return _short_of_quorum(run_id, body, fresh, quorum)
             on_record = approvals.insert_decision(
                 conn,
-                approval_id="apr_" + uuid.uuid4().hex,
                 run_id=run_id,
                 plan_digest=body.plan_digest,
                 decision=decision,
@@ -195,33 +198,51 @@ def decide(
 
 def refuse_a_party(
     conn: Connection, run_id: str, profile: PolicyProfile, submitter: str, who: Identity
-) -> None:
-    """Four-eyes: whoever submitted the run (where the profile says so) may not decide
-    on its plan; nor, whatever the profile says, whoever edited it into this run (and
-    its first submitter), nor whoever asked for a fork (and the parent's submitter)."""
-    if profile.approval.four_eyes and submitter == who.name:
+) -> frozenset[str]:
+    """Four-eyes; answers who may not decide on the plan (nor count toward its quorum).
+
+    Whoever submitted the run may not, where the profile says so. A plan that came
+    through edits or forks, whatever the profile says, is decided by nobody who wrote
+    any part of it: the first run's submitter, every editor and every fork's requester
+    on the whole chain back to that run (``edits.authors``), not just the last link,
+    or two approvers editing in turn could each approve the other's change."""
+    chain = edits.authors(conn, run_id)
+    if not chain.whole:
+        raise GatehouseError(
+            ErrorCode.FOUR_EYES,
+            f"the plan of run {run_id!r} came through more edits and forks than Gatehouse"
+            f" follows ({edits.CHAIN_LIMIT}), or from a run that is gone: who wrote it is"
+            " not known, so nobody may decide on it",
+            {"run_id": run_id},
+        )
+    refused = parties(profile, submitter, chain.found)
+    if who.name not in refused:
+        return refused
+    if not any(a.part != "submitted" for a in chain.found):
         raise GatehouseError(
             ErrorCode.FOUR_EYES,
             f"{who.name} submitted run {run_id!r} and may not decide on its plan",
             {"profile_id": profile.profile_id},
         )
-    edit = edits.edit_of(conn, run_id)
-    if edit is not None and who.name in (edit.edited_by, submitter):
-        raise GatehouseError(
-            ErrorCode.FOUR_EYES,
-            f"run {run_id!r} holds a plan {edit.edited_by} edited (from run"
-            f" {edit.parent_run_id}, first submitted by {submitter}); someone else decides on it",
-            {"parent_run_id": edit.parent_run_id, "edited_by": edit.edited_by},
-        )
-    fork = forks.requested(conn, run_id)
-    if fork is not None and who.name in (fork[1], submitter):
-        parent_run_id, requested_by = fork
-        raise GatehouseError(
-            ErrorCode.FOUR_EYES,
-            f"run {run_id!r} is a fork of {parent_run_id} asked for by {requested_by}"
-            f" (first submitted by {submitter}); someone else decides on its plan",
-            {"parent_run_id": parent_run_id, "requested_by": requested_by},
-        )
+    mine = [a for a in chain.found if a.name == who.name]
+    written = ", ".join(f"{a.name} ({a.part})" for a in chain.found)
+    # The nearest part they wrote names it (a submitter who later edited: the edit).
+    part, at = (mine[-1].part, mine[-1].run_id) if mine else ("submitted", run_id)
+    done, key = _PARTS[part]
+    raise GatehouseError(
+        ErrorCode.FOUR_EYES,
+        f"{who.name} {done} the plan of run {run_id!r} (in run {at}); it was written by"
+        f" {written}: someone who wrote no part of it decides on it",
+        {"run_id": at, key: who.name, "authors": [a.name for a in chain.found]},
+    )
+
+
+# How a refusal names each part of a plan a person wrote, and the detail it sets.
+_PARTS = {
+    "submitted": ("submitted", "submitted_by"),
+    "edited": ("edited", "edited_by"),
+    "forked": ("asked for a fork of", "requested_by"),
+}
 
 
 def why_not(service: Service, view: RunView, who: Identity) -> GatehouseError | None:

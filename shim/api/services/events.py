@@ -8,12 +8,20 @@ shim it reaches: the stream is read from the database, so it survives a shim
 restart and is the same from every shim. When the run has ended and its last
 event is sent, the stream closes with a final ``event: end`` (no id). While
 nothing happens a comment line keeps the connection alive.
+
+One identity holds at most ``GATEHOUSE_MAX_EVENT_STREAMS`` streams open at once
+in one shim (the API's and the dashboard's together); one more is refused with
+429 ``rate_limited`` and ``Retry-After`` before anything is streamed, so a
+script that opens streams and never closes them runs out of its own, not of the
+shim's.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import threading
+import weakref
+from collections.abc import AsyncIterator, Callable
 
 from sse_starlette import ServerSentEvent
 from starlette.concurrency import run_in_threadpool
@@ -24,7 +32,12 @@ from shim.api.services import reads
 from shim.api.services.core import Service
 from shim.tokens import Identity
 
-__all__ = ["PING_S", "event_stream", "open_stream", "resume_point"]
+__all__ = [
+    "PING_S",
+    "event_stream",
+    "open_stream",
+    "resume_point",
+]
 
 # How long a stream with nothing new waits before it reads again (a status change
 # announced by PostgreSQL wakes it at once; SQLite has no announcements).
@@ -86,7 +99,37 @@ async def open_stream(
     service: Service, run_id: str, who: Identity, last_event_id: str | None, after: int | None
 ) -> AsyncIterator[ServerSentEvent]:
     """The run's stream from where the client says (``Last-Event-ID``, else ``?after=``),
-    once the run is known to exist and to be the caller's to see."""
+    once the run is known to exist and to be the caller's to see, and the caller has a
+    stream slot left (``core.StreamSlots``)."""
     start = resume_point(last_event_id, after)
     await run_in_threadpool(reads.run, service, run_id, who)  # exists, and theirs to see
-    return event_stream(service, run_id, start)
+    held = service.streams
+    held.take(who.name)
+    given_back = _Once(lambda: held.give_back(who.name))
+    stream = _slotted(event_stream(service, run_id, start), given_back)
+    weakref.finalize(stream, given_back)
+    return stream
+
+
+class _Once:
+    """``give_back`` run once, whichever of the stream's end and its finalizer comes first."""
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self._action: Callable[[], None] | None = action
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            action, self._action = self._action, None
+        if action is not None:
+            action()
+
+
+async def _slotted(
+    stream: AsyncIterator[ServerSentEvent], given_back: _Once
+) -> AsyncIterator[ServerSentEvent]:
+    try:
+        async for event in stream:
+            yield event
+    finally:
+        given_back()

@@ -22,9 +22,25 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from shim.api.slack._config import SlackDoor, open_slack
+from shim.api.slack._reply import (
+    closed_message,
+    decided_message,
+    refusal_message,
+    short_of_quorum,
+)
 from shim.api.slack._route import router
 from shim.api.slack._verify import MAX_SKEW_S, verify
 
-__all__ = ["MAX_SKEW_S", "ROUTERS", "SlackDoor", "open_slack", "verify"]
+__all__ = [
+    "MAX_SKEW_S",
+    "ROUTERS",
+    "SlackDoor",
+    "closed_message",
+    "decided_message",
+    "open_slack",
+    "refusal_message",
+    "short_of_quorum",
+    "verify",
+]
 
 ROUTERS: tuple[APIRouter, ...] = (router,)

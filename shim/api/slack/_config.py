@@ -1,4 +1,7 @@
-"""The Slack file (``GATEHOUSE_SLACK``) and the secret it names, checked at start."""
+"""The Slack file (``GATEHOUSE_SLACK``) and the secret it names, checked at start.
+
+A Slack user may be mapped to no name Gatehouse records as its own actor
+(``contracts.identities``): a file that maps one does not load."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from urllib.parse import urlsplit
 
 from slack_sdk.signature import SignatureVerifier
 
-from contracts import SlackConfig, load_settings_file, named_secret
+from contracts import ErrorCode, GatehouseError, SlackConfig, load_settings_file, named_secret
+from shim.tokens import reserved_reason
 
 __all__ = ["SlackDoor", "open_slack"]
 
@@ -22,7 +26,8 @@ class SlackDoor:
     verifier: SignatureVerifier
 
     def identity_of(self, slack_user: str) -> str | None:
-        return self.config.users.get(slack_user)
+        name = self.config.users.get(slack_user)
+        return None if name is None or reserved_reason(name) is not None else name
 
     def may_reply_to(self, url: str) -> bool:
         """Whether ``url`` is a response_url the message may be updated at: https on
@@ -46,6 +51,14 @@ def open_slack(path: Path | None, env: dict[str, str] | None = None) -> SlackDoo
     if path is None:
         return None
     config = load_settings_file(path, SlackConfig, "the Slack file")
+    for slack_user, name in config.users.items():
+        reason = reserved_reason(name)
+        if reason is not None:
+            raise GatehouseError(
+                ErrorCode.CONFIG_INVALID,
+                f"the Slack file {path} maps users.{slack_user} to {reason}",
+                {"slack_user": slack_user, "identity": name},
+            )
     secret = named_secret(
         path, "the Slack file", config.signing_secret_env, "the app's signing secret", env
     )

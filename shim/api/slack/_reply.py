@@ -23,6 +23,8 @@ from contracts import (
     JsonObject,
     QuorumView,
     closed_slack_message,
+    escaped,
+    escaped_strings,
 )
 from shim.api.slack._config import SlackDoor
 
@@ -55,8 +57,13 @@ def _when() -> str:
 
 
 def _replaced(original: JsonObject | None, run_id: str, line: str) -> JsonObject:
-    """The message without its buttons, ``line`` added below what it said."""
-    return {"replace_original": True, **closed_slack_message(original, run_id, line)}
+    """The message without its buttons, ``line`` added below what it said; every
+    text in it with its hidden characters escaped (``contracts.escaped``): a name or
+    a message may carry them, and so may the message as Slack sent it back."""
+    return {
+        "replace_original": True,
+        **escaped_strings(closed_slack_message(original, run_id, line)),
+    }
 
 
 def decided_message(
@@ -77,7 +84,7 @@ def refusal_message(exc: GatehouseError) -> JsonObject:
     return {
         "response_type": "ephemeral",
         "replace_original": False,
-        "text": f"Gatehouse did not take your decision ({exc.code.value}): {exc.message}",
+        "text": escaped(f"Gatehouse did not take your decision ({exc.code.value}): {exc.message}"),
     }
 
 
@@ -87,8 +94,11 @@ def short_of_quorum(quorum: QuorumView) -> JsonObject:
     return {
         "response_type": "ephemeral",
         "replace_original": False,
-        "text": f"Your approval is counted ({have} of {quorum.needed}): the plan waits for"
-        f" {quorum.missing} more approver(s). Approved so far by {', '.join(quorum.approved_by)}.",
+        "text": escaped(
+            f"Your approval is counted ({have} of {quorum.needed}): the plan waits for"
+            f" {quorum.missing} more approver(s). Approved so far by"
+            f" {', '.join(quorum.approved_by)}."
+        ),
     }
 
 

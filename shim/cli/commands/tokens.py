@@ -2,7 +2,9 @@
 
 A new token is printed once, on stdout; everything else goes to stderr. The
 listing shows each token's public id, never the token or its digest. A
-running shim follows the file, so each change counts within a second.
+running shim follows the file, so each change counts within a second. A change
+the tokens already there refuse (a second token for an identity, rotating a revoked
+one) exits 1; a wrong flag, duration or id exits 2.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from contracts import JsonValue, Role, TokenEntry
-from shim.cli.errors import Exit, UsageError
+from shim.cli.errors import Exit, FailedError, UsageError
 from shim.cli.options import json_option, tokens_file_default
 from shim.cli.output import note
 from shim.cli.render import print_records
@@ -25,6 +27,7 @@ from shim.tokens import (
     DEFAULT_LIFETIME,
     Issued,
     TokenFileError,
+    TokenRefusedError,
     entry_id,
     issue_token,
     parse_duration,
@@ -64,7 +67,11 @@ def _expiry_options(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="tokens_command", required=True, metavar="ACTION")
     add = sub.add_parser("add", help="create a token for an identity and print it once")
-    add.add_argument("identity", help="who the token stands for, e.g. alice")
+    add.add_argument(
+        "identity",
+        help="who the token stands for, e.g. alice; never a name Gatehouse records as its"
+        " own actor (policy:…, system:…, dbos, …: contracts/identities.py)",
+    )
     add.add_argument(
         "--roles", required=True, help="comma-separated: submitter, approver, operator"
     )
@@ -105,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
             note(f"{args.token_id} ({entry.identity}) is revoked in {path}; {_LIVE}")
             return Exit.OK
         return _rotate(args, path)
+    except TokenRefusedError as exc:  # asked rightly, refused by the tokens already there
+        raise FailedError(f"{path}: {exc}") from exc
     except (TokenFileError, ValueError) as exc:  # ValidationError is a ValueError
         raise UsageError(f"{path}: {str(exc).splitlines()[0]}") from exc
     except OSError as exc:

@@ -7,18 +7,20 @@ password. Transport failures become ``executor_unavailable`` here, once.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
-from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue
+from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, kept_loads
 from worker.handlers.opencode.ban import refuse_parent
 
 __all__ = ["OpencodeClient"]
 
 _TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+_SETTLE_S = 10.0  # how long a session is waited for to stop being busy
 
 
 class OpencodeClient:
@@ -52,8 +54,9 @@ class OpencodeClient:
         if not response.content:
             return None
         try:
-            value: JsonValue = response.json()
-        except ValueError:
+            # NaN and the infinities kept as the placeholder: what is recorded must parse
+            value: JsonValue = kept_loads(response.content)
+        except (ValueError, RecursionError):
             return response.text
         return value
 
@@ -95,7 +98,25 @@ class OpencodeClient:
         self._call("POST", f"/session/{session_id}/prompt_async", body)
 
     def abort(self, session_id: str) -> None:
+        """Stop the session's turn, and return once OpenCode no longer holds it busy.
+
+        The abort answers before the turn has wound down; a prompt sent into a
+        session still busy is filed by OpenCode and never run (the timeout
+        ladder sends its next rung right after), so this waits, a bounded while.
+        """
         self._call("POST", f"/session/{session_id}/abort", {})
+        self.wait_idle(session_id)
+
+    def wait_idle(self, session_id: str, limit_s: float = _SETTLE_S) -> bool:
+        """Wait until the session is not busy; False when it still is after ``limit_s``."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            status = self.statuses().get(session_id)
+            if not (isinstance(status, dict) and status.get("type") in ("busy", "retry")):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
     def revert(self, session_id: str, message_id: str) -> JsonObject:
         return self._object("POST", f"/session/{session_id}/revert", {"messageID": message_id})

@@ -80,14 +80,16 @@ def test_a_second_add_for_one_identity_is_refused_unless_asked_for(
     first = read_tokens(Path(path))[0]
     capsys.readouterr()
 
-    assert _cli("add", "alice", "--roles", "approver", "--file", path) == 2
+    assert _cli("add", "alice", "--roles", "approver", "--file", path) == 1
     err = capsys.readouterr().err
     assert f"alice already has a live token with other roles: {first.token_id} (submitter)" in err
-    assert _cli("add", "alice", "--roles", "approver", "--another", "--file", path) == 2
+    assert _cli("add", "alice", "--roles", "approver", "--another", "--file", path) == 1
+    capsys.readouterr()
 
-    assert _cli("add", "alice", "--roles", "submitter", "--file", path) == 2
+    assert _cli("add", "alice", "--roles", "submitter", "--file", path) == 1
     err = capsys.readouterr().err
-    assert "gatehouse tokens rotate ID" in err and "--another" in err
+    assert f"`gatehouse tokens rotate {first.token_id}`" in err and "--another" in err
+    assert len(err.strip().splitlines()) == 1, err
     assert len(read_tokens(Path(path))) == 1  # nothing written by a refusal
 
     assert _cli("add", "alice", "--roles", "submitter", "--another", "--file", path) == 0
@@ -99,3 +101,31 @@ def test_a_second_add_for_one_identity_is_refused_unless_asked_for(
     for entry in entries[:2]:
         _cli("revoke", str(entry.token_id), "--file", path)
     assert _cli("add", "alice", "--roles", "approver", "--file", path) == 0
+
+
+def test_what_the_tokens_refuse_exits_1_and_a_wrong_request_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every refusal that comes from the tokens already in the file (the request was
+    well formed) is exit 1, FAILED; only a request that is wrong in itself is exit 2."""
+    path = str(tmp_path / "tokens.json")
+    assert _cli("add", "alice", "--roles", "submitter", "--file", path) == 0
+    assert _cli("add", "bob", "--roles", "approver", "--file", path) == 0
+    alice, bob = read_tokens(Path(path))
+    assert _cli("rotate", str(alice.token_id), "--file", path) == 0
+    assert _cli("revoke", str(bob.token_id), "--file", path) == 0
+    capsys.readouterr()
+    refused = {
+        "a second token, same roles": ["add", "alice", "--roles", "submitter"],
+        "a second token, other roles": ["add", "alice", "--roles", "operator", "--another"],
+        "rotating a rotated token": ["rotate", str(alice.token_id)],
+        "rotating a revoked token": ["rotate", str(bob.token_id)],
+    }
+    wrong = {
+        "an unknown role": ["add", "cy", "--roles", "admin"],
+        "a reserved identity": ["add", "system:x", "--roles", "operator"],
+        "a bad duration": ["add", "cy", "--roles", "operator", "--expires-in", "soon"],
+        "an unknown id": ["revoke", "tok_00000000"],
+    }
+    exits = {what: _cli(*argv, "--file", path) for what, argv in {**refused, **wrong}.items()}
+    assert exits == {**dict.fromkeys(refused, 1), **dict.fromkeys(wrong, 2)}
