@@ -60,7 +60,11 @@ RESOLUTION_TOPIC: Final = "gatehouse.resolution"  # an operator's word on a call
 
 
 class Step:
-    """The steps, as DBOS records them in each workflow's history."""
+    """The steps' durable names. Up to gatehouse-5 each was a DBOS step in its workflow's
+    history; since gatehouse-6 a record is Gatehouse's own transaction, which opens a span
+    under its name (``worker.durable._tx``), a call is the ledger's (PLANNER_CALL and
+    TOOL_CALL name nothing new) and a stretch's job is read (STRETCH_JOB likewise); the
+    DBOS steps left are OPA_PACK, EXPLAIN_CALL and REPLAY_RUN."""
 
     BEGIN: Final = "gatehouse.begin"
     PLANNER_CALL: Final = "gatehouse.planner_call"

@@ -17,7 +17,7 @@ __all__ = ["IntentJob", "StretchJob"]
 # Recovery resumes a workflow only under the version it started with, and the
 # shim enqueues under this one; bump it when a change to the workflow code
 # would replay old runs differently.
-APP_VERSION = "gatehouse-5"
+APP_VERSION = "gatehouse-6"
 
 
 class IntentJob(Closed):

@@ -11,6 +11,9 @@ and its write.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
 
 from contracts import (
     INTENT_WORKFLOW,
@@ -21,18 +24,21 @@ from contracts import (
     JsonObject,
     RunStatus,
 )
-from ledger._db import Conn, dbos_workflows, now_iso, sql
+from ledger._db import Conn, dbos_workflows, iso, now_iso, sql
 from ledger._row_locks import run_held
+from ledger.executors import FULL_DISK_TEXT
 
 __all__ = [
     "Cancel",
     "LockedRun",
+    "Stopped",
     "cancelled_in_dbos",
     "get",
     "lock_run",
     "observe",
     "rejected",
     "request",
+    "stopped",
 ]
 
 
@@ -150,6 +156,17 @@ def observe(conn: Conn, run_id: str, at: str) -> Cancel | None:
     return found if found is not None and found.observed_at == at else None
 
 
+def cancelled_in_dbos(conn: Conn, workflow_id: str) -> bool:
+    """Whether DBOS holds the workflow CANCELLED (``dbos workflow cancel``, or the
+    workflow's own end after a cancel): asked in a record's or a call's transaction,
+    which are no DBOS steps, so DBOS's own check at each step's start is theirs to make."""
+    found = conn.execute(
+        sql(f"SELECT status FROM {dbos_workflows(conn)} WHERE workflow_uuid = :w"),  # noqa: S608
+        {"w": workflow_id},
+    ).first()
+    return found is not None and found[0] == "CANCELLED"
+
+
 def rejected(conn: Conn, run_id: str) -> bool:
     """Whether the run's plan was rejected: it ends rejected, a cancel has nothing to stop."""
     row = conn.execute(
@@ -163,22 +180,78 @@ def rejected(conn: Conn, run_id: str) -> bool:
     return row is not None
 
 
-def cancelled_in_dbos(conn: Conn, limit: int = 100) -> list[str]:
-    """Unfinished runs whose current workflow (``RUN_ID``, or ``RUN_ID:N`` for a
-    later stretch) DBOS holds CANCELLED: cancelled behind Gatehouse's back, they
-    cannot end themselves. A parked run has no workflow to cancel, so only the runs
-    with one are looked at (index ``runs_live``): thousands of plans waiting for
-    people cost this probe nothing."""
-    wf = dbos_workflows(conn)
+# A cancel of a run whose workflow is still queued this long after it was asked is
+# taken off the queue by the reaper; before, a worker that starts it ends it itself.
+QUEUED_CANCEL_GRACE_S = 10.0
+
+# A run's current workflow: RUN_ID for its first stretch (or a run begun before the
+# split), RUN_ID:N after.
+_CURRENT = (
+    "CASE WHEN COALESCE(r.stretch, 0) = 0 THEN r.run_id"
+    " ELSE r.run_id || ':' || CAST(r.stretch AS TEXT) END"
+)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """An unfinished run that no workflow will carry on as things stand (``stopped``)."""
+
+    run_id: str
+    workflow_id: str  # the run's current workflow
+    status: str | None  # DBOS's status of it; None: DBOS has no record of it (lost)
+    error: str | None  # what DBOS recorded as its error, if anything
+    cancel_asked: bool  # a cancel is on record for the run
+
+    @property
+    def cause(self) -> str:
+        """Why the run cannot go on, for the run's error message and its security event."""
+        if self.status is None:
+            return f"its workflow {self.workflow_id} has no record in DBOS (lost)"
+        said = (self.error or "").strip().splitlines()
+        why = f": {said[0][:300]}" if said else ""
+        return f"its workflow {self.workflow_id} ended in DBOS {self.status}{why}"
+
+
+def stopped(conn: Conn, run_id: str | None = None, limit: int = 100) -> list[Stopped]:
+    """Unfinished runs whose current workflow DBOS will not run any further, so the
+    run cannot end itself: its workflow was cancelled through DBOS (behind Gatehouse's
+    back), ended in ``ERROR`` or ``MAX_RECOVERY_ATTEMPTS_EXCEEDED``, ended ``SUCCESS``
+    without ending the run, or has no row at all; and runs with a cancel on record
+    whose workflow is still queued ``QUEUED_CANCEL_GRACE_S`` after the cancel (no
+    worker has started it: one that does ends it itself). A workflow a full disk
+    ended in ``ERROR`` is not one: it is put back on the queue once space is freed
+    (``executors.errored_on_full_disk``). ``run_id``: only that run (asked again under
+    its row lock before acting). A parked run has no workflow to look at, so only runs
+    without a park are read (index ``runs_live``): thousands of plans waiting for
+    people cost this look nothing."""
+    like = " OR ".join(f"COALESCE(w.error, '') LIKE :t{i}" for i in range(len(FULL_DISK_TEXT)))
+    only = " AND r.run_id = :run" if run_id is not None else ""
+    query = sql(
+        f"SELECT r.run_id, {_CURRENT}, w.status, w.error, c.run_id IS NOT NULL"  # noqa: S608  (fixed names; the values are parameters)
+        f" FROM runs r LEFT JOIN {dbos_workflows(conn)} w ON w.workflow_uuid = {_CURRENT}"
+        " LEFT JOIN run_cancels c ON c.run_id = r.run_id"
+        f" WHERE r.finished_at IS NULL AND r.parked_wait IS NULL{only} AND r.status IN :live"
+        " AND (w.workflow_uuid IS NULL OR (w.name IN (:intent, :stretch) AND ("
+        "w.status IN ('CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', 'SUCCESS')"
+        f" OR (w.status = 'ERROR' AND NOT ({like}))"
+        " OR (w.status = 'ENQUEUED' AND c.requested_at < :asked_before))))"
+        " ORDER BY r.created_at LIMIT :lim"
+    ).bindparams(sa.bindparam("live", expanding=True))
     rows = conn.execute(
-        sql(
-            f"SELECT r.run_id FROM runs r JOIN {wf} w ON w.workflow_uuid ="  # noqa: S608  (a fixed table name)
-            " CASE WHEN COALESCE(r.stretch, 0) = 0 THEN r.run_id"
-            " ELSE r.run_id || ':' || CAST(r.stretch AS TEXT) END"
-            " WHERE r.finished_at IS NULL AND r.parked_wait IS NULL"
-            " AND w.status = 'CANCELLED' AND w.name IN (:intent, :stretch)"
-            " ORDER BY r.created_at LIMIT :lim"
-        ),
-        {"intent": INTENT_WORKFLOW, "stretch": STRETCH_WORKFLOW, "lim": limit},
-    ).all()
-    return [str(r[0]) for r in rows]
+        query,
+        {"intent": INTENT_WORKFLOW, "stretch": STRETCH_WORKFLOW, "lim": limit,
+         "asked_before": iso(datetime.now(UTC) - timedelta(seconds=QUEUED_CANCEL_GRACE_S)),
+         "live": [s.value for s in RunStatus if not s.terminal],
+         **({"run": run_id} if run_id is not None else {}),
+         **{f"t{i}": f"%{text}%" for i, text in enumerate(FULL_DISK_TEXT)}},
+    ).all()  # fmt: skip
+    return [
+        Stopped(
+            run_id=str(r[0]),
+            workflow_id=str(r[1]),
+            status=None if r[2] is None else str(r[2]),
+            error=None if r[3] is None else str(r[3]),
+            cancel_asked=bool(r[4]),
+        )
+        for r in rows
+    ]

@@ -275,7 +275,7 @@ def requeue_errored(conn: Conn, workflow_id: str, queue_name: str) -> bool:
 
 # How a full disk reads in the error DBOS recorded (SQLite's message, ENOSPC, EDQUOT,
 # Gatehouse's own code): what ``ledger.storage_full`` recognises, as text.
-_FULL_DISK_TEXT = ("database or disk is full", "No space left on device",
+FULL_DISK_TEXT = ("database or disk is full", "No space left on device",
                    "Disk quota exceeded", "storage_full")  # fmt: skip
 
 
@@ -293,7 +293,7 @@ def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[
         " THEN substr(w.workflow_uuid, 1, instr(w.workflow_uuid, ':') - 1)"
         " ELSE w.workflow_uuid END"
     )
-    like = " OR ".join(f"w.error LIKE :t{i}" for i in range(len(_FULL_DISK_TEXT)))
+    like = " OR ".join(f"w.error LIKE :t{i}" for i in range(len(FULL_DISK_TEXT)))
     rows = conn.execute(
         sql(
             f"SELECT w.workflow_uuid FROM {wf} w JOIN runs r ON r.run_id = {run}"  # noqa: S608  (fixed names; the texts are parameters)
@@ -302,7 +302,7 @@ def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[
             " ORDER BY w.workflow_uuid LIMIT :n"
         ),
         {"v": app_version, "n": limit,
-         **{f"t{i}": f"%{text}%" for i, text in enumerate(_FULL_DISK_TEXT)}},
+         **{f"t{i}": f"%{text}%" for i, text in enumerate(FULL_DISK_TEXT)}},
     ).all()  # fmt: skip
     return [str(r[0]) for r in rows]
 

@@ -229,7 +229,8 @@ def park(
     conn: Conn, run_id: str, *, wait: int, at: str, deadline: str | None, version: str
 ) -> None:
     """Park the run at ``wait`` (the caller holds the run's row lock); ``version``:
-    the application version the next stretch is to run under."""
+    the application version of the stretch that parks it (a record: the next
+    stretch runs under the release that hands it off)."""
     conn.execute(
         sql(
             "UPDATE runs SET parked_wait = :w, parked_at = :a, parked_until = :u,"
@@ -300,11 +301,14 @@ def expired(conn: Conn, limit: int = 100) -> list[str]:
 def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> HandedOff:
     """Inside the transaction that wrote a decision (or a cancel, a resolution, a
     message, an expiry): if the run is parked, take the park and enqueue its next
-    stretch in this same transaction, under the application version the run
-    parked under (``app_version`` only when none was recorded): a run stays on
-    the version it started with. The workflow id ``RUN_ID:N`` is unique, so a
-    stretch exists once whoever hands it off. No stretch when the run was not
-    parked (a stretch that is still running reads the decision when it gets there)."""
+    stretch in this same transaction, under ``app_version``, the release of
+    whoever hands it off. A parked run holds no workflow: its next stretch is a
+    new one, which starts from what the ledger recorded (``worker.durable``'s
+    stretch ports answer everything before the wait from it, as a replay does),
+    so it runs under whatever release is current, not the one the run parked
+    under. The workflow id ``RUN_ID:N`` is unique, so a stretch exists once
+    whoever hands it off. No stretch when the run was not parked (a stretch that
+    is still running reads the decision when it gets there)."""
     taken = take(conn, run_id)
     handoff = taken.handoff
     if handoff is None:
@@ -312,8 +316,7 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
     job = StretchJob(
         run_id=run_id, stretch=handoff.stretch, resume_wait=handoff.wait, until=handoff.until
     )
-    version = handoff.version or app_version
-    options = enqueue_options(STRETCH_WORKFLOW, handoff.workflow_id, version, handoff.partition)
+    options = enqueue_options(STRETCH_WORKFLOW, handoff.workflow_id, app_version, handoff.partition)
     queue_in_transaction(conn, client, options, job.model_dump(mode="json"))
     return taken
 

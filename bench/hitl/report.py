@@ -163,10 +163,11 @@ def section(r: Results) -> str:
         lines += [f"| {t} | {m} | {'yes' if ok else '**missed**'} |" for t, ok, m in targets]
         lines.append("")
     lines += [
-        "Per step, from each system's own DBOS checkpoints (`operation_outputs`, ms"
-        " resolution, medians): a Gatehouse tool call (claim, the call, completion with its"
-        " hash-chain link and step record, the checkpoint) against a bare DBOS step that"
-        " inserts one row; \"flow\" is one step's start to the next one's. Sequential runs"
+        "Per step, from each system's own checkpoints (ms resolution, medians): a Gatehouse"
+        " tool call from its ledger row (`calls.started_at` → `finished_at`: the claim, the"
+        " call, the completion with its hash-chain link and step record; the row is its"
+        " checkpoint) against a bare DBOS step that inserts one row (`operation_outputs`);"
+        " \"flow\" is one step's start to the next one's. Sequential runs"
         " only (one run at a time, after the rounds), PostgreSQL only (DBOS's SQLite"
         " timestamps are whole seconds). The floor: one INSERT in autocommit on the same"
         f" server, {r.floor_ms:.2f} ms.",

@@ -29,7 +29,7 @@ from bench.hitl._proc_stats import cpu_s, postgres_cpu_s
 from bench.hitl.gatehouse import GatehouseSystem
 from bench.hitl.load import ingest, replay_all, replay_long
 from bench.hitl.report import Results, section, write_section
-from bench.hitl.steps import DBOS_STEP, insert_floor_ms, step_times
+from bench.hitl.steps import DBOS_STEP, call_times, insert_floor_ms, step_times
 from policies import catalog
 from tests.support.stack import drop_database, fresh_database_url, postgres_available
 
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                     peer.ask(op="seq", n=args.count_runs, variant=variant)
                 phases[name] = peer.ask(op="phases", since=since, variant=variant)["phases"]
             per_step = {
-                "gatehouse/postgres": step_times(gh["postgres"].url, "gatehouse.tool_call", since),
+                "gatehouse/postgres": call_times(gh["postgres"].url, since),
                 "dbos/postgres": step_times(dbos.url, DBOS_STEP, since),
             }
             floor_ms = insert_floor_ms(gh["postgres"].url)

@@ -57,8 +57,11 @@ SETTLE_S = 150.0
 
 
 def _steps_done(stack: Stack) -> int:
-    """Steps DBOS recorded as done, counted directly on the cluster."""
-    rows = stack.pg.query(DB_NAME, "SELECT count(*) FROM dbos.operation_outputs")
+    """Calls the ledger holds completed, counted directly on the cluster (a call's
+    completion is its checkpoint; no DBOS step records it since gatehouse-6)."""
+    rows = stack.pg.query(
+        DB_NAME, "SELECT count(*) FROM gatehouse.calls WHERE finished_at IS NOT NULL"
+    )
     return int(str(rows[0][0]))
 
 

@@ -12,10 +12,15 @@ flight"), nothing lost, duplicated or unexpected:
 * same version — the flow did not change, the release keeps
   ``GATEHOUSE_APP_VERSION``: the new workers, under the old executor ids, resume
   every run themselves;
-* new version — the release bumps it: new runs go to the new workers only, the
-  old runs are listed as unserved (readiness, ``GET /workers``) until old
-  workers are started again, which drain them (the killed one's runs handed
-  over by their reaper) and are stopped once their version has nothing left.
+* new version — the release bumps it: new runs, and runs parked at a decision
+  once decided, go to the new workers only; the stretches in flight at the stop
+  are listed as unserved (readiness, ``GET /workers``) until old workers are
+  started again, which drain them (the killed one's runs handed over by their
+  reaper) and are stopped once their version has nothing left.
+
+``test_runs_of_gatehouse_5_finish_after_the_ledger_became_the_checkpoint`` does
+the same from the last release of gatehouse-5 (another flow: its calls were
+DBOS steps) to this one.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 import pytest
 
 from contracts import APP_VERSION
-from shim.local import ASGI_APP, start_shim, stop, wait_healthy
+from shim.local import ASGI_APP, HTTP_PROTOCOL, start_shim, stop, wait_healthy
 from tests.chaos.client import say
 from tests.chaos.crashpoints import wait_until
 from tests.chaos.harness import DB_NAME, SLOTS, WORKER_ENV, Stack, running_stack
@@ -36,13 +41,12 @@ from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.model import Channel
 from tests.chaos.scenario import SCALES, Scenario
 from tests.support.next_release import NextRelease, build_next_release
-from tests.support.old_release import BEFORE_LAYOUT_MOVE, old_release
+from tests.support.old_release import LAST_OF_GATEHOUSE_5, old_release
 from tests.support.pgcluster import unavailable_reason
 from tests.support.stack import GENEROUS_LIMITS
 
 NEXT_VERSION = "gatehouse-next"
-# Where the release before the layout move served its shim from.
-OLD_LAYOUT_ASGI_APP = "shim.asgi:app"
+OLD_VERSION = "gatehouse-5"  # the application version of LAST_OF_GATEHOUSE_5
 SINK_DELAY_S = 0.8
 WAITING = 4  # runs left waiting for approval across the upgrade
 MOVING = 5  # runs approved at once, mid-plan when the workers stop
@@ -86,6 +90,8 @@ def _shim_from(stack: Stack, tree: Path | None, log: str, app: str = ASGI_APP) -
         extra_env=dict(GENEROUS_LIMITS),
         cwd=tree,
         app=app,
+        # an older release's tree has no protocol module of this one's
+        protocol="h11" if tree is not None else HTTP_PROTOCOL,
     )
     wait_healthy(stack.api.base_url, shim)
     stack.shim = shim
@@ -209,7 +215,7 @@ def test_upgrade_with_runs_in_flight(tmp_path: Path, rule: str) -> None:
                 )
                 old = _versions(stack)[APP_VERSION]
                 # the runs mid-plan hold workflows; those waiting for approval are rows
-                # only, parked under the old version (their next stretch runs under it)
+                # only: once decided, their next stretch runs under the new version
                 assert old["pending"] + old["enqueued"] >= len(mid_plan), old
                 assert all(scenario.faults.parked(r) for r in waiting), waiting
                 ready = stack.api.json("GET", "/readyz", "operator")
@@ -257,57 +263,87 @@ def test_upgrade_with_runs_in_flight(tmp_path: Path, rule: str) -> None:
     say(f"upgrade ({rule}): {results['upgrade']}")
     assert_held(results)
     assert results["runs_by_status"] == {"succeeded": WAITING + MOVING + AFTER}, results
-    # Every old run stayed on the version it started under, and ended on a worker of it.
-    assert {v for v, _ in old_runs.values()} == {APP_VERSION}, old_runs
+    # A run parked at its decision resumed under the release that took the decision; a
+    # stretch in flight at the stop stayed on its version and ended on a worker of it
+    # (or, one that parked again in needs_operator, resumed under the new release).
+    assert {old_runs[r][0] for r in waiting} == {new_version}, old_runs
+    assert {old_runs[r][0] for r in moving} <= {APP_VERSION, new_version}, old_runs
     assert {v for v, _ in new_runs.values()} == {new_version}, new_runs
     if rule == "new_version":
-        assert {e for _, e in old_runs.values()} <= set(old_workers), old_runs
-        assert {e for _, e in new_runs.values()} <= {"n1", "n2"}, new_runs
+        on_new = {"n1", "n2"}
+        assert {old_runs[r][1] for r in waiting} <= on_new, old_runs
+        for version, executor_id in (old_runs[r] for r in moving):
+            assert executor_id in (set(old_workers) if version == APP_VERSION else on_new)
+        assert {e for _, e in new_runs.values()} <= on_new, new_runs
         drained = versions[APP_VERSION]
         assert drained["pending"] == drained["enqueued"] == 0, drained
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_runs_started_before_the_layout_move_finish_after_it(tmp_path: Path) -> None:
-    """Issue 27: the worker's code moved into sub-packages under the same durable names
-    and the same application version. Workflows the old layout started, waiting for
-    approval and mid-plan (one worker killed in the middle of its calls), are resumed
-    by the new layout's workers under the same executor ids and finish, each call once."""
+def test_runs_of_gatehouse_5_finish_after_the_ledger_became_the_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """Issue 47: this release (gatehouse-6) makes no DBOS step of a ledgered call, so it
+    cannot resume a workflow of gatehouse-5, whose calls were steps. Runs the last
+    release of gatehouse-5 left waiting for approval and mid-plan (one worker killed in
+    the middle of its calls, an unkeyed call in doubt, resolved by the operator) are
+    taken over: this release's shim and workers start, and gatehouse-5's workers beside
+    them only for the stretches that were in flight. A run parked at its decision holds
+    no workflow: approved after the upgrade, its next stretch runs under gatehouse-6.
+    Every run ends once, each call once, and each replays under this release."""
     reason = unavailable_reason()
     if reason is not None:
         pytest.skip(f"no private PostgreSQL cluster for the upgrade test: {reason}")
-    old = old_release(tmp_path, BEFORE_LAYOUT_MOVE)
+    old = old_release(tmp_path, LAST_OF_GATEHOUSE_5)
     faults = {"graceful_worker_stops": 0, "kill_9_mid_call": 0}
     with running_stack(tmp_path, WORKER_ENV, sink_delay_s=SINK_DELAY_S) as stack:
-        # The old release whole: its shim writes runs of its shape (one workflow each).
-        _shim_from(stack, old.tree, "shim-old.log", OLD_LAYOUT_ASGI_APP)
+        # The old release whole: its shim and workers, under gatehouse-5.
+        _shim_from(stack, old.tree, "shim-old.log")
         stack.workers.env = {**WORKER_ENV, **old.worker_env()}
         stack.start_workers(list(SLOTS))
-        scenario = Scenario(stack, SCALES["ci"], seed=27)
+        scenario = Scenario(stack, SCALES["ci"], seed=47)
         scenario.resolver.start()
         try:
-            stopped = _in_flight_then_stopped(stack, scenario, faults, "layout move")
-            waiting, moving = stopped.waiting, stopped.moving
-            # The new layout (this tree), same version, same executor ids.
+            stopped = _in_flight_then_stopped(stack, scenario, faults, "ledger checkpoint")
+            waiting, moving, victim = stopped.waiting, stopped.moving, stopped.victim
+            assert all(scenario.faults.parked(r) for r in waiting), waiting
+            # This release: its shim, its workers under new ids; gatehouse-5's workers
+            # (the old ids but the killed one's, whose runs their reaper hands over).
             _shim_from(stack, None, "shim-new.log")
             stack.workers.env = dict(WORKER_ENV)
-            _start(stack, list(SLOTS), {})
+            _start(stack, ["n1", "n2"], {})
+            old_workers = [s for s in SLOTS if s != victim]
+            _start(stack, old_workers, old.worker_env())
             for run_id in waiting:
                 scenario.decide(run_id)
             results = settle_and_check(scenario, SETTLE_S)
+            for run_id in waiting + moving:
+                replayed = stack.api.json("POST", f"/runs/{run_id}/replay", "operator")
+                assert replayed["match"] is True, (run_id, replayed)
         finally:
             scenario.resolver.stop()
         ran = _run_versions(stack, waiting + moving)
-    results["layout_move"] = {
+    results["ledger_checkpoint"] = {
         "from_commit": old.commit,
         "waiting_for_approval": len(waiting),
         "approved_before_stop": len(moving),
+        "mid_plan_at_stop": len(stopped.mid_plan),
         "killed_worker_held": stopped.held,
-        "runs_ended_on": sorted({e for _, e in ran.values()}),
+        "waiting_ran_under": sorted({ran[r][0] for r in waiting}),
+        "moving_ran_under": sorted({ran[r][0] for r in moving}),
     }
-    record("upgrade_layout_move", results, faults)
-    say(f"layout move: {results['layout_move']}")
+    record("upgrade_ledger_checkpoint", results, faults)
+    say(f"gatehouse-5 to {APP_VERSION}: {results['ledger_checkpoint']}")
     assert_held(results)
     assert results["runs_by_status"] == {"succeeded": WAITING + MOVING}, results
-    assert {v for v, _ in ran.values()} == {APP_VERSION}, ran
+    # parked runs resumed under this release, on its workers
+    assert {ran[r] for r in waiting} <= {(APP_VERSION, "n1"), (APP_VERSION, "n2")}, ran
+    # a stretch in flight at the stop ended under gatehouse-5, on its workers; one that
+    # parked again (an unkeyed call in doubt, in needs_operator) resumed under this one
+    for version, executor_id in (ran[r] for r in moving):
+        if version == OLD_VERSION:
+            assert executor_id in old_workers, ran
+        else:
+            assert (version, executor_id) in {(APP_VERSION, "n1"), (APP_VERSION, "n2")}, ran
+    assert OLD_VERSION in {ran[r][0] for r in moving}, ran  # some were mid-plan at the stop

@@ -1,11 +1,11 @@
-"""A checkpointed step (``atomic_tx``) commits its body once, whatever runs it again.
+"""A workflow's record (``worker.durable._tx.tx``) commits its body once, whatever runs it again.
 
-The step's checkpoint is read and written in the body's own transaction
-(``worker.durable._tx._checkpointed``). Run again with the same step key (DBOS ran the
-step again: a crash between the commit and DBOS's record of it, a recovered workflow),
-it answers the first execution's output and writes nothing; two executions at once
-cannot both commit (PostgreSQL: the second one's checkpoint meets the first's and its
-body rolls back). The step key is set here as DBOS sets it inside a step.
+The record's checkpoint is read and written in the body's own transaction
+(``worker.durable._tx._checkpointed``). Run again with the same key (a recovered
+workflow runs its code again), it answers the first execution's output and writes
+nothing; two executions at once cannot both commit (PostgreSQL: the second one's
+checkpoint meets the first's and its body rolls back). The key is given here as
+``tx`` takes it in a workflow (``record_key``).
 """
 
 from __future__ import annotations
@@ -38,10 +38,6 @@ def _rows(stack: Stack, table: str) -> list[str]:
     return [str(r[0]) for r in stack.sql(f"SELECT n FROM {table} ORDER BY n")]
 
 
-def _at_step(monkeypatch: pytest.MonkeyPatch, key: StepKey | None) -> None:
-    monkeypatch.setattr(_tx, "running_step", lambda: key)
-
-
 def _writing(table: str, then: Callable[[], None] = lambda: None) -> _tx.Body:
     def body(conn: Conn, arg: JsonObject, _me: WorkerSettings) -> JsonObject:
         conn.execute(sa.text(f"INSERT INTO {table} (n) VALUES (:n)"), {"n": arg["n"]})
@@ -51,54 +47,47 @@ def _writing(table: str, then: Callable[[], None] = lambda: None) -> _tx.Body:
     return body
 
 
-def test_a_step_run_again_answers_its_checkpoint_and_writes_nothing(
-    stack: Stack, probe: str, monkeypatch: pytest.MonkeyPatch
+def test_a_record_run_again_answers_its_checkpoint_and_writes_nothing(
+    stack: Stack, probe: str
 ) -> None:
-    _at_step(monkeypatch, (f"wf_{uuid.uuid4().hex}", 3))
+    key: StepKey = (f"wf_{uuid.uuid4().hex}", -3)
     ran: list[str] = []
-    first = _tx._checkpointed(_writing(probe, lambda: ran.append("first")), {"n": "first"})
-    again = _tx._checkpointed(_writing(probe, lambda: ran.append("again")), {"n": "again"})
+    first = _tx._checkpointed(_writing(probe, lambda: ran.append("first")), {"n": "first"}, key)
+    again = _tx._checkpointed(_writing(probe, lambda: ran.append("again")), {"n": "again"}, key)
     assert first == again == {"wrote": "first"}
     assert ran == ["first"]  # answered from the checkpoint: the body not run at all
     assert _rows(stack, probe) == ["first"]
 
 
-def test_another_step_of_the_workflow_runs_its_own_body(
-    stack: Stack, probe: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_another_record_of_the_workflow_runs_its_own_body(stack: Stack, probe: str) -> None:
     workflow = f"wf_{uuid.uuid4().hex}"
-    _at_step(monkeypatch, (workflow, 1))
-    _tx._checkpointed(_writing(probe), {"n": "one"})
-    _at_step(monkeypatch, (workflow, 2))
-    assert _tx._checkpointed(_writing(probe), {"n": "two"}) == {"wrote": "two"}
+    _tx._checkpointed(_writing(probe), {"n": "one"}, (workflow, -1))
+    assert _tx._checkpointed(_writing(probe), {"n": "two"}, (workflow, -2)) == {"wrote": "two"}
     assert _rows(stack, probe) == ["one", "two"]
 
 
-def test_outside_a_workflow_the_body_runs_each_time(
-    stack: Stack, probe: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _at_step(monkeypatch, None)
-    _tx._checkpointed(_writing(probe), {"n": "a"})
-    _tx._checkpointed(_writing(probe), {"n": "b"})
+def test_outside_a_workflow_the_body_runs_each_time(stack: Stack, probe: str) -> None:
+    assert _tx.record_key() is None  # no workflow runs here
+    _tx._checkpointed(_writing(probe), {"n": "a"}, None)
+    _tx._checkpointed(_writing(probe), {"n": "b"}, None)
     assert _rows(stack, probe) == ["a", "b"]
 
 
 def test_of_two_executions_at_once_the_one_that_commits_first_wins(
-    stack: Stack, backend: str, probe: str, monkeypatch: pytest.MonkeyPatch
+    stack: Stack, backend: str, probe: str
 ) -> None:
     if backend == "sqlite":
         pytest.skip("SQLite takes one writer at a time: a second execution cannot overlap")
-    key: StepKey = (f"wf_{uuid.uuid4().hex}", 5)
-    _at_step(monkeypatch, key)
+    key: StepKey = (f"wf_{uuid.uuid4().hex}", -5)
 
     def other_commits_first() -> None:
         # while this execution's body is still open: another execution of the same
-        # step commits its rows and its checkpoint
+        # record commits its rows and its checkpoint
         with runtime().db.engine.begin() as conn:
             conn.execute(sa.text(f"INSERT INTO {probe} (n) VALUES ('other')"))
             assert checkpoint_step(conn, datasource(), key, {"wrote": "other"})
 
-    out = _tx._checkpointed(_writing(probe, other_commits_first), {"n": "mine"})
+    out = _tx._checkpointed(_writing(probe, other_commits_first), {"n": "mine"}, key)
     assert out == {"wrote": "other"}
     assert _rows(stack, probe) == ["other"]  # this execution's row rolled back
 

@@ -21,6 +21,9 @@ from fastapi.testclient import TestClient
 
 from contracts import Plan, digest_of
 from ledger import open_database
+from ledger.bundle import bundle_bytes, export_bundle
+from ledger.bundle_verify import verify_bundle
+from ledger.signing import generate_key, load_signing_key
 from shim.local import InventoryService, start_worker, stop
 from tests.support.stack import (
     shim_client,
@@ -167,6 +170,19 @@ def test_crash_point(db_url: str, tmp_path: Path, point: str, handler: str) -> N
             assert {"execution/call_in_doubt", "execution/operator_resolution"} <= kinds
         else:
             assert statuses == ["completed"]
+        # what the ledger says of how often each was handed to its callee
+        sent_again = point in ("after_claim", "after_effect") and handler in KEYED
+        for c in calls:
+            assert c["sends"] == (2 if sent_again else 1), c
+            assert len(c["resends"]) == c["sends"] - 1, c
+        if sent_again:
+            [again] = calls[0]["resends"]
+            assert again["executor_id"] == "crash-w" and "interrupted" in again["why"], again
+            # the callee heard it no more often than the ledger says it was sent
+            if "http" in handler:
+                assert inventory.count("/inventory.json") <= calls[0]["sends"]
+            # the evidence bundle says so too, and still verifies
+            assert _bundled_resends(db_url, tmp_path, run_id) == {calls[0]["op_key"]: [again]}
         chain = client.get(
             f"/runs/{run_id}/ledger/verify", headers=client.people.auth("olga")
         ).json()
@@ -210,3 +226,89 @@ def _parked_at(url: str, run_id: str) -> str | None:
             time.sleep(0.1)
     finally:
         db.dispose()
+
+
+@pytest.mark.slow
+def test_a_cancel_after_a_completed_call_stops_the_recovered_run_at_the_next_step(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The ledger is a call's checkpoint: a workflow re-executed after a crash runs its
+    calls again and is answered from their rows. A cancel written meanwhile (no worker
+    running) does not stop a call already made at its boundary: the step it settled
+    stays done, and the run stops at the next step's boundary, which is never called."""
+    workspaces = tmp_path / "ws"
+    with InventoryService() as inventory, shim_client(db_url) as client:
+        # the first step's boundary is the decision's; the call cut off is the second's
+        first = {**_step("noop", inventory.base_url), "step_id": "first"}
+        after = {**_step("noop", inventory.base_url), "step_id": "after"}
+        plan = {
+            "objective": "cancel after a call",
+            "steps": [first, _step("http", inventory.base_url), after],
+        }
+        digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+        body = {"recipe": "echo", "objective": "cancel", "mode": "run-plan", "plan": plan}
+        r = client.post("/intent", json=body)
+        assert r.status_code == 202, r.text
+        run_id = r.json()["run_id"]
+        assert client.post(f"/approve/{run_id}", json={"plan_digest": digest}).status_code == 200
+        crashing = start_worker(
+            db_url,
+            "cancel-w",
+            workspaces,
+            tmp_path / "a.log",
+            {"GATEHOUSE_CRASH_POINT": "after_completion:target"},
+        )
+        try:
+            assert crashing.wait(timeout=90) == 137, (tmp_path / "a.log").read_text()
+        finally:
+            stop([crashing])
+        cancel = client.post(f"/runs/{run_id}/cancel", json={"reason": "after the call"})
+        assert cancel.status_code in (200, 202), cancel.text
+        recovering = start_worker(db_url, "cancel-w", workspaces, tmp_path / "b.log")
+        try:
+            done = wait_for_status(
+                lambda rid: _read(client, rid), run_id, {"cancelled", "succeeded", "failed"}, 90
+            )
+            assert done["status"] == "cancelled", done
+            assert [(s["step_id"], s["status"]) for s in done["steps"]] == [
+                ("first", "succeeded"),
+                ("target", "succeeded"),
+            ], done["steps"]
+            replayed = client.post(f"/runs/{run_id}/replay", headers=client.people.auth("olga"))
+            assert replayed.status_code == 200, replayed.text
+            assert replayed.json()["match"] is True, replayed.json()
+        finally:
+            stop([recovering])
+        assert [(c["step_id"], c["status"]) for c in _ledger(client, run_id)] == [
+            ("first", "completed"),
+            ("target", "completed"),
+        ]
+        assert inventory.effects("/inventory.json") == 1
+    # the boundary the run stopped at: the next step's, not the one whose call was made
+    db = open_database(db_url)
+    try:
+        with db.engine.connect() as conn:
+            seen = conn.execute(
+                sa.text("SELECT observed_at FROM run_cancels WHERE run_id = :r"), {"r": run_id}
+            ).all()
+    finally:
+        db.dispose()
+    assert seen == [("after",)], seen
+
+
+def _bundled_resends(db_url: str, tmp: Path, run_id: str) -> object:
+    """The ``resends`` of the run's evidence bundle, exported and verified offline."""
+    public = generate_key(tmp / "bundle.key", tmp / "bundle.pub")
+    key = load_signing_key((tmp / "bundle.key").read_bytes())
+    db = open_database(db_url)
+    try:
+        with db.engine.connect() as conn:
+            bundle = export_bundle(conn, run_id, key)
+    finally:
+        db.dispose()
+    assert bundle is not None
+    report = verify_bundle(bundle_bytes(bundle), public)
+    assert report.ok, report.problem
+    content = bundle["content"]
+    assert isinstance(content, dict)
+    return content.get("resends")

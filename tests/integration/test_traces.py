@@ -73,12 +73,21 @@ def test_a_run_is_a_span_and_its_steps_are_its_children(traced: Stack) -> None:
     steps = [s for s in spans if _attrs(s).get("operationUUID") == f"{run_id}:1"]
     assert str(_attrs(run)["gatehouse.executor_id"]).startswith("test-")
     assert _attrs(run)["service.namespace"] == "gatehouse"  # the config file's attributes
-    calls = [s for s in steps if s.name == "gatehouse.tool_call"]
+    # a ledgered call is no DBOS step: its span is Gatehouse's, after the GenAI conventions
+    assert not [s for s in steps if s.name == "gatehouse.tool_call"]
+    calls = [
+        s
+        for s in spans
+        if _attrs(s).get("gen_ai.operation.name") == "execute_tool"
+        and _attrs(s).get("gatehouse.run_id") == run_id
+    ]
     assert sorted(str(_attrs(s)["gatehouse.step_id"]) for s in calls) == ["s1", "s2"]
     for call in calls:
         a = _attrs(call)
-        assert a["operationType"] == "step" and a["gatehouse.kind"] == "tool"
-        assert a["gatehouse.attempt"] == 1 and len(str(a["gatehouse.op_key"])) == 64
+        assert call.name == "execute_tool noop" and a["gen_ai.tool.name"] == "noop"
+        assert a["gen_ai.tool.call.id"] == a["gatehouse.op_key"]
+        assert a["gatehouse.kind"] == "tool" and a["gatehouse.attempt"] == 1
+        assert len(str(a["gatehouse.op_key"])) == 64
         assert call.parent is not None and run.context is not None
-        assert call.parent.span_id == run.context.span_id  # a child of the run's span
+        assert call.parent.span_id == run.context.span_id  # a child of the stretch's span
         assert call.context is not None and call.context.trace_id == run.context.trace_id

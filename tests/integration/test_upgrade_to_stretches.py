@@ -4,10 +4,14 @@ The release before runs were split (``BEFORE_SPLIT``) kept each run in one
 DBOS workflow that waited in place for every decision. Its shim and worker
 (real processes, that commit's code) leave three runs on disk: one waiting for
 approval, one mid-plan (its step held by the callee), one in ``needs_operator``
-(an unkeyed call interrupted by kill -9). Then this release's shim and worker
-take over, under the same executor id and application version: the approval,
-the operator's resolution and the callee's answer arrive, and every run ends
-succeeded, each call once, each replaying to its trace digest.
+(an unkeyed call interrupted by kill -9). Then this release's shim takes over,
+and, under the same executor id, a worker of the application version those
+workflows run under (gatehouse-5: this release is gatehouse-6, whose calls are
+no DBOS steps, so it cannot resume them; the last release of gatehouse-5
+does), beside a worker of this release: the approval, the operator's
+resolution and the callee's answer arrive, and every run ends succeeded on the
+old version's worker, each call once, each replaying under this release to its
+trace digest.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ from contracts import APP_VERSION
 from ledger import open_database
 from shim.local import InventoryService, free_port, start_shim, start_worker, stop, wait_healthy
 from tests.integration.test_approval import HeldService
-from tests.support.old_release import old_release
+from tests.support.old_release import LAST_OF_GATEHOUSE_5, old_release
 from tests.support.plans import digest_of_plan
 from tests.support.stack import GENEROUS_LIMITS, People, shim_client, wait_for_status
 
 # The last commit whose runs waited in place (one workflow per run).
 BEFORE_SPLIT = "4caa67c8105704dad949731d8a21284696c478b8"
 EXECUTOR = "upgrade-w"
+OLD_VERSION = "gatehouse-5"  # what both old releases run under
 
 
 def _get(url: str, step_id: str, connector: str = "local-http") -> dict[str, Any]:
@@ -86,6 +91,7 @@ def test_runs_of_the_one_workflow_shape_finish_after_the_upgrade(
             people.file,
             extra_env=dict(GENEROUS_LIMITS),
             cwd=old.tree,
+            protocol="h11",  # the old release has no protocol module of this one's
         )
         procs = [shim]
         try:
@@ -124,7 +130,11 @@ def test_runs_of_the_one_workflow_shape_finish_after_the_upgrade(
         with shim_client(db_url, people=people) as client:  # this release: migrates
             for run_id in (doubt, waiting, moving):
                 assert client.get(f"/runs/{run_id}").json()["status"] != "succeeded"
-            worker = start_worker(db_url, EXECUTOR, ws, tmp_path / "new.log")
+            drainer = old_release(tmp_path, LAST_OF_GATEHOUSE_5)
+            worker = start_worker(
+                db_url, EXECUTOR, ws, tmp_path / "old-c.log", drainer.worker_env()
+            )
+            beside = start_worker(db_url, "upgrade-new", ws, tmp_path / "new.log")
             try:
 
                 def now(rid: str) -> dict[str, Any]:
@@ -152,7 +162,7 @@ def test_runs_of_the_one_workflow_shape_finish_after_the_upgrade(
                     assert replayed.status_code == 200, replayed.text
                     assert replayed.json()["match"] is True, replayed.json()
             finally:
-                stop([worker])
+                stop([worker, beside])
             _sealed_by_the_migration(client, people, db_url, early)
         # each call once: the in-doubt one applied, the others completed
         # doubt, early's, waiting's, moving's "after"
@@ -167,7 +177,8 @@ def test_runs_of_the_one_workflow_shape_finish_after_the_upgrade(
             " WHERE workflow_uuid LIKE :p",
             p=f"{run_id}%",
         )
-        assert found == [(run_id, "SUCCESS", APP_VERSION)], found
+        assert found == [(run_id, "SUCCESS", OLD_VERSION)], found
+        assert APP_VERSION != OLD_VERSION
 
 
 def _sealed_by_the_migration(client: Any, people: People, db_url: str, run_id: str) -> None:

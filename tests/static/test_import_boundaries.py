@@ -253,7 +253,7 @@ def private_imports(source: Source) -> list[tuple[int, str]]:
 # does, and all of them in the one module that adapts DBOS (a stale entry fails too).
 PRIVATE_ALLOWED: dict[tuple[str, str], str] = {
     ("worker/durable/_dbos.py", "dbos._datasource"): "a step's checkpoint in our transaction",
-    ("worker/durable/_dbos.py", "dbos._context"): "the running step's key",
+    ("worker/durable/_dbos.py", "dbos._error"): "what DBOS raises in a workflow found cancelled",
     ("worker/durable/_dbos.py", "dbos._serialization"): "a checkpoint written as DBOS writes it",
     ("worker/durable/_dbos.py", "dbos._core"): "dequeue_now: the queue thread's dispatch",
     ("worker/durable/_dbos.py", "dbos._dbos"): "the DBOS instance; its jobs thread at launch",

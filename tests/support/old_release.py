@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["BEFORE_LAYOUT_MOVE", "OldRelease", "old_release"]
+__all__ = ["LAST_OF_GATEHOUSE_5", "OldRelease", "old_release"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = ("contracts", "ledger", "opa_format", "policies", "shim", "vendor", "worker")
 _FILES = ("dbos-config.yaml",)
 
-# The last commit before the worker's flow and DBOS code moved into sub-packages
-# (issue 27): its workflows on disk must recover under the new layout.
-BEFORE_LAYOUT_MOVE = "0668d1de203d3891574f2ce286134571b2318896"
+# The last commit of application version gatehouse-5, whose planner and tool calls
+# were DBOS steps (issue 47): the workflows it leaves in flight finish on its workers.
+LAST_OF_GATEHOUSE_5 = "691246bfd1fbb24f6c6a20c27e864e005e003476"
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@
 * ``_planner`` — a planner call (compile or repair), ready for the ledger;
 * ``_tool`` — one attempt of a plan step's tool call, ready for the ledger.
 
-No DBOS here: the live worker runs each call as one DBOS step
-(``worker.durable``); a replay builds the same requests and reads the ledger.
+No DBOS here: the live worker runs each call in its workflow's body, the
+ledger its only checkpoint (``worker.durable``); a replay builds the same
+requests and reads the ledger.
 """
 
 from worker.calls._ledger import (

@@ -1,16 +1,18 @@
 """A provider or tool call through the op_key ledger, exactly once per op_key.
 
 Every planner, tool and explain call goes through ``through_ledger``, which
-the live worker runs as one DBOS step per call (``worker.durable``) and a
-replay never runs (it reads the ledger). The call:
+the live worker runs in its workflow's body (``worker.durable``) and a replay
+never runs (it reads the ledger). The ledger is the call's checkpoint: no DBOS
+step wraps it, and a workflow DBOS re-executes after a crash runs the code
+again and is answered here. The call:
 
-* claims the op_key (``started``) — a finished row found instead is returned
-  as is and nothing is called (a re-executed step after a crash, or a replay);
-* calls, completes the row and returns, which writes the DBOS checkpoint.
-  A tool call checks for a cancel at its step's boundary in the claim's
-  transaction and writes its step's record in the completion's, so one call
-  is four transactions: DBOS's look-up of the step, the claim, the
-  completion and DBOS's checkpoint;
+* claims the op_key (``started``) — a row found instead is answered from, and
+  nothing is called (an earlier execution's call, or a replay);
+* calls, completes the row and returns. A tool call checks for a cancel at
+  its step's boundary in the claim's transaction (only when nobody claimed
+  the key yet: a call already made is answered whatever came since) and
+  writes its step's record in the completion's, so one call is two
+  transactions, the claim and the completion;
 * finds a ``started`` row it did not finish (a crash mid-call): callees that
   de-duplicate on the op_key (noop, http, the planners) are called again
   with the same key; a callee that can be asked (OpenCode) is reconciled —
@@ -33,7 +35,7 @@ from sqlalchemy.engine import Connection
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
 from ledger import calls, database_unreachable, events, evidence, storage_full
 from worker.handlers import Artifact, HandlerResult
-from worker.runtime import annotate, maybe_crash, runtime
+from worker.runtime import annotate, call_span, maybe_crash, runtime
 
 __all__ = ["Call", "Performed", "Prepared", "performed", "refusal", "settled", "through_ledger"]
 
@@ -42,6 +44,10 @@ T = TypeVar("T")
 # Waiting out a lost database inside a call: first retry after this, doubling to the cap.
 _DB_RETRY_FIRST_S = 0.25
 _DB_RETRY_CAP_S = 5.0
+_RESENT_WHY = (
+    "its claim was interrupted before its completion was recorded (a worker stopped);"
+    " it may or may not have reached the callee, which de-duplicates on the op_key"
+)
 
 
 @dataclass(frozen=True)
@@ -158,12 +164,13 @@ def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObjec
     A ledger row that fails validation stops this call (``corrupt_record``):
     nothing is called on the strength of a record that cannot be trusted.
     """
-    try:
-        return _call_once(call, perform)
-    except GatehouseError as exc:
-        if exc.code is not ErrorCode.CORRUPT_RECORD:
-            raise
-        return call.result(refusal(exc).response([]), False)
+    with call_span(call.kind, call.target, call.op_key):
+        try:
+            return _call_once(call, perform)
+        except GatehouseError as exc:
+            if exc.code is not ErrorCode.CORRUPT_RECORD:
+                raise
+            return call.result(refusal(exc).response([]), False)
 
 
 def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
@@ -172,8 +179,8 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
     annotate(run_id=call.run_id, step_id=call.step_id, attempt=call.attempt, op_key=key,
              kind=call.kind, target=call.target)  # fmt: skip
     maybe_crash(rt.settings.crash_point, "before_claim", call.step_id)
-    # One transaction: the boundary check, then the claim (or the row a claim
-    # that lost found).
+    # One transaction: the boundary check of a call nobody made, then the claim (or
+    # the row a claim that lost found).
     claimed = _ledger_tx(lambda conn: _claim(conn, call))
     if isinstance(claimed, dict):
         return claimed  # stopped at the boundary: nothing claimed, nothing called
@@ -198,6 +205,9 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
                 settled = call.reconcile(key)
             except GatehouseError as exc:  # the callee cannot be asked: record why
                 settled = refusal(exc)
+        else:  # a callee that de-duplicates: sent again under its key, on record first
+            executor = rt.settings.executor_id
+            _ledger_tx(lambda conn: calls.resent(conn, key, _RESENT_WHY, executor))
     maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
     started = time.monotonic()
     performed = settled if settled is not None else perform(key)
@@ -246,8 +256,15 @@ def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
 
 def _claim(conn: Connection, call: Call) -> JsonObject | calls.CallRow | None:
     """The boundary's answer when the call must not be made; else the claim: None
-    when this execution claimed the op_key, the row found when it was taken."""
+    when this execution claimed the op_key, the row found when it was taken.
+
+    The boundary is checked only for a call nobody has claimed: a call an earlier
+    execution made is answered from its row whatever came since (a cancel then
+    stops the flow at its next boundary)."""
     if call.boundary is not None:
+        found = calls.lookup(conn, call.op_key)
+        if found is not None:
+            return found
         stop = call.boundary(conn)
         if stop is not None:
             return stop

@@ -2,14 +2,15 @@
 
 The rest of the worker knows nothing of the engine: the flow (``worker.flow``)
 reaches the world through ports, and this package is what implements them with
-DBOS — every port a durable step, a message wait or a durable sleep.
+DBOS — every port a durable step, a message wait or a durable sleep, but the
+planner and tool calls, whose checkpoint is the op_key ledger.
 
 * ``_workflows`` — the workflows and the one explicit list that registers them;
 * ``_live`` — ``LivePorts``: the flow's ports as DBOS steps and waits;
 * ``_stretch`` — ``StretchPorts``: a split run's stretch, answered from the
   ledger up to the decision it resumes at, live after it;
 * ``_records`` — each record of a run (``worker.records``) as its DBOS step;
-* ``_calls`` — the planner, tool, explain, replay and OPA-pack steps;
+* ``_calls`` — the planner and tool calls; the explain, replay and OPA-pack steps;
 * ``_tx`` — how a record runs: a plain step, or a datasource transaction;
 * ``_cancel`` — a workflow's own DBOS end, and the sweep of runs cancelled
   through DBOS;

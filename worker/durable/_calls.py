@@ -1,20 +1,40 @@
-"""The calls a workflow makes, each one DBOS step under its durable name.
+"""The calls a workflow makes.
 
-Every step body goes through the op_key ledger (``worker.calls``), so re-running
-one after a crash before its checkpoint is safe: the ledger answers for any
-call that already happened. Each retries a lost database connection (up to 6
-attempts, backoff from 0.5 s).
+A planner or tool call runs in the workflow's body, through the op_key ledger
+(``worker.calls``): the ledger is its checkpoint, so no DBOS step wraps it. A
+workflow DBOS re-executes after a crash runs the code again and the ledger
+answers every call already made (a finished one from its row; one cut off
+mid-flight is re-sent under its key, reconciled or reported in doubt). The
+ledger's transactions wait out a lost database themselves; anything else
+that finds it away tries the whole call again (``steady``). A workflow DBOS
+holds cancelled (``dbos workflow cancel``) makes no call: the claim's
+transaction asks, as a DBOS step's start would.
+
+An explain call, an OPA pack and a replay are DBOS steps under their durable
+names; explain's retries a lost database connection (up to 6 attempts,
+backoff from 0.5 s).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from dbos import DBOS
+from sqlalchemy.engine import Connection
 
 from contracts import GatehouseError, JsonObject, Step
-from worker.calls import PlannerCall, ToolCall, prepare_planner, prepare_tool, through_ledger
-from worker.durable._tx import retried
+from worker.calls import (
+    Call,
+    Performed,
+    PlannerCall,
+    ToolCall,
+    prepare_planner,
+    prepare_tool,
+    through_ledger,
+)
+from worker.durable._dbos import stop_if_cancelled
+from worker.durable._tx import retried, steady
 from worker.explain import explain_run
 from worker.opa import pack_output
 from worker.replay import replay_run
@@ -23,28 +43,31 @@ from worker.runtime import runtime
 __all__ = ["explain_call", "opa_pack", "planner_call", "replay_call", "tool_call"]
 
 
-def _step(name: str, body: Callable[[JsonObject], JsonObject], arg: JsonObject) -> JsonObject:
-    return DBOS.run_step(retried(name), body, arg)
-
-
-def _planner(raw: JsonObject) -> JsonObject:
-    spec = PlannerCall.model_validate(raw)
-    return prepare_planner(spec, runtime().settings).answer(through_ledger)
-
-
 def planner_call(raw: JsonObject) -> JsonObject:
     """A run's compile or repair call (``worker.calls.PlannerCall`` as JSON)."""
-    return _step(Step.PLANNER_CALL, _planner, raw)
-
-
-def _tool(raw: JsonObject) -> JsonObject:
-    spec = ToolCall.model_validate(raw)
-    return prepare_tool(spec, runtime().settings).answer(through_ledger)
+    spec = PlannerCall.model_validate(raw)
+    return steady(lambda: prepare_planner(spec, runtime().settings).answer(_in_workflow))
 
 
 def tool_call(raw: JsonObject) -> JsonObject:
     """One attempt of a plan step's tool call (``worker.calls.ToolCall`` as JSON)."""
-    return _step(Step.TOOL_CALL, _tool, raw)
+    spec = ToolCall.model_validate(raw)
+    return steady(lambda: prepare_tool(spec, runtime().settings).answer(_in_workflow))
+
+
+def _in_workflow(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
+    """``through_ledger``, the call's claim first asking what a DBOS step's start asks:
+    whether DBOS holds the workflow cancelled (then nothing is claimed or sent)."""
+    workflow_id = DBOS.workflow_id
+    if not workflow_id:
+        return through_ledger(call, perform)
+    boundary = call.boundary
+
+    def stops(conn: Connection) -> JsonObject | None:
+        stop_if_cancelled(conn, workflow_id)
+        return None if boundary is None else boundary(conn)
+
+    return through_ledger(replace(call, boundary=stops), perform)
 
 
 def _explain(job: JsonObject) -> JsonObject:
@@ -58,7 +81,7 @@ def _explain(job: JsonObject) -> JsonObject:
 
 def explain_call(run_id: str) -> JsonObject:
     """``{explain}`` (an ``ExplainView``) or ``{error}``."""
-    return _step(Step.EXPLAIN_CALL, _explain, {"run_id": run_id})
+    return DBOS.run_step(retried(Step.EXPLAIN_CALL), _explain, {"run_id": run_id})
 
 
 def opa_pack(raw: JsonObject) -> JsonObject:

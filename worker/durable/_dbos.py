@@ -17,9 +17,6 @@ from typing import Any, Generic, TypeVar
 import dbos._dbos as _dbos_module
 from dbos import DBOS, Queue, SQLAlchemyDatasource
 
-# The step running in this thread, for the key of its checkpoint (``running_step``).
-from dbos._context import get_local_dbos_context
-
 # One pass of the queue's claim and dispatch (``dequeue_now``): the calls DBOS's
 # queue thread makes, which DBOS does not expose.
 from dbos._core import execute_dequeued_workflow
@@ -30,6 +27,11 @@ from dbos._core import execute_dequeued_workflow
 # database who owns the workflow before it commits, two round trips more a step.
 from dbos._datasource import RecordedResult, _checkpoint_id, _replay_recorded
 from dbos._dbos import _get_dbos_instance
+
+# What DBOS raises in a workflow it finds cancelled at a step's start: raised by a
+# record or a call of ours (no DBOS step) that finds it so, DBOS ends the execution
+# as it would have (``stop_if_cancelled``).
+from dbos._error import DBOSWorkflowCancelledError
 
 # The internal queue's poll interval as DBOS makes it (``quiet_background``).
 from dbos._queue import DEFAULT_QUEUE_POLLING_INTERVAL_SEC
@@ -43,7 +45,7 @@ from dbos._workflow_commands import _SWEEP_BATCH_SIZE, background_jobs_thread
 from sqlalchemy.exc import DBAPIError
 
 from contracts import JsonObject
-from ledger import Conn, checkpoints
+from ledger import Conn, cancels, checkpoints
 
 __all__ = [
     "DBOS_INTERNAL_QUEUE",
@@ -55,8 +57,8 @@ __all__ = [
     "hold_queue_listing",
     "quiet_background",
     "recover_pending_workflows",
-    "running_step",
     "step_checkpoint",
+    "stop_if_cancelled",
 ]
 
 T = TypeVar("T")
@@ -260,16 +262,18 @@ def _claim(
     return len(ids), full
 
 
-# A step of a workflow: its workflow's id and its step id (DBOS's function id).
+# A record's checkpoint key: its workflow's id and its step id (a record of ours,
+# ``worker.durable._tx``: negative; a DBOS step's function id: not).
 StepKey = tuple[str, int]
 
 
-def running_step() -> StepKey | None:
-    """The step running in this thread (inside ``DBOS.run_step``); None outside one."""
-    ctx = get_local_dbos_context()
-    if ctx is None or not ctx.workflow_id or ctx.curr_step_function_id < 0:
-        return None
-    return ctx.workflow_id, ctx.curr_step_function_id
+def stop_if_cancelled(conn: Conn, workflow_id: str) -> None:
+    """Raise what DBOS raises at a step's start in a workflow it holds CANCELLED
+    (``dbos workflow cancel``), from inside a transaction of ours: the execution stops
+    there, nothing of the transaction committed, and DBOS records no outcome over the
+    cancel; the reaper then ends the run (``worker.durable._cancel``)."""
+    if cancels.cancelled_in_dbos(conn, workflow_id):
+        raise DBOSWorkflowCancelledError(f"Workflow {workflow_id} is cancelled")
 
 
 def step_checkpoint(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey) -> JsonObject | None:

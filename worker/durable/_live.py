@@ -1,4 +1,4 @@
-"""The flow's ports, live: every port a durable DBOS step, message wait or sleep.
+"""The flow's ports, live: a ledgered call, or a durable DBOS step, message wait or sleep.
 
 Some steps answer more than their port asks, in the same commit (see
 ``LivePorts``). The run id is the workflow id.

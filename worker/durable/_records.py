@@ -1,8 +1,8 @@
-"""Each record of a run (``worker.records``) as the DBOS step it runs as, by its durable name.
+"""Each record of a run (``worker.records``) under its durable name, run by ``tx``.
 
-A plain step (``tx``) for a body that may run twice; a datasource transaction
-(``atomic_tx``) for the gate and the plan check, whose rows and checkpoint
-commit together.
+Every record is one transaction of ours holding its rows and its checkpoint
+(``worker.durable._tx``): an execution run again answers from the checkpoint and
+writes nothing; none is a DBOS step since gatehouse-6.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dbos import DBOS
 from contracts import JsonObject, Mode, PolicyProfile, RunStatus, Step, ToolPool
 from ledger import stretches
 from worker import records
-from worker.durable._tx import atomic_tx, tx
+from worker.durable._tx import tx
 from worker.flow import BeginResult, GateResult, RunEnd, StepRecord
 
 __all__ = [
@@ -66,7 +66,7 @@ def gate_and_card(
     repaired: bool = False,
     budgets: JsonObject | None = None,
 ) -> GateResult:
-    out = atomic_tx(
+    out = tx(
         Step.GATE,
         records.gate,
         {
@@ -85,9 +85,7 @@ def gate_and_card(
 
 def verify_plan(run_id: str, plan_digest: str) -> GateResult:
     """Right before the first step: the stored plan must still be the approved one."""
-    out = atomic_tx(
-        Step.VERIFY_PLAN, records.plan_check, {"run_id": run_id, "plan_digest": plan_digest}
-    )
+    out = tx(Step.VERIFY_PLAN, records.plan_check, {"run_id": run_id, "plan_digest": plan_digest})
     return GateResult.model_validate(out)
 
 
@@ -206,14 +204,14 @@ class Wait:
 def decision_or_park(run_id: str, plan_digest: str, at: str, wait: Wait) -> JsonObject:
     """``take_decision``'s answer, ``expired``, or ``parked`` (``records.decision_or_park``)."""
     arg: JsonObject = {"run_id": run_id, "plan_digest": plan_digest, "at": at, **wait.arg()}
-    return atomic_tx(Step.DECISION_OR_PARK, records.decision_or_park, arg)
+    return tx(Step.DECISION_OR_PARK, records.decision_or_park, arg)
 
 
 def message_or_park(run_id: str, turn: int, wait: Wait) -> JsonObject:
     arg: JsonObject = {"run_id": run_id, "turn": turn, **wait.arg()}
-    return atomic_tx(Step.MESSAGE_OR_PARK, records.message_or_park, arg)
+    return tx(Step.MESSAGE_OR_PARK, records.message_or_park, arg)
 
 
 def resolution_or_park(run_id: str, op_key: str, step_id: str, wait: Wait) -> JsonObject:
     arg: JsonObject = {"run_id": run_id, "op_key": op_key, "step_id": step_id, **wait.arg()}
-    return atomic_tx(Step.RESOLUTION_OR_PARK, records.resolution_or_park, arg)
+    return tx(Step.RESOLUTION_OR_PARK, records.resolution_or_park, arg)

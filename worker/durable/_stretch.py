@@ -11,7 +11,6 @@ parent's and stay answered from the parent's ledger after the switch.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -24,37 +23,17 @@ from contracts import (
     StretchJob,
     ToolPool,
 )
-from ledger import database_unreachable
 from ledger.forks import Lineage
 from worker.durable._live import LivePorts
 from worker.durable._records import Wait
+from worker.durable._tx import steady
 from worker.flow import COMPILE_REPAIR_ID, BeginResult, GateResult, Ports, RunEnd, StepRecord
 from worker.replay import ReplayPorts, lineage_chain
 from worker.runtime import runtime
 
-__all__ = ["StretchPorts", "steady", "stretch_ports"]
+__all__ = ["StretchPorts", "stretch_ports"]
 
 T = TypeVar("T")
-
-# How often, and how far apart, a read of settled rows is tried while the database
-# cannot be reached (about as long as DBOS tries a step: 0.5 s doubling, ~60 s in all).
-_READ_ATTEMPTS = 8
-
-
-def steady(read: Callable[[], T]) -> T:
-    """A read of rows that no longer change (what earlier stretches recorded), in a
-    workflow's body rather than a step: tried again while the database is away, so
-    a restart of the database never ends a stretch in DBOS ERROR."""
-    delay = 0.5
-    for attempt in range(_READ_ATTEMPTS):
-        try:
-            return read()
-        except Exception as exc:
-            if attempt == _READ_ATTEMPTS - 1 or not database_unreachable(exc):
-                raise
-            time.sleep(delay)
-            delay = min(2 * delay, 16.0)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class _Ledger:

@@ -1,56 +1,91 @@
-"""The two ways a record (``worker.records``) runs as a database step.
+"""How a record (``worker.records``) runs in a workflow: one transaction, its checkpoint in it.
 
-* ``tx`` — a DBOS step whose body is one transaction of ours: DBOS looks the
-  step up, the body commits, DBOS writes the checkpoint (three transactions).
-  A crash between the body's commit and the checkpoint runs the body again,
-  so every body run this way writes nothing new the second time.
-* ``atomic_tx`` — a DBOS step whose one transaction of ours also reads and writes
-  the step's checkpoint in DBOS's datasource table: the rows and the checkpoint
-  commit together, for a body that must not run twice (three transactions, as
-  ``tx``; DBOS's own ``run_tx_step`` takes five, see ``_checkpointed``). The
-  checkpoints stay until the workflow has succeeded; the reaper's leader drops them
-  then (``ledger.checkpoints.drop_finished``), where DBOS would delete them
-  in one more transaction as each workflow ends.
+``tx`` runs the record's body in one transaction of ours that also reads and writes
+the record's checkpoint in DBOS's datasource table (``datasource_outputs``): an
+execution run again (a crash, a worker recovering the workflow) answers from the
+checkpoint and writes nothing; two at once cannot both commit (the checkpoint's key
+is unique, the second one's body rolls back). No DBOS step wraps it: one
+transaction where a DBOS step around it made three (DBOS's look-up of the step, ours,
+DBOS's record of it). Until ``gatehouse-6`` each record was a DBOS step.
+
+A record's checkpoint is keyed by its workflow and its place among the workflow's
+records (``begin_records``, at each workflow's start: -1, -2, … in the order the
+flow asks, the same in every execution of the same code, as DBOS numbers its own
+steps; negative, so never one of DBOS's). The checkpoints stay until the workflow
+has succeeded; the reaper's leader drops them then
+(``ledger.checkpoints.drop_finished``).
 
 A full disk rolls a body's transaction back and is waited out in place; a lost
-database is retried a few times by DBOS.
+database is tried again (``steady``), under the same key.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from contextvars import ContextVar
+from itertools import count
+from typing import TypeVar
 
 from dbos import DBOS, StepOptions
 
 from contracts import JsonObject
 from ledger import Conn, database_unreachable, events
-from worker.durable._dbos import (
-    checkpoint_step,
-    running_step,
-    step_checkpoint,
-)
+from worker.durable._dbos import StepKey, checkpoint_step, step_checkpoint, stop_if_cancelled
 from worker.durable._state import datasource
-from worker.runtime import WorkerSettings, runtime, wait_for_space
+from worker.runtime import WorkerSettings, runtime, step_span, wait_for_space
 
-__all__ = ["Body", "atomic_tx", "retried", "tx"]
+__all__ = ["Body", "begin_records", "retried", "steady", "tx"]
 
 Body = Callable[[Conn, JsonObject, WorkerSettings], JsonObject]
+T = TypeVar("T")
+
+# How often, and how far apart, work in a workflow's body (a read of settled rows, a
+# record, a ledgered call) is tried while the database cannot be reached: 0.5 s
+# doubling to 16 s, about 48 s in all.
+_READ_ATTEMPTS = 8
+
+
+def steady(read: Callable[[], T]) -> T:
+    """Work in a workflow's body, which no DBOS step retries (a read of rows that no
+    longer change, a record, a ledgered call): tried again while the database is away,
+    so a restart of the database never ends a stretch in DBOS ERROR."""
+    delay = 0.5
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            return read()
+        except Exception as exc:
+            if attempt == _READ_ATTEMPTS - 1 or not database_unreachable(exc):
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 16.0)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# The records of the workflow running in this context, numbered as the flow asks.
+_records: ContextVar[count[int] | None] = ContextVar("gatehouse_records", default=None)
+
+
+def begin_records() -> None:
+    """At a workflow's start (every execution of it): its records count from -1 again."""
+    _records.set(count(1))
+
+
+def record_key() -> StepKey | None:
+    """The next record's checkpoint key in the running workflow; None outside one."""
+    numbered = _records.get()
+    workflow_id = DBOS.workflow_id
+    if numbered is None or not workflow_id:
+        return None
+    return workflow_id, -next(numbered)
 
 
 def tx(name: str, body: Body, arg: JsonObject) -> JsonObject:
-    """Run ``body`` (idempotent) in one transaction, as the DBOS step ``name``."""
-    rt = runtime()
-
-    def once(a: JsonObject) -> JsonObject:
-        with rt.db.engine.begin() as conn, events.batched(conn):
-            return body(conn, a, rt.settings)
-
-    def step(a: JsonObject) -> JsonObject:
-        # A full disk rolls the transaction back (nothing half-written) and is waited out
-        # here: the step stays not-complete until its rows (and anchor line) are stored.
-        return wait_for_space(name, lambda: once(a))
-
-    return DBOS.run_step(retried(name), step, arg)
+    """Run ``body`` once per workflow execution's record, in one transaction with its
+    checkpoint (see the module)."""
+    key = record_key()  # taken once: a try again after a lost database keeps it
+    with step_span(name):
+        return steady(lambda: wait_for_space(name, lambda: _checkpointed(body, arg, key)))
 
 
 def retried(name: str) -> StepOptions:
@@ -66,22 +101,12 @@ def retried(name: str) -> StepOptions:
     }
 
 
-def atomic_tx(name: str, body: Body, arg: JsonObject) -> JsonObject:
-    """Run ``body`` as the DBOS step ``name``, in one transaction with its checkpoint:
-    its rows and the workflow's checkpoint commit together."""
-
-    def step(a: JsonObject) -> JsonObject:
-        return wait_for_space(name, lambda: _checkpointed(body, a))
-
-    return DBOS.run_step(retried(name), step, arg)
-
-
 class _RecordedFirstError(Exception):
     """Another execution of the step committed its checkpoint first: roll back."""
 
 
-def _checkpointed(body: Body, arg: JsonObject) -> JsonObject:
-    """``body`` once per step, whatever runs the step again.
+def _checkpointed(body: Body, arg: JsonObject, key: StepKey | None) -> JsonObject:
+    """``body`` once per record ``key``, whatever runs it again (None: no checkpoint).
 
     In one transaction: the step's checkpoint read (an execution that committed
     before a crash, or before DBOS recorded the step, answers from it), else the body
@@ -94,9 +119,10 @@ def _checkpointed(body: Body, arg: JsonObject) -> JsonObject:
     """
     rt = runtime()
     ds = datasource()
-    key = running_step()
     try:
         with rt.db.engine.begin() as conn:
+            if key is not None:  # DBOS's check at a step's start, which this is not
+                stop_if_cancelled(conn, key[0])
             recorded = None if key is None else step_checkpoint(conn, ds, key)
             if recorded is not None:
                 return recorded

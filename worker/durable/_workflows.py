@@ -31,14 +31,13 @@ from contracts import (
     GatehouseError,
     IntentJob,
     JsonObject,
-    Step,
     StretchJob,
 )
 from ledger import runs, storage_full
 from worker.durable._calls import explain_call, replay_call
 from worker.durable._live import LivePorts
-from worker.durable._stretch import steady, stretch_ports
-from worker.durable._tx import retried
+from worker.durable._stretch import stretch_ports
+from worker.durable._tx import begin_records, steady
 from worker.flow import Parked, Ports, run_intent
 from worker.replay import lineage_chain, recorded_job
 from worker.runtime import annotate, runtime, stranded
@@ -54,6 +53,7 @@ __all__ = [
 
 
 def intent_workflow(raw_job: JsonObject) -> JsonObject:
+    begin_records()
     job = IntentJob.model_validate(raw_job)
     run_id = DBOS.workflow_id or job.run_id
     annotate(run_id=run_id)
@@ -67,7 +67,9 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
 
 
 def stretch_workflow(raw: JsonObject) -> JsonObject:
-    """A stretch after a decision: the run's job, rebuilt from its rows, from the start."""
+    """A stretch after a decision: the run's job, rebuilt from its rows, from the start
+    (until gatehouse-6 the job was the step ``gatehouse.stretch_job``)."""
+    begin_records()
     resume = StretchJob.model_validate(raw)
     annotate(run_id=resume.run_id)
     expected = f"{resume.run_id}:{resume.stretch}"
@@ -81,14 +83,10 @@ def stretch_workflow(raw: JsonObject) -> JsonObject:
             " `gatehouse runs fork RUN_ID --from-step N`",
         )
     db = runtime().db
+    # Rows that never change once the run began (its lineage, its intent, its archive):
+    # read in the body, every execution reads the same, so no DBOS step holds them.
     chain = steady(lambda: lineage_chain(db, resume.run_id))
-
-    def job_of(_run_id: str) -> JsonObject:
-        return recorded_job(db, chain, stretched=True).model_dump(mode="json")
-
-    with _noted_if_the_disk_fills(resume.run_id):
-        recorded = DBOS.run_step(retried(Step.STRETCH_JOB), job_of, resume.run_id)
-    job = IntentJob.model_validate(recorded)
+    job = steady(lambda: recorded_job(db, chain, stretched=True))
     return _stretch(job, resume.run_id, stretch_ports(resume.run_id, resume, chain=chain))
 
 

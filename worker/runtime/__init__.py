@@ -26,7 +26,7 @@ from worker.runtime._settings import (
 )
 from worker.runtime._state import Runtime, install, runtime
 from worker.runtime._storage import resumed, stranded, stranded_now, wait_for_space
-from worker.runtime._tracing import annotate, set_tracing
+from worker.runtime._tracing import annotate, call_span, set_tracing, step_span
 
 __all__ = [
     "CALL_POINTS",
@@ -45,6 +45,7 @@ __all__ = [
     "anchor_file",
     "annotate",
     "beating",
+    "call_span",
     "default_share",
     "evidence_key",
     "heartbeat",
@@ -57,6 +58,7 @@ __all__ = [
     "runtime",
     "say_stopped",
     "set_tracing",
+    "step_span",
     "stranded",
     "stranded_now",
     "wait_for_space",
