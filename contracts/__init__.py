@@ -12,10 +12,13 @@ from contracts._json import (
     JsonValue,
     canonical_json,
     digest_of,
+    kept_loads,
+    placeholder,
     sha256_hex,
     strict_loads,
     with_placeholders,
 )
+from contracts._log_urls import hide_url_secrets_in_logs, url_for_log
 from contracts._schemas import (
     SCHEMA_MODELS,
     render_schema,
@@ -23,6 +26,7 @@ from contracts._schemas import (
     schema_registry,
     validate_instance,
 )
+from contracts._text import Spelling, escaped, escaped_strings, is_shown_as_is
 from contracts.auth import Role, TokenEntry, TokenFile, TokenId
 from contracts.budgets import BUDGET_KINDS, BudgetKind, Budgets, BudgetsView, BudgetUse, Price
 from contracts.cancel import CancelAccepted, CancelRequest, CancelSource
@@ -54,6 +58,12 @@ from contracts.explain import (
     ExplainStepNote,
     ExplainView,
 )
+from contracts.identities import (
+    POLICY_ACTOR_PREFIX,
+    RESERVED_NAMES,
+    RESERVED_PREFIXES,
+    reserved_identity,
+)
 from contracts.intent import IntentAccepted, IntentRequest, Mode
 from contracts.job import APP_VERSION, IntentJob, StretchJob
 from contracts.messages import MessageAccepted, MessageRequest
@@ -73,11 +83,13 @@ from contracts.replay import (
 from contracts.run import (
     ApprovalRequest,
     ApprovalView,
+    CallResend,
     CallView,
     Decision,
     DecisionAccepted,
     EditedFrom,
     EpisodeView,
+    PlanAuthor,
     PlanCardView,
     PlanEditAccepted,
     PlanEditRequest,
@@ -139,9 +151,12 @@ __all__ = [
     "LEGACY_PARTITION",
     "OIDC_PREFIX",
     "PLACEHOLDER_KEY",
+    "POLICY_ACTOR_PREFIX",
     "POLICY_CHANNELS",
     "REJECT_ACTION",
     "REPLAY_WORKFLOW",
+    "RESERVED_NAMES",
+    "RESERVED_PREFIXES",
     "RESOLUTION_TOPIC",
     "RUN_ID_PATTERN",
     "RUN_VIEW_CHANNELS",
@@ -155,6 +170,7 @@ __all__ = [
     "BudgetUse",
     "Budgets",
     "BudgetsView",
+    "CallResend",
     "CallResolution",
     "CallResolved",
     "CallView",
@@ -205,6 +221,7 @@ __all__ = [
     "OpaPolicy",
     "OpencodePolicy",
     "Plan",
+    "PlanAuthor",
     "PlanCardView",
     "PlanEditAccepted",
     "PlanEditRequest",
@@ -234,6 +251,7 @@ __all__ = [
     "SlackConfig",
     "SlackUserId",
     "SmtpServer",
+    "Spelling",
     "Step",
     "StepChange",
     "StepView",
@@ -250,16 +268,24 @@ __all__ = [
     "closed_slack_message",
     "decision_button_value",
     "digest_of",
+    "escaped",
+    "escaped_strings",
+    "hide_url_secrets_in_logs",
+    "is_shown_as_is",
+    "kept_loads",
     "load_settings_file",
     "named_secret",
     "new_run_id",
+    "placeholder",
     "queue_partition",
     "render_schema",
+    "reserved_identity",
     "schema_id",
     "schema_registry",
     "sha256_hex",
     "shown_input",
     "strict_loads",
+    "url_for_log",
     "validate_instance",
     "visible",
     "with_placeholders",

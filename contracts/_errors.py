@@ -73,6 +73,8 @@ class ErrorCode(Enum):
     OIDC_STATE_INVALID = _code("oidc_state_invalid", 1026, 400, False, "A sign-in came back with a state this browser did not start, or one already used or expired.")
     OIDC_TOKEN_INVALID = _code("oidc_token_invalid", 1027, 401, False, "The identity provider's answer did not hold a valid ID token (signature, algorithm, issuer, audience, expiry or nonce).")
     OIDC_UNAVAILABLE = _code("oidc_unavailable", 1028, 503, True, "The identity provider could not be reached or answered badly; sign in again later.")
+    OIDC_TOKEN_REPLAYED = _code("oidc_token_replayed", 1029, 409, False, "The ID token was already exchanged for a session; each one opens one session, once: sign in again.")
+    IDENTITY_RESERVED = _code("identity_reserved", 1030, 403, False, "The identity is a name Gatehouse records as its own actor (policy:, system:, dbos, …); no token, sign-in or Slack mapping may take it.")
     # plan gate: the plan is refused (at compile time or again before a step runs)
     PLAN_INVALID = _code("plan_invalid", 2001, 422, False, "The plan does not match its schema.")
     PLAN_CONTAINS_RESULTS = _code("plan_contains_results", 2002, 422, False, "The plan carries execution results; a planner may only propose.")
@@ -154,6 +156,7 @@ class ErrorCode(Enum):
     CONFIG_INVALID = _code("config_invalid", 5005, 500, False, "dbos-config.yaml or the notifications file cannot be read, is not YAML, or has a wrong value.")
     INTERNAL_ERROR = _code("internal_error", 5003, 500, True, "An unexpected error; see the logs.")
     STORAGE_FULL = _code("storage_full", 5006, 507, True, "The disk holding the database, the workspaces or the evidence files is full; nothing was stored; send it again after Retry-After s, once space is freed.")
+    WORKFLOW_LOST = _code("workflow_lost", 5007, 500, False, "The run's durable workflow ended in an error, or has no record, while the run had not finished; the reaper ended the run failed and recorded the cause as a security event.")
     # fmt: on
 
     @property

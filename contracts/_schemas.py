@@ -178,6 +178,19 @@ def _passes(name: str) -> Callable[[JsonValue], bool] | None:
     return jsonschema_rs.Draft202012Validator(flat, validate_formats=False).is_valid
 
 
+def _problem(error: jsonschema.ValidationError) -> JsonValue:
+    """One failure as a refusal names it: where, what (cut at 300 characters) and, for a
+    ``pattern``, the pattern broken (so a caller can say what the value should be
+    without reading the words)."""
+    found: dict[str, JsonValue] = {
+        "path": "/" + "/".join(str(p) for p in error.absolute_path),
+        "problem": error.message[:300],
+    }
+    if error.validator == "pattern" and isinstance(error.validator_value, str):
+        found["pattern"] = error.validator_value
+    return found
+
+
 def validate_instance(name: str, instance: JsonValue, code: ErrorCode) -> None:
     """Check ``instance`` against the named schema; raise ``code`` naming each failure.
 
@@ -195,10 +208,7 @@ def validate_instance(name: str, instance: JsonValue, code: ErrorCode) -> None:
             pass
     errors = sorted(_validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path))
     if errors:
-        problems: list[JsonValue] = [
-            {"path": "/" + "/".join(str(p) for p in e.absolute_path), "problem": e.message[:300]}
-            for e in errors[:20]
-        ]
+        problems: list[JsonValue] = [_problem(e) for e in errors[:20]]
         raise GatehouseError(
             code, f"{name}: {len(errors)} schema violation(s)", {"errors": problems}
         )

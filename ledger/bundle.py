@@ -27,7 +27,7 @@ from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
 from in_toto_attestation.v1.statement import Statement
 
 from contracts import JsonObject, JsonValue
-from ledger import anchors, approvals, evidence
+from ledger import anchors, approvals, calls, evidence
 from ledger._db import Conn, now_iso, sql
 from ledger.chain import ENTRY_FIELDS, GENESIS
 from ledger.signing import RFC8785, SigningKey, jcs_digest, sign_envelope
@@ -110,6 +110,18 @@ def _decisions(conn: Conn, run_id: str) -> list[JsonValue]:
     return [a.model_dump(mode="json") for a in approvals.approvals_of(conn, run_id)]
 
 
+def _resends(conn: Conn, run_id: str) -> JsonObject:
+    """Each call sent again under its key, by op_key (no key when none was: a bundle of
+    a run no crash cut into reads as before). Not on the hash chain; attested by the
+    statement's subject digest, as everything in the content is."""
+    found: JsonObject = {
+        c.op_key: [r.model_dump(mode="json") for r in c.resends]
+        for c in calls.list_calls(conn, run_id)
+        if c.resends
+    }
+    return {"resends": found} if found else {}
+
+
 def _endorsements(conn: Conn, run_id: str) -> JsonObject:
     """The approvals on the way to a quorum, when the run's plan needed several (no
     key otherwise: a bundle of a run with one approver reads as before)."""
@@ -151,6 +163,7 @@ def content_of(conn: Conn, run_id: str) -> JsonObject | None:
             "head": head,
             "unfinished": unfinished,
         },
+        **_resends(conn, run_id),
         "episodes": _episodes(conn, run_id),
         "artifacts": artifacts,
         "policies": {

@@ -2,14 +2,16 @@
 
 ``op_key = sha256(run_id, step_id, attempt)``, the primary key. The path:
 
-1. ``lookup``  — a finished row is the answer; the callee is not called again.
-2. ``claim``   — ``INSERT … status='started' ON CONFLICT (op_key) DO NOTHING
-   RETURNING``: at most one claim per op_key, visible even if we then crash.
-3. the call itself, with op_key sent as the callee's idempotency key.
-4. ``complete`` — the response and its digest, ``WHERE status='started'``, and
+1. ``claim``   — ``INSERT … status='started' ON CONFLICT (op_key) DO NOTHING
+   RETURNING``: at most one claim per op_key, visible even if we then crash; a
+   claim that lost ``lookup``s the row, and a finished one is the answer (the
+   callee is not called again).
+2. the call itself, with op_key sent as the callee's idempotency key.
+3. ``complete`` — the response and its digest, ``WHERE status='started'``, and
    the entry appended to the run's hash chain (``ledger/chain.py``).
 
-Steps 2 and 4 are one commit each; the DBOS step checkpoint is the third.
+Steps 1 and 3 are one commit each, and the whole of the call's checkpoint: no
+DBOS step wraps a call (``worker.calls``).
 """
 
 from __future__ import annotations
@@ -21,16 +23,18 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from contracts import (
+    CallResend,
     CallView,
     ErrorCode,
     GatehouseError,
     JsonObject,
+    JsonValue,
     canonical_json,
     digest_of,
     sha256_hex,
 )
 from ledger import chain, events
-from ledger._db import Conn, now_iso, rows_changed, sql
+from ledger._db import Conn, is_postgres, now_iso, rows_changed, sql
 
 __all__ = [
     "RESOLVED",
@@ -44,6 +48,7 @@ __all__ = [
     "mark_in_doubt",
     "of_runs",
     "op_key",
+    "resent",
     "resolve",
 ]
 
@@ -255,11 +260,45 @@ def in_doubt(conn: Conn, run_id: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+def resent(conn: Conn, key: str, why: str, executor_id: str) -> int:
+    """Record that the call ``key`` is sent again now (its claim was interrupted), before
+    it is: how many times it will have been sent (1 + its re-sends)."""
+    found = conn.execute(
+        sql("SELECT resends_json FROM calls WHERE op_key = :k FOR UPDATE")
+        if is_postgres(conn)
+        else sql("SELECT resends_json FROM calls WHERE op_key = :k"),
+        {"k": key},
+    ).first()
+    if found is None:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD, "a call sent again has no row", {"op_key": key}
+        )
+    earlier = _resends(key, found[0])
+    again = CallResend(at=now_iso(), why=why, executor_id=executor_id)
+    listed: list[JsonValue] = [r.model_dump(mode="json") for r in (*earlier, again)]
+    conn.execute(
+        sql("UPDATE calls SET resends_json = :j WHERE op_key = :k"),
+        {"j": canonical_json(listed), "k": key},
+    )
+    return 1 + len(listed)
+
+
+def _resends(key: str, raw: object) -> list[CallResend]:
+    if raw is None:
+        return []
+    try:
+        return [CallResend.model_validate(r) for r in json.loads(str(raw))]
+    except (ValueError, TypeError) as exc:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD, "a call's re-sends do not read", {"op_key": key}
+        ) from exc
+
+
 def list_calls(conn: Conn, run_id: str) -> list[CallView]:
     rows = conn.execute(
         sql(
             "SELECT op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
-            " response_digest, error_code, started_at, finished_at, duration_ms"
+            " response_digest, error_code, started_at, finished_at, duration_ms, resends_json"
             # the chain's order, never a worker's wall clock (which may have been stepped);
             # calls not chained yet (started, in doubt) come last
             " FROM calls WHERE run_id = :r ORDER BY chain_seq IS NULL, chain_seq, started_at,"
@@ -267,6 +306,7 @@ def list_calls(conn: Conn, run_id: str) -> list[CallView]:
         ),
         {"r": run_id},
     ).all()
+    resends = {str(r[0]): _resends(str(r[0]), r[13]) for r in rows}
     out = []
     for r in rows:
         try:
@@ -285,6 +325,8 @@ def list_calls(conn: Conn, run_id: str) -> list[CallView]:
                     started_at=r[10],
                     finished_at=r[11],
                     duration_ms=r[12],
+                    sends=1 + len(resends[r[0]]),
+                    resends=resends[r[0]],
                 )
             )
         except ValueError as exc:

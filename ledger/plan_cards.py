@@ -8,6 +8,7 @@ still be checked against the plan it approved (replay, audits).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from pydantic import ValidationError
 
@@ -15,7 +16,9 @@ from contracts import JsonValue, Plan, PlanCardView, canonical_json
 from ledger._db import Conn, corrupt, now_iso, sql
 
 __all__ = [
+    "CARD_COLUMNS",
     "add_revision",
+    "card_of",
     "get_plan_card",
     "revision_plan",
     "set_plan_card_status",
@@ -101,28 +104,29 @@ def card_digest(conn: Conn, run_id: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+# A plan card's columns, as ``card_of`` reads them (a query may select them with others).
+CARD_COLUMNS = "plan_json, plan_digest, status, created_at, revision, previous_digest, changes_json"
+
+
+def card_of(row: Sequence[object], run_id: str) -> PlanCardView:
+    """The card from its ``CARD_COLUMNS``, in that order."""
+    try:
+        return PlanCardView.model_validate({
+            "plan": Plan.model_validate_json(str(row[0])),
+            "plan_digest": row[1], "status": row[2], "created_at": row[3],
+            "revision": int(str(row[4])), "previous_digest": row[5],
+            "changes": None if row[6] is None else json.loads(str(row[6])),
+        })  # fmt: skip
+    except (ValidationError, ValueError) as exc:
+        raise corrupt("plan_cards", run_id, exc) from exc
+
+
 def get_plan_card(conn: Conn, run_id: str) -> PlanCardView | None:
     row = conn.execute(
-        sql(
-            "SELECT plan_json, plan_digest, status, created_at, revision, previous_digest,"
-            " changes_json FROM plan_cards WHERE run_id = :r"
-        ),
+        sql(f"SELECT {CARD_COLUMNS} FROM plan_cards WHERE run_id = :r"),  # noqa: S608  (fixed columns)
         {"r": run_id},
     ).first()
-    if row is None:
-        return None
-    try:
-        return PlanCardView(
-            plan=Plan.model_validate_json(row[0]),
-            plan_digest=row[1],
-            status=row[2],
-            created_at=row[3],
-            revision=int(row[4]),
-            previous_digest=row[5],
-            changes=None if row[6] is None else json.loads(row[6]),
-        )
-    except ValidationError as exc:
-        raise corrupt("plan_cards", run_id, exc) from exc
+    return None if row is None else card_of(row, run_id)
 
 
 def write_plan_card(conn: Conn, run_id: str, plan: Plan, digest: str, status: str) -> None:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from contracts import Connector, DriverKind, JsonObject, JsonValue, Plan, PlanStep, ToolPool
 from policies.gate import read_only
+from policies.risk import Risk, risk_words, step_risk
 from policies.taint import tainted
 
 __all__ = ["PlanSummary", "StepSummary", "request_of", "summarize"]
@@ -37,6 +38,7 @@ class StepSummary:
     says: str  # one sentence: what the step will do
     changes: bool  # whether it can change something (anything but a note or a read)
     outside: str | None  # where its outside data comes from, when it takes any
+    risk: Risk  # read, change or outside world (``policies.risk``): what earns a ⚠
     request: str | None = None  # what its handler will send (None: nothing, or not known yet)
 
 
@@ -50,9 +52,16 @@ class PlanSummary:  # filled in step by step by ``summarize``
     agents: int = 0  # OpenCode steps
     outside_data: list[str] = field(default_factory=list)  # step ids
 
+    @property
+    def risk_line(self) -> str:
+        """The steps that earn a ⚠, by class, most first (``policies.risk.risk_words``)."""
+        return risk_words(s.risk for s in self.steps)
+
 
 def _short(value: JsonValue) -> str:
-    text = " ".join(str(value).split())
+    # Text as it is, anything else as JSON: one style of value in every sentence.
+    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(shown.split())
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 
@@ -90,7 +99,7 @@ def _shell(given: JsonObject, out: PlanSummary) -> tuple[str, bool]:
 def _agent(given: JsonObject, out: PlanSummary) -> tuple[str, bool]:
     out.agents += 1
     return (
-        f"Asks an OpenCode agent, who may edit the workspace: “{_short(given.get('prompt'))}”",
+        f"Asks an OpenCode agent, who may edit the workspace: “{_short(given.get('prompt', ''))}”",
         True,
     )
 
@@ -177,5 +186,6 @@ def summarize(plan: Plan, pool: ToolPool | None = None) -> PlanSummary:
         came = _outside(step) if fed else None
         connector = pool.connector(step.connector_id) if pool is not None else None
         request = request_of(step, connector)
-        out.steps.append(StepSummary(step.step_id, step.title, says, changes, came, request))
+        risk = step_risk(step, connector)
+        out.steps.append(StepSummary(step.step_id, step.title, says, changes, came, risk, request))
     return out

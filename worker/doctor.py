@@ -94,7 +94,12 @@ def _opencode() -> Check:
     try:
         pin = installed_pin(directory)
     except GatehouseError as exc:
-        return Check("opencode", None, f"{exc.message} (only opencode steps need it)")
+        return Check(
+            "opencode",
+            None,
+            f"{exc.message}; only opencode steps and the opencode planner need it (refused"
+            " without it)",
+        )
     return Check("opencode", True, f"{pin.package} {pin.version} installed, as pinned")
 
 

@@ -1,26 +1,47 @@
 """Submit a plan, approve it as a second person, wait for it, read its ledger —
 with ``shim.client``, the Python client that ships with Gatehouse.
 
-    GATEHOUSE_URL=http://127.0.0.1:8000 \\
-    GATEHOUSE_TOKEN=<local-submitter's token> GATEHOUSE_APPROVER_TOKEN=<local-approver's> \\
-    python docs/examples/client_example.py
+In the folder where ``gatehouse up`` runs (a second terminal)::
 
-``gatehouse up`` writes both to var/local-tokens.txt (each also an operator,
-who may read the ledger). The second half
-does the same with the asyncio client and follows the run's event stream.
+    .venv/bin/python docs/examples/client_example.py
+
+It finds the shim as the CLI does (``GATEHOUSE_URL``, else ``var/stack.json``) and
+takes the two people ``gatehouse up`` made from ``var/local-tokens.txt`` (each also an
+operator, who may read the ledger), or from ``GATEHOUSE_TOKEN`` and
+``GATEHOUSE_APPROVER_TOKEN``. Run it as often as you like: each run of it submits
+runs of its own. The second half does the same with the asyncio client and follows
+the run's event stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import uuid
+from pathlib import Path
 
 from contracts import JsonObject
 from shim.client import ApiError, AsyncClient, Client, ErrorCode
 
-URL = os.environ.get("GATEHOUSE_URL", "http://127.0.0.1:8000")
-SUBMITTER = os.environ["GATEHOUSE_TOKEN"]
-APPROVER = os.environ["GATEHOUSE_APPROVER_TOKEN"]
+
+def _token(variable: str, person: str) -> str:
+    """The token in ``variable``, else ``person``'s in the file ``gatehouse up`` keeps."""
+    given = os.environ.get(variable)
+    if given:
+        return given
+    kept = Path("var/local-tokens.txt")
+    lines = kept.read_text(encoding="utf-8").splitlines() if kept.exists() else []
+    for name, token in (line.split(maxsplit=1) for line in lines if line.strip()):
+        if name == person:
+            return token.strip()
+    raise SystemExit(f"set {variable}, or run this where `gatehouse up` keeps {kept}")
+
+
+SUBMITTER = _token("GATEHOUSE_TOKEN", "local-submitter")
+APPROVER = _token("GATEHOUSE_APPROVER_TOKEN", "local-approver")
+# One key per run of this program: the key names one intent, and sent again it
+# answers the run it made instead of making a second one.
+KEY = f"client-example-{uuid.uuid4().hex[:12]}"
 
 # A plan you write yourself (mode run-plan): two steps through the noop handler.
 PLAN: JsonObject = {
@@ -37,11 +58,14 @@ INTENT: JsonObject = {
 
 
 def blocking() -> str:
-    with Client(URL, SUBMITTER, retry_for=60) as me, Client(URL, APPROVER) as boss:
-        accepted = me.submit(INTENT, idempotency_key="client-example-1")
+    with Client.from_env(SUBMITTER, retry_for=60) as me, Client.from_env(APPROVER) as boss:
+        accepted = me.submit(INTENT, idempotency_key=f"{KEY}-1")
         run_id = accepted.run_id
         card = me.wait(run_id, {"waiting_approval"}, timeout=60)
         print(f"{run_id}: {card.status.value}, plan digest {card.plan_digest}")
+        again = me.submit(INTENT, idempotency_key=f"{KEY}-1")  # a retry of our own
+        assert again.run_id == run_id
+        print(f"{run_id}: sent again with its key, the same run")
         try:
             me.approve(run_id, card.plan_digest or "")
         except ApiError as refused:  # a submitter may not decide
@@ -60,8 +84,8 @@ def blocking() -> str:
 
 
 async def streaming() -> None:
-    async with AsyncClient(URL, SUBMITTER) as me, AsyncClient(URL, APPROVER) as boss:
-        accepted = await me.submit(INTENT, idempotency_key="client-example-2")
+    async with AsyncClient.from_env(SUBMITTER) as me, AsyncClient.from_env(APPROVER) as boss:
+        accepted = await me.submit(INTENT, idempotency_key=f"{KEY}-2")
         card = await me.wait(accepted.run_id, {"waiting_approval"}, timeout=60)
         await boss.approve(accepted.run_id, card.plan_digest or "")
         kinds = [event.kind async for event in me.events(accepted.run_id)]

@@ -4,8 +4,9 @@ An ASGI middleware, so it sees every request, refused ones and unknown routes
 included, and an answer it gives costs no routing, no body and no database
 read. In order:
 
-1. the client address's token bucket (``GATEHOUSE_RATE_PER_ADDRESS``), for a
-   request without a valid bearer token (none, a wrong one, another scheme; or
+1. the client address's token bucket (``GATEHOUSE_RATE_PER_ADDRESS``; the address
+   as ``shim.api.edge`` found it: the peer, unless a trusted proxy forwarded the
+   request), for a request without a valid bearer token (none, a wrong one, another scheme; or
    any request when identity limits are off);
 2. header limits: at most ``MAX_HEADERS`` headers, each (name and value) at
    most ``MAX_HEADER_BYTES``, all together at most ``MAX_HEADERS_TOTAL``

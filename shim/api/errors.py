@@ -20,11 +20,12 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
-from contracts import ErrorCode, GatehouseError, JsonValue
+from contracts import ErrorCode, GatehouseError
 from ledger import database_unreachable, no_space, storage_full
 from shim.api.door import Door, Record, Refused
-from shim.api.http import Answer, error_response
+from shim.api.http import Answer, error_response, problems, said, served_routes
 from shim.api.services import Service
 from shim.api.services.refusals import record_refusal
 
@@ -94,6 +95,17 @@ async def record_refused(request: Request, exc: GatehouseError) -> None:
     await door.record(refused, 1)
 
 
+def _allowed(request: Request) -> str:
+    """Every method the request's path takes (Allow, RFC 9110 §10.2.1). Starlette's 405
+    names those of the first route on the path only, and a path can have several: the
+    probes' HEAD is a route of its own, left out of the OpenAPI document."""
+    methods: set[str] = set()
+    for route in served_routes(request.app):
+        if route.matches(request.scope)[0] is not Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Every error becomes the error envelope with its stable code: a refusal is
     recorded first; a full disk is 507, a lost database 503, anything else 500."""
@@ -105,24 +117,22 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_r: Request, exc: RequestValidationError) -> Answer:
-        problems: list[JsonValue] = [
-            {"path": "/" + "/".join(str(p) for p in e.get("loc", ())), "problem": str(e.get("msg"))}
-            for e in exc.errors()[:20]
-        ]
+        details = problems(exc)
         return error_response(
             GatehouseError(
-                ErrorCode.INVALID_REQUEST, "a parameter is invalid", {"errors": problems}
+                ErrorCode.INVALID_REQUEST, f"a parameter is invalid: {said(details)}", details
             )
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_r: Request, exc: StarletteHTTPException) -> Answer:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Answer:
         code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(
             exc.status_code, ErrorCode.INVALID_REQUEST
         )
         answer = error_response(GatehouseError(code, str(exc.detail)))
-        # Starlette's 405 names the methods the route takes (Allow, RFC 9110 §15.5.6)
         answer.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            answer.headers["Allow"] = _allowed(request)
         return answer
 
     @app.exception_handler(OperationalError)

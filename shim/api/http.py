@@ -4,12 +4,17 @@ Bodies are read raw and checked in order — media type, size, JSON, schema,
 model — so every bad input gets its own stable code and a 4xx. Query
 parameters a route does not take are refused, and a route's parameters are
 judged before its caller is (``refuse_bad_parameters``).
+
+A refusal says what is wrong in words (``said``): the first problem in its
+message, every problem in its details, and a value that is not a digest told
+what a digest is instead of shown a regular expression.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import fastapi.routing
@@ -34,6 +39,7 @@ from contracts import (
 
 __all__ = [
     "BODY_READ_TIMEOUT_S",
+    "DIGEST_PATTERN",
     "MAX_JSON_DEPTH",
     "PLACEHOLDERS_HEADER",
     "Answer",
@@ -45,6 +51,7 @@ __all__ = [
     "read_body",
     "read_capped",
     "refuse_bad_parameters",
+    "said",
     "served_routes",
 ]
 
@@ -55,6 +62,17 @@ BODY_READ_TIMEOUT_S = 10.0
 MAX_JSON_DEPTH = 64
 # A JSON escape can name half of a UTF-16 pair ("\ud800"): no text can hold it.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# The pattern of every digest the API takes (contracts' ``Digest``, the ``sha256`` and
+# ``op_key`` path parameters): a SHA-256 in lowercase hex.
+DIGEST_PATTERN = "^[0-9a-f]{64}$"
+_HEX = frozenset("0123456789abcdef")
+# Where a person finds the digest a field names, by the field's name.
+_DIGEST_FOUND_IN = {
+    "plan_digest": "the plan card's plan_digest",
+    "previous_digest": "the plan_digest of the plan card edited",
+    "op_key": "a call's op_key in the run's ledger",
+    "sha256": "an artifact's sha256 in the run's artifacts",
+}
 
 
 # Set on an answer that carries placeholders: how many values it could not encode.
@@ -113,19 +131,48 @@ def _depth(value: JsonValue) -> int:
     return deepest
 
 
+def _text(raw: bytes) -> str:
+    """The body as JSON text, which RFC 8259 (§8.1) says is UTF-8 between systems, with
+    no byte order mark; refused in plain words, not in Python's decoder's."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GatehouseError(
+            ErrorCode.INVALID_JSON,
+            f"the body is not UTF-8 (JSON text must be): the first bad byte is at offset"
+            f" {exc.start}",
+        ) from exc
+    if text.startswith("\ufeff"):
+        raise GatehouseError(
+            ErrorCode.INVALID_JSON,
+            "the body starts with a byte order mark (U+FEFF); JSON text must be UTF-8 without one",
+        )
+    # UTF-16 and UTF-32 text of ASCII characters is valid UTF-8, NUL bytes and all; JSON
+    # text never holds a raw NUL (in a string it is escaped, \u0000).
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise GatehouseError(
+            ErrorCode.INVALID_JSON,
+            f"the body holds a NUL byte at offset {nul}, as UTF-16 and UTF-32 do; JSON text"
+            " must be UTF-8",
+        )
+    return text
+
+
 def parse_json(raw: bytes) -> JsonValue:
     """Strict JSON: UTF-8 only (Python's decoder would take UTF-16 and UTF-32 too), no
     NaN or Infinity (they are not JSON, and once stored they make every later answer
     about the record fail), no lone surrogate (no database can store it), at most
     ``MAX_JSON_DEPTH`` levels. NUL (``\\u0000``) is refused by the contracts in text
     fields; inside free-form JSON it is data, stored escaped."""
+    text = _text(raw)
     try:
-        data: JsonValue = strict_loads(raw.decode("utf-8"))
+        data: JsonValue = strict_loads(text)
     except RecursionError as exc:
         raise GatehouseError(
             ErrorCode.JSON_TOO_DEEP, f"the body nests deeper than {MAX_JSON_DEPTH} levels"
         ) from exc
-    except ValueError as exc:  # includes UnicodeDecodeError
+    except ValueError as exc:
         raise GatehouseError(ErrorCode.INVALID_JSON, f"the body is not JSON: {exc}") from exc
     try:
         deepest = _depth(data)
@@ -138,14 +185,90 @@ def parse_json(raw: bytes) -> JsonValue:
     return data
 
 
-def problems(exc: ValidationError) -> JsonObject:
-    """A validation error as an answer's details: each failing path and why (20 at most)."""
-    return {
-        "errors": [
-            {"path": "/" + "/".join(str(p) for p in e["loc"]), "problem": e["msg"]}
-            for e in exc.errors()[:20]
-        ]
-    }
+def _digest_problem(field: str, value: str) -> str:
+    """Why ``value`` is not a digest, and what one is: for a person who typed or copied
+    one, in place of the pattern it breaks."""
+    if len(value) != 64:
+        why = f"{len(value)} characters"
+    else:
+        at = next((i for i, c in enumerate(value) if c not in _HEX), 0)
+        why = f"character {at + 1} is {value[at]!r}"
+    found = _DIGEST_FOUND_IN.get(field)
+    where = f", as {found} is" if found else ""
+    return f"not a digest ({why}): a digest is 64 lowercase hex characters (0-9, a-f){where}"
+
+
+def said(details: JsonObject) -> str:
+    """A refusal's message from its details' ``errors``: the first problem, and how many
+    more the details name."""
+    errors = details.get("errors")
+    if not isinstance(errors, list) or not errors or not isinstance(errors[0], dict):
+        return "the request breaks a rule of its contract"
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{first.get('path')}: {first.get('problem')}{more}"
+
+
+def problems(exc: ValidationError | RequestValidationError) -> JsonObject:
+    """A validation error as an answer's details: each failing path and why (20 at most).
+    Takes pydantic's errors and FastAPI's (a route's parameters), which are the same."""
+    found: list[JsonValue] = [_problem(e) for e in exc.errors()[:20]]
+    return {"errors": found}
+
+
+def _problem(error: Mapping[str, Any]) -> JsonObject:
+    loc: Sequence[object] = error.get("loc", ())
+    path = "/" + "/".join(str(p) for p in loc)
+    value, ctx = error.get("input"), error.get("ctx") or {}
+    if (
+        error.get("type") == "string_pattern_mismatch"
+        and ctx.get("pattern") == DIGEST_PATTERN
+        and isinstance(value, str)
+    ):
+        return {"path": path, "problem": _digest_problem(str(loc[-1]) if loc else "", value)}
+    return {"path": path, "problem": str(error.get("msg"))}
+
+
+def _schema_checked(schema: str, data: JsonValue) -> None:
+    """``validate_instance``, its refusal said in words (``said``): jsonschema states a
+    broken pattern as ``'abc' does not match '^[0-9a-f]{64}$'``, which tells a person
+    with a short digest nothing; a digest's problem is restated (``_digest_problem``)."""
+    try:
+        validate_instance(schema, data, ErrorCode.INVALID_REQUEST)
+    except GatehouseError as exc:
+        errors = exc.details.get("errors")
+        if not isinstance(errors, list):
+            raise
+        restated: list[JsonValue] = [_restated(e, data) for e in errors]
+        details: JsonObject = {**exc.details, "errors": restated}
+        raise GatehouseError(exc.code, said(details), details) from exc
+
+
+def _restated(error: JsonValue, data: JsonValue) -> JsonValue:
+    if not isinstance(error, dict):
+        return error
+    path = error.get("path")
+    if not isinstance(path, str):
+        return error
+    value = _at(data, path)
+    # only a value that broke the digest pattern (the refusal names the rule it broke)
+    if isinstance(value, str) and error.get("pattern") == DIGEST_PATTERN:
+        return {**error, "problem": _digest_problem(path.rsplit("/", 1)[-1], value)}
+    return error
+
+
+def _at(data: JsonValue, path: str) -> JsonValue:
+    """The value at a problem's path (``/steps/0/input``), or None where it names none
+    (a key holding ``/`` cannot be told apart: its problem stays as stated)."""
+    node = data
+    for part in path.split("/")[1:] if path != "/" else []:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
 
 
 def media_type(request: Request) -> str:
@@ -172,13 +295,12 @@ async def read_body(request: Request, limit: int, schema: str, model: type[M]) -
             ErrorCode.PAYLOAD_TOO_LARGE, f"the body is {len(raw)} bytes; the limit is {limit}"
         )
     data = parse_json(raw)
-    validate_instance(schema, data, ErrorCode.INVALID_REQUEST)
+    _schema_checked(schema, data)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise GatehouseError(
-            ErrorCode.INVALID_REQUEST, "the body breaks a rule of its contract", problems(exc)
-        ) from exc
+        details = problems(exc)
+        raise GatehouseError(ErrorCode.INVALID_REQUEST, said(details), details) from exc
 
 
 async def read_capped(request: Request, limit: int) -> bytes:

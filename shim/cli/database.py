@@ -8,7 +8,11 @@ the database is away. No traceback reaches a person for a problem they can fix.
 
 from __future__ import annotations
 
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import sqlalchemy as sa
 
@@ -19,9 +23,12 @@ from ledger import (
     migrate,
     open_database,
 )
-from shim.cli.errors import FailedError, UsageError
+from shim.cli.errors import FailedError, UnreachableError, UsageError
 
-__all__ = ["refuse_bad_url", "require_database", "set_up"]
+__all__ = ["refuse_bad_url", "require_database", "set_up", "waited_for"]
+
+T = TypeVar("T")
+_BACKOFF_CAP_S = 5.0
 
 _SCHEMES = ("sqlite:///", "postgresql://", "postgres://", "postgresql+psycopg://")
 
@@ -46,12 +53,40 @@ def refuse_bad_url(url: str, source: str) -> None:
         )
 
 
-def _unreachable(url: str, source: str, exc: BaseException) -> FailedError:
+def _unreachable(url: str, source: str, exc: BaseException) -> UnreachableError:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-    return FailedError(
+    return UnreachableError(
         f"cannot reach the database {_shown(url)} ({source}): {first}. Start it, or point"
         " --database-url / GATEHOUSE_DATABASE_URL at one that runs"
     )
+
+
+def waited_for(wait_s: float, attempt: Callable[[], T]) -> T:
+    """``attempt()``, tried again while the database does not answer, for ``wait_s`` seconds.
+
+    A service started beside its database (compose, Kubernetes) waits for it this way
+    instead of counting on the orchestrator's start order: a line on stderr for each
+    try that failed, the next after 0.5 s, 1 s, 2 s … up to 5 s. Past ``wait_s`` (0:
+    no wait) the last failure is raised, naming the fix. Only a database that does not
+    answer is waited out; any other failure is raised at once.
+    """
+    deadline = time.monotonic() + max(wait_s, 0.0)
+    delay, tries = 0.5, 0
+    while True:
+        tries += 1
+        try:
+            return attempt()
+        except UnreachableError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            pause = min(delay, left)
+            sys.stderr.write(
+                f"gatehouse: the database does not answer (try {tries}); trying again in"
+                f" {pause:.1f} s, for {left:.0f} s more (--wait-for-database)\n"
+            )
+            time.sleep(pause)
+            delay = min(delay * 2, _BACKOFF_CAP_S)
 
 
 def require_database(url: str, source: str, *, read_only: bool = False) -> None:

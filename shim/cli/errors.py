@@ -5,7 +5,8 @@ Exception tree::
     Exception
      └── CommandError        a command refuses or fails: a line to print, and the exit
           ├── UsageError     the person asked wrongly (a flag, a file, no token): exit 2
-          └── FailedError    it was refused or failed (an unreachable database): exit 1
+          └── FailedError    it was refused or failed: exit 1
+               └── UnreachableError  the database does not answer (it may later)
 
 Commands raise; ``main`` alone prints. Foreign exceptions that reach it are
 translated once, in ``shim.cli.failure``, imported only then: this module is
@@ -23,6 +24,7 @@ __all__ = [
     "CommandError",
     "Exit",
     "FailedError",
+    "UnreachableError",
     "UsageError",
 ]
 
@@ -41,7 +43,8 @@ EXIT_CODES: dict[Exit, str] = {
     Exit.OK: "done",
     Exit.FAILED: "refused or failed: the shim answered with an error (its code, message and"
     " details are printed), or the shim or the database could not be reached, or an evidence"
-    " bundle does not verify (the first check that failed is printed)",
+    " bundle does not verify (the first check that failed is printed), or the tokens file"
+    " refuses the change (the identity already has a live token)",
     Exit.USAGE: "usage: a bad flag or argument, no token, a missing tokens file, an unreadable"
     " file",
     Exit.CHECK_FAILED: "a check failed: a replay diverged, a ledger chain is broken, or a"
@@ -72,3 +75,7 @@ class UsageError(CommandError):
 
 class FailedError(CommandError):
     exit = Exit.FAILED
+
+
+class UnreachableError(FailedError):
+    """The database did not answer: a service started beside it may wait and try again."""

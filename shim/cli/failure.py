@@ -2,9 +2,10 @@
 
 Foreign exceptions are translated once, here: the shim's refusals (``ApiError``),
 a shim that cannot be reached, a stack already running (``StackInUseError``:
-refused, so exit 1), a configuration that does not load. ``main`` imports this
-module only when a command raised: what it translates from (the HTTP client, the
-contracts, the local stack) is heavy to import, and ``--help`` needs none of it.
+refused, so exit 1), a configuration or a policy file (``PolicyFileError``) that
+does not load. ``main`` imports this module only when a command raised: what it
+translates from (the HTTP client, the contracts, the local stack) is heavy to
+import, and ``--help`` needs none of it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 import httpx
 
 from contracts import ErrorCode, GatehouseError
+from policies.catalog import PolicyFileError
 from shim.cli.client import ApiError
 from shim.cli.errors import CommandError, FailedError
 from shim.cli.output import note
@@ -30,7 +32,8 @@ def failure(exc: Exception, args: argparse.Namespace) -> CommandError | None:
         return exc
     if isinstance(exc, ApiError):
         hint = ["  check the token: GATEHOUSE_TOKEN or --token"] if exc.status == 401 else []
-        lines = error_lines(exc.details)
+        # The shim's message states the first problem of its details: said once.
+        lines = [line for line in error_lines(exc.details) if line.strip() not in exc.message]
         return FailedError(f"{exc.code} (HTTP {exc.status}): {exc.message}", *lines, *hint)
     if isinstance(exc, httpx.HTTPError) and hasattr(args, "url"):
         return FailedError(
@@ -41,6 +44,8 @@ def failure(exc: Exception, args: argparse.Namespace) -> CommandError | None:
         return FailedError(str(exc))
     if isinstance(exc, GatehouseError) and exc.code is ErrorCode.CONFIG_INVALID:
         return FailedError(exc.message)
+    if isinstance(exc, PolicyFileError):  # the shim's or up's start-up check
+        return FailedError(str(exc))
     return None
 
 

@@ -66,10 +66,11 @@ def follow(
 def waited(api: Client, args: argparse.Namespace, run_id: str, decided: bool = False) -> Exit:
     """Follow the run (progress on stderr), then print its card. OK when it succeeded,
     was planned or waits for a person (the card says what to do); FAILED when it
-    failed, was rejected or cancelled; a wait that ran out is a FailedError."""
+    failed, was rejected or cancelled; a wait that ran out (or a shim that stayed
+    away past it: a restart it outlasts is waited out) is a FailedError."""
     try:
         view = follow(api, run_id, float(args.wait), progress, decided)
-    except TimeoutError as exc:
+    except (TimeoutError, ConnectionError) as exc:
         raise FailedError(f"{exc}; it goes on: gatehouse show {run_id}") from exc
     show(args, dump(view), *run_card(view))
     return Exit.FAILED if view.status.value in ("failed", "rejected", "cancelled") else Exit.OK

@@ -19,6 +19,7 @@ from contracts import RUN_ID_PATTERN
 from shim.cli.client import Client
 from shim.cli.errors import UsageError
 from shim.cli.output import note
+from shim.client import DEFAULT_URL, shim_url
 from shim.stackfile import running_stack
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "connect",
     "database_option",
     "database_url",
+    "database_wait_option",
     "json_option",
     "run_id_argument",
     "tls_options",
@@ -36,7 +38,6 @@ __all__ = [
     "wait_option",
 ]
 
-DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TOKENS_FILE = "var/tokens.json"
 
 
@@ -76,10 +77,9 @@ def ca_option(p: argparse.ArgumentParser) -> None:
 
 def api_options(p: argparse.ArgumentParser, *, with_json: bool = True) -> None:
     """--url, --token, --ca (and --json): a command that talks to a running shim."""
-    stack = None if os.environ.get("GATEHOUSE_URL") else running_stack()
     p.add_argument(
         "--url",
-        default=os.environ.get("GATEHOUSE_URL") or (stack.url if stack else DEFAULT_URL),
+        default=shim_url()[0],
         help="the shim's base URL (default: GATEHOUSE_URL, else the one `gatehouse up` in"
         f" this folder serves (var/stack.json), else {DEFAULT_URL})",
     )
@@ -136,6 +136,28 @@ def database_option(p: argparse.ArgumentParser) -> None:
         " (default: GATEHOUSE_DATABASE_URL, else the one `gatehouse up` in this folder"
         f" runs on (var/stack.json), else system_database_url in ./{CONFIG_FILE},"
         f" else {DEFAULT_DATABASE_URL})",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86_400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"seconds from 0 to 86400, not {text!r}")
+    return value
+
+
+def database_wait_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wait-for-database",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="a database that does not answer yet is tried again for up to SECONDS, a line"
+        " on stderr each time (default 0: fail at once); for a service started beside its"
+        " database, whatever order the orchestrator starts them in",
     )
 
 

@@ -30,7 +30,9 @@ from contracts import (
 )
 from shim.client._calls import ArtifactRef, Call, Calls
 from shim.client._errors import ApiError
+from shim.client._local import found_shim
 from shim.client._transport import (
+    LOST,
     Notice,
     answer,
     connection,
@@ -65,6 +67,16 @@ class AsyncClient:
         self._retry_for = retry_for
         self._notice = notice
         self._http = httpx.AsyncClient(**connection(base_url, token, timeout, ca))
+
+    @classmethod
+    def from_env(
+        cls, token: str | None = None, *, retry_for: float = 0.0, notice: Notice | None = None
+    ) -> AsyncClient:
+        """A client for the shim this folder's user would reach, found as the CLI finds
+        it: ``GATEHOUSE_URL``, else the stack ``gatehouse up`` runs from this folder
+        (``var/stack.json``), else ``http://127.0.0.1:8000``; the token ``token`` or
+        ``GATEHOUSE_TOKEN``; the CA ``GATEHOUSE_CA``, if set."""
+        return cls(**found_shim(token), retry_for=retry_for, notice=notice)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -175,9 +187,18 @@ class AsyncClient:
     ) -> RunView:
         steps = waiting(run_id, statuses, timeout, self.look_s, on_poll)
         try:
-            call = next(steps)
+            step = next(steps)
             while True:
-                call = steps.send(await self.send(call))
+                if isinstance(step, float):  # the shim is away: pause, then ask again
+                    await asyncio.sleep(step)
+                    step = steps.send(None)
+                    continue
+                try:
+                    got = await self.send(step)
+                except LOST as exc:
+                    step = steps.throw(exc)
+                    continue
+                step = steps.send(got)
         except StopIteration as done:
             view: RunView = done.value
             return view

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from contracts import ErrorCode, JsonValue
+from contracts import ErrorCode, JsonValue, RunView
 
-__all__ = ["ApiError", "code_of", "retry_after"]
+__all__ = ["ApiError", "RunEndedError", "code_of", "retry_after"]
 
 _CODES = {c.value: c for c in ErrorCode}
 
@@ -51,3 +51,17 @@ def retry_after(status: int, header: str | None) -> float | None:
     except ValueError:
         return None
     return after if 0 <= after <= 300 else None
+
+
+class RunEndedError(Exception):
+    """A wait's run has ended in a status other than those it waited for, so it can
+    never reach them (waiting for ``waiting_approval`` on a run that already
+    succeeded, say): raised at once, not when the wait's time runs out. ``view`` is
+    the run as it ended."""
+
+    def __init__(self, view: RunView, statuses: set[str]) -> None:
+        self.view = view
+        wanted = ", ".join(sorted(statuses))
+        super().__init__(
+            f"run {view.run_id} has ended {view.status.value}; it will never be {wanted}"
+        )

@@ -29,7 +29,9 @@ from contracts import (
 )
 from shim.client._calls import ArtifactRef, Call, Calls
 from shim.client._errors import ApiError
+from shim.client._local import found_shim
 from shim.client._transport import (
+    LOST,
     Notice,
     answer,
     connection,
@@ -71,6 +73,16 @@ class Client:
         self._retry_for = retry_for
         self._notice = notice
         self._http = httpx.Client(**connection(base_url, token, timeout, ca))
+
+    @classmethod
+    def from_env(
+        cls, token: str | None = None, *, retry_for: float = 0.0, notice: Notice | None = None
+    ) -> Client:
+        """A client for the shim this folder's user would reach, found as the CLI finds
+        it: ``GATEHOUSE_URL``, else the stack ``gatehouse up`` runs from this folder
+        (``var/stack.json``), else ``http://127.0.0.1:8000``; the token ``token`` or
+        ``GATEHOUSE_TOKEN``; the CA ``GATEHOUSE_CA``, if set."""
+        return cls(**found_shim(token), retry_for=retry_for, notice=notice)
 
     def __enter__(self) -> Client:
         return self
@@ -205,12 +217,23 @@ class Client:
     ) -> RunView:
         """The run once its status is one of ``statuses``; ``on_poll`` sees each view on
         the way: at each status change and every ``look_s`` while it stands still.
-        TimeoutError after ``timeout``."""
+        RunEndedError at once when the run has ended in another status; a shim that goes
+        away meanwhile (a restart) is asked again until it answers. TimeoutError
+        (ConnectionError, the shim away) after ``timeout``."""
         steps = waiting(run_id, statuses, timeout, self.look_s, on_poll)
         try:
-            call = next(steps)
+            step = next(steps)
             while True:
-                call = steps.send(self.send(call))
+                if isinstance(step, float):  # the shim is away: pause, then ask again
+                    time.sleep(step)
+                    step = steps.send(None)
+                    continue
+                try:
+                    got = self.send(step)
+                except LOST as exc:
+                    step = steps.throw(exc)
+                    continue
+                step = steps.send(got)
         except StopIteration as done:
             view: RunView = done.value
             return view

@@ -14,10 +14,11 @@ import httpx
 
 from contracts import JsonValue, RunEvent, RunView
 from shim.client._calls import Call, Calls
-from shim.client._errors import ApiError, retry_after
+from shim.client._errors import ApiError, RunEndedError, retry_after
 
 __all__ = [
     "KEEPALIVE",
+    "LOST",
     "Connection",
     "Notice",
     "Waiting",
@@ -36,8 +37,12 @@ KEEPALIVE = httpx.Limits(keepalive_expiry=2.0)
 
 T = TypeVar("T")
 Notice = Callable[[str], None]
-# Yields the calls to send, is sent each one's answer, returns the run it waited for.
-Waiting = Generator[Call[RunView], RunView, RunView]
+# Yields the calls to send (sent each one's answer, or thrown what failed it) and the
+# seconds to sleep before trying again (sent None); returns the run it waited for.
+Waiting = Generator[Call[RunView] | float, RunView | None, RunView]
+# What a call a wait sends may fail with that is the shim going away for a while (a
+# restart, an upgrade) rather than an answer: the driver throws it into ``waiting``.
+LOST = (httpx.TransportError, ApiError)
 
 
 class Connection(TypedDict):
@@ -119,6 +124,14 @@ def event_of(kind: str, data: str) -> RunEvent | None:
     return RunEvent.model_validate(json.loads(data))
 
 
+def _shim_away(exc: BaseException) -> bool:
+    """Whether a failed call is the shim (or its database) away for a while: no
+    connection, a connection cut off, or 502/503/504 from it or a proxy in front."""
+    if isinstance(exc, httpx.TransportError):
+        return True
+    return isinstance(exc, ApiError) and exc.status in (502, 503, 504)
+
+
 def waiting(
     run_id: str,
     statuses: set[str],
@@ -128,15 +141,44 @@ def waiting(
 ) -> Waiting:
     """The run once its status is one of ``statuses``; ``on_poll`` sees each view on
     the way: at each status change (a long poll wakes on it) and every ``look_s``
-    while it stands still, so finished steps show. TimeoutError after ``timeout``."""
+    while it stands still, so finished steps show. A run that has ended in another
+    status raises RunEndedError at once. A shim that goes away meanwhile (restarted, its
+    database down) is asked again with a growing pause (0.25 s up to 5 s) until it
+    answers; the wait's time bounds that too. TimeoutError after ``timeout``, while
+    the run stands still; ConnectionError after it, while the shim is away."""
     deadline = time.monotonic() + timeout
-    view = yield Calls.run(run_id)
+    away = 0  # failed tries in a row
+
+    def ask(call: Call[RunView]) -> Generator[Call[RunView] | float, RunView | None, RunView]:
+        nonlocal away
+        while True:
+            try:
+                got = yield call
+            except LOST as exc:
+                left = deadline - time.monotonic()
+                if not _shim_away(exc):
+                    raise
+                if left <= 0:
+                    raise ConnectionError(
+                        f"the shim did not answer about run {run_id} for the {timeout:.0f} s"
+                        f" of the wait ({exc}); the run goes on without it"
+                    ) from exc
+                yield min(0.25 * 2**away, 5.0, left)
+                away += 1
+                continue
+            assert got is not None  # sent a call's answer: the driver sends None only after a pause
+            away = 0
+            return got
+
+    view = yield from ask(Calls.run(run_id))
     while True:
         if on_poll is not None:
             on_poll(view)
         if view.status.value in statuses:
             return view
+        if view.status.terminal:
+            raise RunEndedError(view, statuses)
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"run {run_id} is still {view.status.value} after {timeout:.0f} s")
-        view = yield Calls.changed(run_id, view.status.value, min(look_s, left))
+        view = yield from ask(Calls.changed(run_id, view.status.value, min(look_s, left)))

@@ -16,19 +16,23 @@ from shim.local._demo import DemoStack, demo_stack
 from shim.local._fixture import INVENTORY, InventoryService
 from shim.local._procs import (
     ASGI_APP,
+    HTTP_PROTOCOL,
     free_port,
     serve_shim,
     served_certificate,
     shim_command,
+    shim_env,
     start_shim,
     start_worker,
     stop,
     wait_healthy,
+    worker_env,
 )
-from shim.local._up import StackInUseError, in_use, run_up
+from shim.local._up import StackInUseError, in_use, run_up, stack_env
 
 __all__ = [
     "ASGI_APP",
+    "HTTP_PROTOCOL",
     "INVENTORY",
     "DemoStack",
     "InventoryService",
@@ -40,8 +44,11 @@ __all__ = [
     "serve_shim",
     "served_certificate",
     "shim_command",
+    "shim_env",
+    "stack_env",
     "start_shim",
     "start_worker",
     "stop",
     "wait_healthy",
+    "worker_env",
 ]

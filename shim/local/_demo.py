@@ -16,6 +16,7 @@ from pathlib import Path
 from contracts import Role
 from shim.local._fixture import InventoryService
 from shim.local._procs import free_port, start_shim, start_worker, stop, wait_healthy
+from shim.local._up import stack_env
 from shim.tokens import add_token
 
 __all__ = ["DemoStack", "demo_stack"]
@@ -53,10 +54,18 @@ def demo_stack(workdir: Path, say: Callable[[str], None]) -> Iterator[DemoStack]
     with InventoryService() as inventory:
         try:
             say(f"  inventory  {inventory.base_url}/inventory.json (a local HTTP service)")
-            procs.append(start_shim(url, port, workdir / "shim.log", tokens_file))
+            # the anchor file and the trust store in the demo's folder, as up's in --var
+            kept = stack_env(workdir)
+            procs.append(start_shim(url, port, workdir / "shim.log", tokens_file, extra_env=kept))
             wait_healthy(base, procs[0])
             procs.append(
-                start_worker(url, "demo-worker-1", workdir / "workspaces", workdir / "worker.log")
+                start_worker(
+                    url,
+                    "demo-worker-1",
+                    workdir / "workspaces",
+                    workdir / "worker.log",
+                    extra_env=kept,
+                )
             )
             say(f"  shim       {base}   (logs in {workdir}/shim.log)")
             say(f"  worker     demo-worker-1 (pid {procs[1].pid}, logs in {workdir}/worker.log)")

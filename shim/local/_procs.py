@@ -4,11 +4,13 @@ The shim never imports ``worker``; it starts ``python -m worker`` like any
 other program would. The shim itself is served one way, whoever starts it
 (``gatehouse up``, the demo, ``gatehouse shim`` in the foreground): uvicorn
 running ``shim.api.asgi:app`` over h11 with the head limit the door's header
-limits sit below (``shim_command``).
+limits sit below, a deadline on each request head, and no belief in forwarded
+headers of its own (``shim_command``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import ssl
@@ -25,18 +27,24 @@ from shim.settings import H11_MAX_HEAD_BYTES
 
 __all__ = [
     "ASGI_APP",
+    "HTTP_PROTOCOL",
     "free_port",
     "serve_shim",
     "served_certificate",
     "shim_command",
+    "shim_env",
     "start_shim",
     "start_worker",
     "stop",
     "wait_healthy",
+    "worker_env",
 ]
 
 # What uvicorn serves: the app built from the environment's settings.
 ASGI_APP = "shim.api.asgi:app"
+# How it speaks HTTP/1.1: uvicorn's h11 protocol with a deadline on the request head
+# (GATEHOUSE_HEADER_TIMEOUT_S), which uvicorn does not have.
+HTTP_PROTOCOL = "shim.api.serving:HeadTimeoutH11"
 
 
 def free_port() -> int:
@@ -52,14 +60,14 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def start_worker(
+def worker_env(
     database_url: str,
     executor_id: str,
     workspace_root: Path,
-    log: Path,
     extra_env: dict[str, str] | None = None,
-) -> subprocess.Popen[bytes]:
-    env = _env(
+) -> dict[str, str]:
+    """The environment ``start_worker`` starts a worker with."""
+    return _env(
         {
             "GATEHOUSE_DATABASE_URL": database_url,
             "GATEHOUSE_EXECUTOR_ID": executor_id,
@@ -70,6 +78,16 @@ def start_worker(
             **(extra_env or {}),
         }
     )
+
+
+def start_worker(
+    database_url: str,
+    executor_id: str,
+    workspace_root: Path,
+    log: Path,
+    extra_env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    env = worker_env(database_url, executor_id, workspace_root, extra_env)
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "worker"], env=env, stdout=out, stderr=subprocess.STDOUT
@@ -77,6 +95,53 @@ def start_worker(
 
 
 SHIM_GRACE_S = 3  # how long a stopping shim waits for its open requests
+
+# What a shim started in the background writes to its log (var/shim.log under `up`):
+# uvicorn's start and stop lines, one line per request (its access log; a query shows
+# as ?..., contracts.hide_url_secrets_in_logs), Gatehouse's own lines from INFO up and
+# any library's warnings, each stamped. uvicorn's own "warning" level, used before,
+# left the file empty on a healthy stack: its start line and access log are INFO.
+_STAMP = "%Y-%m-%dT%H:%M:%S%z"
+SHIM_LOG_CONFIG: dict[str, object] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "line": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s", "datefmt": _STAMP},
+        # uvicorn logs its start and stop to "uvicorn.error", which is no error
+        "uvicorn": {"format": "%(asctime)s %(levelname)s uvicorn: %(message)s", "datefmt": _STAMP},
+        "access": {
+            "()": "uvicorn.logging.AccessFormatter",
+            "fmt": '%(asctime)s %(levelname)s access: %(client_addr)s "%(request_line)s"'
+            " %(status_code)s",
+            "datefmt": _STAMP,
+            "use_colors": False,
+        },
+    },
+    "handlers": {
+        # one stream: the log file is stdout and stderr alike, and a line is written whole
+        "line": {
+            "class": "logging.StreamHandler",
+            "formatter": "line",
+            "stream": "ext://sys.stderr",
+        },
+        "uvicorn": {
+            "class": "logging.StreamHandler",
+            "formatter": "uvicorn",
+            "stream": "ext://sys.stderr",
+        },
+        "access": {
+            "class": "logging.StreamHandler",
+            "formatter": "access",
+            "stream": "ext://sys.stderr",
+        },
+    },
+    "loggers": {
+        "uvicorn": {"handlers": ["uvicorn"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False},
+        "gatehouse": {"handlers": ["line"], "level": "INFO", "propagate": False},
+    },
+    "root": {"handlers": ["line"], "level": "WARNING"},
+}
 
 
 def shim_command(
@@ -86,13 +151,19 @@ def shim_command(
     *,
     log_level: str | None,
     app: str = ASGI_APP,
+    protocol: str = HTTP_PROTOCOL,
     processes: int = 1,
+    log_config: Path | None = None,
 ) -> list[str]:
     """The argv that serves the shim on ``host``:``port`` (HTTPS with ``tls``); ``app``:
-    the ASGI application (another release's, for an upgrade test). ``processes`` above
-    one: that many shim processes accept on the one port (uvicorn's workers, each an
-    application of its own), under a parent that restarts one that dies."""
-    quiet = ["--log-level", log_level] if log_level else []
+    the ASGI application (another release's, for an upgrade test); ``protocol``: the
+    HTTP protocol uvicorn speaks (plain ``h11`` for a release without its own).
+    ``processes`` above one: that many shim processes accept on the one port (uvicorn's
+    workers, each an application of its own), under a parent that restarts one that dies.
+    ``log_config``: a JSON file of ``logging.config.dictConfig`` (``SHIM_LOG_CONFIG``)."""
+    logging_args = ["--log-level", log_level] if log_level else []
+    if log_config is not None:
+        logging_args += ["--log-config", str(log_config)]
     several = ["--workers", str(processes)] if processes > 1 else []
     served_tls = ["--ssl-certfile", str(tls.cert), "--ssl-keyfile", str(tls.key)] if tls else []
     return [
@@ -104,9 +175,12 @@ def shim_command(
         host,
         "--port",
         str(port),
-        *quiet,
+        *logging_args,
         "--http",
-        "h11",
+        protocol,
+        # The app decides which peers' X-Forwarded-For to believe (shim.api.edge,
+        # GATEHOUSE_TRUSTED_PROXIES); uvicorn's own default believes any from loopback.
+        "--no-proxy-headers",
         "--h11-max-incomplete-event-size",
         str(H11_MAX_HEAD_BYTES),
         # open event streams and long polls are cut after this at a stop, well inside
@@ -116,6 +190,19 @@ def shim_command(
         *served_tls,
         *several,
     ]
+
+
+def shim_env(
+    database_url: str, tokens_file: Path, extra_env: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment ``start_shim`` starts the shim with."""
+    return _env(
+        {
+            "GATEHOUSE_DATABASE_URL": database_url,
+            "GATEHOUSE_TOKENS_FILE": str(tokens_file),
+            **(extra_env or {}),
+        }
+    )
 
 
 def start_shim(
@@ -128,6 +215,7 @@ def start_shim(
     extra_env: dict[str, str] | None = None,
     cwd: Path | None = None,
     app: str = ASGI_APP,
+    protocol: str = HTTP_PROTOCOL,
     host: str = "127.0.0.1",
 ) -> subprocess.Popen[bytes]:
     """The shim on ``host``:``port`` (loopback unless told) in the background, logging
@@ -135,17 +223,23 @@ def start_shim(
 
     ``cwd``: the folder uvicorn imports the shim from (and reads dbos-config.yaml in);
     by default this process's own, an upgrade test names another release's tree (and,
-    ``app``, where that release kept its ASGI application)."""
-    env = _env(
-        {
-            "GATEHOUSE_DATABASE_URL": database_url,
-            "GATEHOUSE_TOKENS_FILE": str(tokens_file),
-            **(extra_env or {}),
-        }
-    )
+    ``app``, where that release kept its ASGI application, ``protocol``, the HTTP
+    protocol it has: plain ``h11`` for one from before ``shim.api.serving``)."""
+    env = shim_env(database_url, tokens_file, extra_env)
+    # uvicorn reads its logging from a file only; this one sits beside the log it shapes
+    log_config = log.with_name(f"{log.stem}-logging.json")
+    log_config.write_text(json.dumps(SHIM_LOG_CONFIG, indent=2) + "\n", encoding="utf-8")
     with log.open("ab") as out:
         return subprocess.Popen(
-            shim_command(host, port, tls, log_level="warning", app=app),
+            shim_command(
+                host,
+                port,
+                tls,
+                log_level="info",
+                app=app,
+                protocol=protocol,
+                log_config=log_config,
+            ),
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

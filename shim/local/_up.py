@@ -21,19 +21,44 @@ from pathlib import Path
 import httpx
 
 from contracts import Role
-from ledger import Tls, database_unreachable, executors, open_database, pending_migrations
+from ledger import Tls, anchors, database_unreachable, executors, open_database, pending_migrations
+from opa_format import DEFAULT_TRUST_DIR
 from shim.local._procs import start_shim, start_worker, stop, wait_healthy
 from shim.settings import ShimSettings
-from shim.stackfile import forget_stack, note_stack, process_alive
+from shim.stackfile import DEFAULT_VAR, forget_stack, note_stack, process_alive
 from shim.tokens import add_token
 
-__all__ = ["StackInUseError", "in_use", "run_up"]
+__all__ = ["StackInUseError", "in_use", "run_up", "stack_env"]
 
 # A dead worker is started again after 0.5 s, doubling per death up to this cap;
 # one that had run this long before it died starts the doubling over.
 _RESTART_CAP_S = 5.0
 _STABLE_S = 60.0
 _TOLD_WITH_US_S = 2.0  # how long a worker's clean exit waits for our own stop signal
+
+
+# What the stack's processes keep in files, by the variable that names each, and where
+# its default lies under ./var: under --var it lies at the same place in that folder.
+_KEPT_FILES: dict[str, str] = {
+    "GATEHOUSE_ANCHOR_FILE": anchors.DEFAULT_ANCHOR_FILE,
+    "GATEHOUSE_OPA_TRUST_DIR": DEFAULT_TRUST_DIR,
+}
+
+
+def _under(var_dir: Path, default: str) -> Path:
+    return var_dir / Path(default).relative_to(DEFAULT_VAR)
+
+
+def stack_env(var_dir: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Where the shim and the workers of a stack in ``var_dir`` keep their files (the
+    anchor file, the OPA trust store): under ``var_dir``, as absolute paths, unless the
+    environment names a place of its own. The tokens file, the logs, the workspaces
+    and the OpenCode state are placed by ``run_up`` itself, under the same folder."""
+    env = os.environ if environ is None else environ
+    root = var_dir.resolve()
+    return {
+        name: env.get(name) or str(_under(root, default)) for name, default in _KEPT_FILES.items()
+    }
 
 
 def _tokens(var_dir: Path) -> Path:
@@ -66,6 +91,7 @@ def _start_shim(
     *,
     tls: Tls | None = None,
     host: str = "127.0.0.1",
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes] | None:
     """Start the shim and wait until it answers; while the database cannot be reached
     the shim cannot start, so keep trying (backoff capped at 5 s) until it can."""
@@ -74,7 +100,7 @@ def _start_shim(
     attempt = 0
     while not stopping.is_set():
         attempt += 1
-        shim = start_shim(database_url, port, log, tokens_file, tls, host=host)
+        shim = start_shim(database_url, port, log, tokens_file, tls, host=host, extra_env=extra_env)
         try:
             wait_healthy(base, shim, tls=tls)
             return shim
@@ -219,14 +245,22 @@ def run_up(
     restarts: dict[str, int] = {}
     due: dict[str, float] = {}  # executor id -> when its restart is due
 
+    kept = stack_env(var_dir)
+
     def spawn(executor_id: str) -> None:
         slots[executor_id] = start_worker(
-            database_url, executor_id, var_dir / "workspaces", var_dir / f"{executor_id}.log"
+            database_url,
+            executor_id,
+            var_dir.resolve() / "workspaces",
+            var_dir / f"{executor_id}.log",
+            extra_env=kept,
         )
         started[executor_id] = time.monotonic()
         print(f"gatehouse up: worker {executor_id} pid {slots[executor_id].pid}", flush=True)
 
-    shim = _start_shim(database_url, port, var_dir, tokens_file, stopping, tls=tls, host=host)
+    shim = _start_shim(
+        database_url, port, var_dir, tokens_file, stopping, tls=tls, host=host, extra_env=kept
+    )
     if shim is None:
         print("gatehouse up: stopped", flush=True)
         return True

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_backend
-from tests.support.plans import digest_of_plan, noop_plan
+from tests.support.plans import ECHO, NOTE, digest_of_plan, noop_plan
 from tests.support.served import ServedShim
 from tests.support.stack import Stack, running_stack
 
@@ -71,7 +71,7 @@ def test_approver_approves_in_the_browser_and_watches_the_run_finish(stack: Stac
             row.locator("a").click()
 
             expect(page).to_have_title(f"{run_id} · Gatehouse")
-            expect(page.locator("#run-status")).to_have_text("waiting_approval")
+            expect(page.locator("#run-status")).to_have_text("waiting for approval")
             expect(page.locator("#plan-digest")).to_have_text(digest)
             expect(page.locator("body")).to_have_attribute("data-stream", "open")
             page.evaluate("window.__same_page = true")  # gone if the page reloads
@@ -153,8 +153,32 @@ def test_every_page_fits_a_desktop_and_a_phone_and_labels_its_controls(stack: St
     r = stack.submit({"recipe": "echo", "objective": "rotate the staging certificate",
                       "mode": "run-plan", "plan": waiting_plan})  # fmt: skip
     waiting = r.json()["run_id"]
+    # The queue with more than one kind of plan: one that runs a program, and one that
+    # changes a local service under a profile that needs two approvers.
+    post = {
+        "step_id": "post",
+        "verb": "write",
+        "connector_id": "local-http",
+        "driver_kind": "http",
+        "title": "Install the new certificate",
+        "input": {
+            "url": "http://127.0.0.1:9/certificates",
+            "method": "POST",
+            "json": {"name": "staging"},
+        },
+    }
+    others = [
+        {"objective": "inventory the build folder", "steps": [ECHO, {**NOTE, "input": {}}]},
+        {"objective": "install the staging certificate", "steps": [post]},
+    ]
+    queued = [
+        stack.submit({"recipe": "echo", "objective": plan["objective"], "mode": "run-plan",
+                      "plan": plan, "policy_profile": profile}).json()["run_id"]
+        for plan, profile in zip(others, ("default", "two-person"), strict=True)
+    ]  # fmt: skip
     finished = stack.finished_run(2, "count the inventory")
-    stack.wait(waiting, {"waiting_approval"})
+    for run_id in [waiting, *queued]:
+        stack.wait(run_id, {"waiting_approval"})
     people = stack.client.people
     folder = ARTIFACTS / "pages"
     folder.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,9 @@ RUN = [
     *("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"),
     *("--network", "host"),  # the test's PostgreSQL listens on the host's loopback
 ]
+# As deploy/kubernetes/ runs the shim and the workers: a read-only root file system,
+# only /tmp (podman's own tmpfs under --read-only) and var/ writable.
+READ_ONLY = ["--read-only"]
 # The CA bundle pip trusts in the build: this machine's (a TLS-inspecting egress).
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
@@ -142,7 +145,7 @@ def test_the_image_serves_a_stack(image: str, pg_url: str, tmp_path: Path) -> No
     assert done.returncode == 2, done
     assert "refusing to serve plain HTTP on 0.0.0.0" in done.stderr
 
-    done = _podman("run", "--rm", *RUN, *env, image, "migrate")
+    done = _podman("run", "--rm", *RUN, *env, image, "migrate", "--wait-for-database=60")
     assert done.returncode == 0, done
     secrets, people = _secrets(tmp_path)
     port = free_port()
@@ -155,13 +158,18 @@ def test_the_image_serves_a_stack(image: str, pg_url: str, tmp_path: Path) -> No
         *("--tokens-file", "/run/gatehouse/tokens.json"),
     ]
     try:
-        started = _podman("run", "-d", "--name", names[0], *RUN, *env, *mount, image, *shim)
+        var = ["--tmpfs", "/srv/gatehouse/var"]  # the shim's var/: an emptyDir in Kubernetes
+        started = _podman(
+            "run", "-d", "--name", names[0], *RUN, *READ_ONLY, *var, *env, *mount, image, *shim
+        )
         assert started.returncode == 0, started
         for n, name in enumerate(names[1:], 1):
             worker = [*env, "-e", f"GATEHOUSE_EXECUTOR_ID=worker-{n}"]
             # as compose.yaml: the worker's var/ (workspaces) on a named volume of its own
             worker += ["-v", f"{name}:/srv/gatehouse/var"]
-            started = _podman("run", "-d", "--name", name, *RUN, *worker, image, "worker")
+            started = _podman(
+                "run", "-d", "--name", name, *RUN, *READ_ONLY, *worker, image, "worker"
+            )
             assert started.returncode == 0, started
         checks = {
             names[0]: [

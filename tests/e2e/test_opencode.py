@@ -294,7 +294,10 @@ def test_stall_climbs_the_ladder_to_oc_timeout(up: Up) -> None:
     assert [r["error_code"] for r in ladder] == ["oc_stalled", "oc_stalled"]
     for rung in ladder:
         diagnostics = rung["output"]["diagnostics"]
-        assert diagnostics["session_status"] == {"type": "busy"}
+        assert diagnostics["session_status"] == {"type": "busy"}, (
+            rung["error_message"],
+            diagnostics,
+        )
         assert 4 <= diagnostics["idle_s"] < 4 + 3  # detected within the limit (stall_s 4)
         assert rung["output"]["workspace_after"] == rung["output"]["workspace_before"]
     empty = take(_workspace(up, done.run_id)).digest

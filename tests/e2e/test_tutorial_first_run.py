@@ -53,8 +53,9 @@ _KINDS = {  # placeholder -> what it stands for; the free ones are not bound to 
     "pid": r"\d+",
     "ms": r"\d+",
     "op-key": "[0-9a-f]{16}…",
+    "seconds": r"[0-9][0-9,]*\.[0-9]",  # a budget's time used, to a tenth
 }
-_FREE = {"time", "pid", "ms", "op-key"}
+_FREE = {"time", "pid", "ms", "op-key", "seconds"}
 _PLACEHOLDER = re.compile(r"<([a-z][a-z0-9-]*)>")
 _COMMAND_WORDS = {"RUN_ID": "run-id", "PLAN_DIGEST": "plan-digest"}
 

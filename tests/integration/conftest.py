@@ -9,7 +9,7 @@ import pytest
 
 from ledger import Database, migrate, open_database
 from tests.conftest import require_backend
-from tests.support.stack import BACKENDS, drop_database, fresh_database_url
+from tests.support.stack import BACKENDS, Stack, drop_database, fresh_database_url, running_stack
 
 
 @pytest.fixture(params=BACKENDS)
@@ -33,3 +33,16 @@ def db(backend: str, tmp_path: Path) -> Iterator[Database]:
     finally:
         opened.dispose()
         drop_database(url)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def tampered_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """A stack (worker and shim) whose tests rewrite DBOS's records behind its back, on
+    each backend: its runs are not replayed at teardown, since nothing ran them as
+    recorded."""
+    require_backend(request.param)
+    with running_stack(request.param, tmp_path_factory.mktemp("tampered")) as s:
+        s.tampered = True
+        yield s

@@ -116,7 +116,7 @@ def test_model_text_is_escaped_everywhere(stack: Stack) -> None:
     assert bob.get("/dashboard?status=bogus").status_code == 422
     body = bob.get(f"/dashboard/runs/{run_id}/body")
     assert body.status_code == 200 and "<html" not in body.text
-    assert re.search(r'id="run-status">waiting_approval<', body.text)
+    assert re.search(r'id="run-status">waiting for approval<', body.text)
     assert (
         bob.get("/dashboard/static/live.js").headers["content-type"].startswith("text/javascript")
     )

@@ -82,6 +82,27 @@ def test_auto_read_only_profile_approves_only_read_only_plans(stack: Stack) -> N
     assert view["status"] == "waiting_approval" and view["approvals"] == []
 
 
+def test_one_read_only_plan_twice_is_approved_for_each_run(stack: Stack) -> None:
+    """Two runs of one plan (a template run, or another submitter's predictable one)
+    share its digest: each run's automatic approval is its own record, and both run.
+    (The approval's id was made from the digest alone: the second run's met the
+    first's row, its workflow died, and it stayed ``running`` for ever.)"""
+    body = _run_plan([NOTE], "auto-read-only")
+    first, second = (stack.submit(body).json()["run_id"] for _ in range(2))
+    for run_id in (first, second):
+        done = stack.wait(run_id, {"succeeded", "failed"}, timeout=30)
+        assert done["status"] == "succeeded", done
+        assert [(a["decision"], a["decided_by"]) for a in done["approvals"]] == [
+            ("approved", "policy:auto-read-only")
+        ]
+    ids = stack.sql(
+        "SELECT DISTINCT approval_id FROM plan_approvals WHERE run_id IN (:a, :b)",
+        a=first,
+        b=second,
+    )
+    assert len(ids) == 2
+
+
 def test_output_that_breaks_its_declared_schema_fails_the_step(stack: Stack) -> None:
     steps = [{**ECHO, "output_schema_ref": "ds.http_json_ok_v1"}, NOTE]
     body = _run_plan(steps)

@@ -256,6 +256,9 @@ def test_an_intact_run_is_anchored_in_the_database_and_the_file(signed_stack: St
     assert report["anchored"]["checkpoints"] == 2 and report["anchored"]["signed"] == 2
     assert report["anchored"]["entries"] == 2
     assert signed_stack.anchor_file is not None
+    # the same checkpoint in two places, each counted apart (a bundle carries the database's)
+    by_source = report["anchored"]["by_source"]
+    assert by_source["the database"] == 1 and sum(by_source.values()) == 2, by_source
     lines = [json.loads(x) for x in signed_stack.anchor_file.read_text().splitlines()]
     mine = [x for x in lines if x["checkpoint"]["run_id"] == run_id]
     assert len(mine) == 1 and mine[0]["checkpoint"]["head"] == report["head"]

@@ -15,6 +15,7 @@ import uvicorn
 
 from ledger import Tls
 from shim.api import create_app
+from shim.api.serving import head_timeout_protocol
 from shim.settings import H11_MAX_HEAD_BYTES, ShimSettings
 from tests.support.stack import GENEROUS_LIMITS
 
@@ -49,7 +50,9 @@ class ServedShim:
             log_level="warning",
             lifespan="on",
             timeout_graceful_shutdown=5,
-            http="h11",
+            # served as shim.local serves it: the head deadline, no forwarded headers
+            http=head_timeout_protocol(settings.header_timeout_s),
+            proxy_headers=False,
             h11_max_incomplete_event_size=H11_MAX_HEAD_BYTES,
             ssl_certfile=str(tls.cert) if tls else None,
             ssl_keyfile=str(tls.key) if tls else None,

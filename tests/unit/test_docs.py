@@ -271,3 +271,40 @@ def test_links_between_the_docs_resolve() -> None:
             elif anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text()):
                 broken.append(f"{doc}: {target} (no such heading)")
     assert broken == []
+
+
+# "A section" (and "another") in [a page](path), or in docs/page.md, or in the README:
+# a section named by its title in prose, and the page it is said to be in.
+_NAMED = re.compile(
+    r'((?:"[^"]+"(?:,\s*|\s+and\s+))*"[^"]+")\s+in\s+(?:the\s+)?'
+    r"(?:\[[^\]]*\]\(([^)#\s]+)\)|(docs/[\w/.-]+\.md|README(?:\.md)?)\b)"
+)
+
+
+def _titles(markdown: str) -> list[str]:
+    text = re.sub(r"```.*?```", "", markdown, flags=re.DOTALL)
+    return [" ".join(h.split()).lower() for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)]
+
+
+def test_sections_named_in_prose_are_in_the_page_linked() -> None:
+    """A section named by its title beside a link ("Exactly once" in [architecture.md])
+    is a heading of that page: the tutorial once sent readers to the README for
+    sections that live in docs/configuration.md, where no link's anchor would show it."""
+    wrong = []
+    for doc, text in DOCS.items():
+        prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+        for names, linked, bare in _NAMED.findall(prose):
+            path = linked or bare
+            if bare:  # a page named in prose, from the repository's root
+                path = "README.md" if bare.startswith("README") else bare
+                target = ROOT / path
+            else:
+                target = ((ROOT / doc).parent / path).resolve()
+            if target.suffix != ".md" or not target.exists():
+                continue  # a missing file is test_links_between_the_docs_resolve's to report
+            titles = _titles(target.read_text("utf-8"))
+            for name in re.findall(r'"([^"]+)"', names):
+                said = " ".join(name.split()).lower()
+                if not any(t.startswith(said) for t in titles):
+                    wrong.append(f'{doc}: "{name}" is no heading of {path}')
+    assert wrong == []

@@ -35,6 +35,9 @@ __all__ = [
 
 # The repository's vendor/opencode (the worker runs from an editable install).
 DEFAULT_OPENCODE_DIR = Path(__file__).resolve().parents[2] / "vendor" / "opencode"
+# Where a worker keeps its files unless told (``gatehouse up`` tells it: under --var).
+DEFAULT_WORKSPACE_ROOT = "var/workspaces"
+DEFAULT_OPENCODE_STATE = "var/opencode"
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,9 @@ class WorkerSettings:
             database_url=url,
             executor_id=e.get("GATEHOUSE_EXECUTOR_ID", f"worker-{socket.gethostname()}"),
             app_version=e.get("GATEHOUSE_APP_VERSION", APP_VERSION),
-            workspace_root=Path(e.get("GATEHOUSE_WORKSPACE_ROOT", "var/workspaces")).resolve(),
+            workspace_root=Path(
+                e.get("GATEHOUSE_WORKSPACE_ROOT", DEFAULT_WORKSPACE_ROOT)
+            ).resolve(),
             model_base_url=e.get("GATEHOUSE_MODEL_BASE_URL") or None,
             model_name=e.get("GATEHOUSE_MODEL_NAME", "planner"),
             model_api_key=e.get("GATEHOUSE_MODEL_API_KEY") or None,
@@ -133,7 +138,9 @@ class WorkerSettings:
             crash_point=e.get("GATEHOUSE_CRASH_POINT") or None,
             random_seed=e.get("RANDOM_SEED") or None,
             opencode_dir=opencode_dir(e),
-            opencode_state=Path(e.get("GATEHOUSE_OPENCODE_STATE", "var/opencode")).resolve(),
+            opencode_state=Path(
+                e.get("GATEHOUSE_OPENCODE_STATE", DEFAULT_OPENCODE_STATE)
+            ).resolve(),
             opencode_model_url=e.get("GATEHOUSE_OPENCODE_MODEL_URL")
             or e.get("GATEHOUSE_MODEL_BASE_URL")
             or None,

@@ -31,8 +31,9 @@ from shim.api.dashboard import (
     security,
     workers,
 )
+from shim.api.dashboard._pages import label, page
 
-__all__ = ["ROUTERS"]
+__all__ = ["ROUTERS", "label", "page"]
 
 ROUTERS: tuple[APIRouter, ...] = (
     assets.router,

@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
-from contracts import GatehouseError, Role, RunStatus, RunView, ToolPool, shown_input
+from contracts import GatehouseError, Role, RunStatus, RunView, shown_input
 from policies import catalog
 from policies.summary import summarize
 from policies.taint import tainted
@@ -68,13 +68,6 @@ def _changes(view: RunView) -> list[dict[str, str]]:
     return out
 
 
-def _pool(tool_pool_id: str) -> ToolPool | None:
-    try:
-        return catalog.tool_pool(tool_pool_id).model
-    except GatehouseError:  # a pool since removed: requests are spelled without it
-        return None
-
-
 def _reviews_outside_data(profile_id: str) -> bool:
     """The run's profile has a person decide on outside data once its value exists."""
     try:
@@ -102,7 +95,11 @@ def _run_context(
     return {
         "view": view,
         "plan_inputs": inputs,
-        "summary": summarize(card.plan, _pool(view.tool_pool)) if card is not None else None,
+        "summary": summarize(
+            card.plan, catalog.tool_pool_if_here(view.tool_pool, view.tool_pool_digest)
+        )
+        if card is not None
+        else None,
         "reviews_outside_data": _reviews_outside_data(view.policy_profile),
         "card_state": _card_state(view),
         "changes": _changes(view),

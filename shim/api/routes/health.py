@@ -1,4 +1,10 @@
-"""``/healthz`` (liveness) and ``/readyz`` (readiness): open, for probes, naming no secret."""
+"""``/healthz`` (liveness) and ``/readyz`` (readiness): open, for probes, naming no secret.
+
+Each answers ``HEAD`` as it answers ``GET`` (uptime probes ask with ``HEAD``): the
+same status and headers, and the server sends no body (RFC 9110 §9.3.2). ``HEAD``
+is a route of its own, left out of the OpenAPI document: one route taking both
+would be two operations there, with one operation id.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +18,14 @@ from shim.api.services import health
 router = APIRouter()
 
 
+@router.head("/healthz", include_in_schema=False)
 @router.get("/healthz")
 def healthz(service: ServiceDep) -> Answer:
     health.ping(service.db)
     return Answer({"status": "ok", "database": "ok"})
 
 
+@router.head("/readyz", include_in_schema=False)
 @router.get("/readyz")
 async def readyz(service: ServiceDep) -> Answer:
     # Open like /healthz, for probes: it names what is missing, never a secret.

@@ -4,9 +4,11 @@ An edit is a decision and a new run, in one transaction: the plan it was made fr
 is rejected (recorded as decided by the editor, the comment naming the run the edit
 became), and the edited plan, gated again under the same profile and tool pool,
 waits on a run of its own, submitted for the same person, linked to the run and the
-digest it came from (``plan_edits``). That plan is decided by someone other than its
-editor and the original submitter (``decide.refuse_a_party``). An edit that keeps
-some steps and drops others is how a person approves part of a plan.
+digest it came from (``plan_edits``). That plan is decided by someone who wrote no
+part of it: not its editor, nor the original submitter, nor anyone who edited or
+forked a run on its way here (``decide.refuse_a_party``), and none of them may edit
+it again. An edit that keeps some steps and drops others is how a person approves
+part of a plan.
 """
 
 from __future__ import annotations
@@ -84,7 +86,6 @@ def edit_plan(
         check_intent(request)  # the gate, the budgets: as for any intent
         on_record = approvals.insert_decision(
             conn,
-            approval_id="apr_" + uuid.uuid4().hex,
             run_id=run_id,
             plan_digest=body.previous_digest,
             decision=Decision.REJECTED,

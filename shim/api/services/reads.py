@@ -22,7 +22,8 @@ from contracts import (
 )
 from ledger import anchors, approvals, calls, chain, evidence, runs
 from policies import catalog
-from policies.quorum import approvers_needed
+from policies.quorum import approvers_needed, counted, parties
+from policies.risk import plan_risk
 from shim.api.services.acting import run_links
 from shim.api.services.core import Service
 from shim.tokens import Identity
@@ -58,8 +59,19 @@ def _with_quorum(conn: Connection, view: RunView) -> RunView:
     needed = approvers_needed(profile, card.plan)
     if needed < 2:
         return view
-    so_far = approvals.endorsers(conn, view.run_id, card.plan_digest)
+    barred = parties(profile, view.submitted_by, view.plan_authors)  # as decide counts
+    so_far = counted(approvals.endorsers(conn, view.run_id, card.plan_digest), barred)
     return view.model_copy(update={"quorum": QuorumView(needed=needed, approved_by=so_far)})
+
+
+def _with_risk(view: RunView) -> RunView:
+    """The view with its plan's steps by risk class, judged with the run's own tool pool
+    when this shim has it at the run's digest (``policies.risk.plan_risk``)."""
+    card = view.plan_card
+    if card is None:
+        return view
+    pool = catalog.tool_pool_if_here(view.tool_pool, view.tool_pool_digest)
+    return view.model_copy(update={"plan_risk": plan_risk(card.plan, pool)})
 
 
 def run(service: Service, run_id: str, who: Identity | None = None) -> RunView:
@@ -67,7 +79,7 @@ def run(service: Service, run_id: str, who: Identity | None = None) -> RunView:
     with service.db.engine.connect() as conn:
         view = runs.get_run(conn, run_id, run_links(run_id, who))
         if view is not None:
-            view = _with_quorum(conn, view)
+            view = _with_risk(_with_quorum(conn, view))
     if view is None:
         raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
     privileged = who is None or who.has(Role.OPERATOR, Role.APPROVER)

@@ -7,6 +7,8 @@ passes. The waiting itself costs a wake-up, not a poll (``RunWatch``).
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.concurrency import run_in_threadpool
 
 from contracts import ErrorCode, GatehouseError, RunStatus, RunView
@@ -60,6 +62,13 @@ async def wait_for_run(
         async def status() -> RunStatus | None:
             return await run_in_threadpool(reads.status, service, run_id)
 
-        await service.watch.wait(run_id, status, wanted, timeout_s)
+        try:
+            await service.watch.wait(run_id, status, wanted, timeout_s)
+        except asyncio.CancelledError:
+            # The shim is stopping: its server's graceful shutdown cancels the requests
+            # still open once its grace is over. The wait ends here as a timeout (what
+            # the run was a moment ago), so the client asks again, of the next shim,
+            # instead of hearing an error 500 for a wait nobody failed.
+            return view, False
         view = await run_in_threadpool(reads.run, service, run_id, who)
     return view, view.status in wanted

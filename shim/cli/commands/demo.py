@@ -13,17 +13,22 @@ import argparse
 from pathlib import Path
 
 from contracts import JsonObject, RunView
+from policies import catalog
 from shim.cli.client import Client
 from shim.cli.errors import Exit
+from shim.cli.follow import FINISHED
 from shim.cli.render import short
 from shim.local import InventoryService, demo_stack
+from shim.stackfile import DEFAULT_VAR
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--dir", default="var/demo", help="working folder, wiped first (default var/demo)"
+        "--dir",
+        default=str(DEFAULT_VAR / "demo"),
+        help=f"working folder, wiped first (default {DEFAULT_VAR / 'demo'})",
     )
     p.add_argument(
         "--timeout", type=float, default=120, help="seconds to wait for each stage (default 120)"
@@ -31,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    catalog.load_all()  # a bad policy file: one line (exit 1), before anything starts
     with demo_stack(Path(args.dir), _say) as stack:
         return _walk_through(
             api=Client(stack.base_url, stack.submitter),
@@ -81,7 +87,7 @@ def _walk_through(
     _say(f"   run {run_id} queued")
 
     _say("\n2. The worker compiles the recipe into a plan and gates it")
-    view = api.wait(run_id, {"waiting_approval", "failed"}, timeout)
+    view = api.wait(run_id, {"waiting_approval"} | FINISHED, timeout)
     card = view.plan_card
     if view.status.value != "waiting_approval" or card is None:
         _say(f"   the run stopped: {view.error_code}: {view.error_message}")
@@ -107,7 +113,7 @@ def _walk_through(
                 mark = "ok " if s.status == "succeeded" else "ERR"
                 _say(f"   [{mark}] {s.step_id:<9} {_short(s.output)}")
 
-    final = api.wait(run_id, {"succeeded", "failed", "rejected"}, timeout, progress)
+    final = api.wait(run_id, FINISHED, timeout, progress)
     ledger = api.ledger(run_id)
     episodes = api.episodes(run_id)
     artifacts = api.artifacts(run_id)

@@ -6,9 +6,16 @@ import argparse
 from pathlib import Path
 
 from ledger import resolve_tls
-from shim.cli.database import require_database
+from policies import catalog
+from shim.cli.database import require_database, waited_for
 from shim.cli.errors import UsageError
-from shim.cli.options import database_option, database_url, tls_options, tokens_file_default
+from shim.cli.options import (
+    database_option,
+    database_url,
+    database_wait_option,
+    tls_options,
+    tokens_file_default,
+)
 from shim.local import serve_shim
 from shim.settings import DEFAULT_HOST, plain_http_refusal
 
@@ -32,6 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         " so give the intake more where cores are free; each has its own rate limits",
     )
     database_option(p)
+    database_wait_option(p)
     p.add_argument(
         "--tokens-file",
         default=tokens_file_default(),
@@ -51,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
     refusal = plain_http_refusal(args.host, tls=tls is not None, insecure_http=args.insecure_http)
     if refusal:
         raise UsageError(refusal)
+    # Every policy file is read here first: a bad one is refused on one line (exit 1)
+    # instead of a traceback from inside the server's start.
+    catalog.load_all()
     if args.processes < 1:
         raise UsageError(f"--processes must be 1 or more, not {args.processes}")
     tokens = Path(args.tokens_file)
@@ -61,5 +72,5 @@ def run(args: argparse.Namespace) -> int:
             " which makes two identities), or pass --tokens-file / set GATEHOUSE_TOKENS_FILE"
         )
     url, source = database_url(args)
-    require_database(url, source)
+    waited_for(args.wait_for_database, lambda: require_database(url, source))
     serve_shim(url, args.host, args.port, tokens, tls, processes=args.processes)

@@ -32,7 +32,7 @@ def test_each_kind_of_step_is_said_in_words() -> None:
     assert says["post"] == "Sends POST to https://api.example.com/v1/items with a JSON body"
     assert says["ls"] == "Runs `ls -la src` in the sandbox"
     assert says["fix"].startswith("Asks an OpenCode agent") and says["fix"].endswith("…”")
-    assert says["ask"] == "Calls MCP tool search on docs with {'q': 'retry'}"
+    assert says["ask"] == 'Calls MCP tool search on docs with {"q": "retry"}'
     assert says["note"] == "Records a note: done"
     assert [s.changes for s in words.steps] == [False, True, True, True, True, False]
     assert words.steps[1].title == "File it"

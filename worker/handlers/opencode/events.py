@@ -7,12 +7,11 @@ Events come out of ``get`` in arrival order, parsed.
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 from pathlib import Path
 
-from contracts import ErrorCode, GatehouseError, JsonObject
+from contracts import ErrorCode, GatehouseError, JsonObject, kept_loads
 from worker.handlers.opencode.client import OpencodeClient
 
 __all__ = ["EventFeed"]
@@ -64,8 +63,8 @@ class EventFeed:
                     if not line.startswith("data:"):
                         continue
                     try:
-                        event = json.loads(line[5:].strip())
-                    except ValueError:
+                        event = kept_loads(line[5:].strip())
+                    except (ValueError, RecursionError):
                         continue
                     if not isinstance(event, dict):
                         continue

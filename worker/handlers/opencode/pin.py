@@ -34,6 +34,11 @@ def _unavailable(message: str) -> GatehouseError:
 
 
 def read_pin(directory: Path) -> OpencodePin:
+    if not directory.is_dir():  # as in the image, which carries no OpenCode
+        raise _unavailable(
+            f"OpenCode is not installed here (no folder {directory}, GATEHOUSE_OPENCODE_DIR"
+            f" names another); from a checkout: {SETUP_TASK}"
+        )
     try:
         return OpencodePin.model_validate_json((directory / "pin.json").read_text("utf-8"))
     except (OSError, ValidationError) as exc:

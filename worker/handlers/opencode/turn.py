@@ -241,6 +241,7 @@ def _run(server: OpencodeServer, client: OpencodeClient, spec: TurnSpec) -> Hand
     feed = EventFeed(server.url, server.password, spec.workspace).start()
     watch = Watch(spec=spec, client=client, session_id=session_id, before=before)
     try:
+        client.wait_idle(session_id)  # a prompt sent into a busy session is never run
         client.prompt_async(session_id, body)
         ended = watch_turn(client, feed, watch)
         if ended is None:

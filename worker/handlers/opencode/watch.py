@@ -370,11 +370,10 @@ def watch_turn(
             if status is None or (isinstance(status, dict) and status.get("type") == "idle"):
                 return None  # idle, and the event for it was missed
         if now - last > policy.stall_s:
-            return (
-                ErrorCode.OC_STALLED,
-                f"no event for the session in {policy.stall_s:.0f} s (stall detector)",
-                now - last,
-            )
+            quiet = f"no event for the session in {policy.stall_s:.0f} s (stall detector)"
+            if not watch.busy_seen:  # told apart in the record: it calls for another remedy
+                quiet += "; OpenCode took the prompt but never started the turn"
+            return ErrorCode.OC_STALLED, quiet, now - last
         if now - started > spec.timeout_s:
             return (
                 ErrorCode.OC_STALLED,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from contracts import JsonValue
+from contracts import JsonValue, RunStatus
 from shim.cli import main
 
 RUN = "run_" + "a" * 32
@@ -87,3 +87,81 @@ def test_approve_wait_warns_before_it_follows_the_run(
     err = capsys.readouterr().err
     assert f"warning: {REASON}" in err, err
     assert err.index(f"warning: {REASON}") < err.index(f"{RUN}: succeeded")
+
+
+def _view(status: RunStatus, decision: str) -> dict[str, JsonValue]:
+    approval: dict[str, JsonValue] = {
+        "plan_digest": DIGEST,
+        "decision": decision,
+        "decided_by": "bob",
+        "comment": None,
+        "decided_at": "2026-01-01T00:00:02.000Z",
+    }
+    return {
+        "run_id": RUN, "intent_id": "int_1", "recipe": "echo", "objective": "o",
+        "mode": "full-cycle", "status": status.value, "phase": "done", "submitted_by": "alice",
+        "policy_profile": "default", "tool_pool": "default", "plan_digest": DIGEST,
+        "error_code": None, "error_message": None, "created_at": "2026-01-01T00:00:00.000Z",
+        "updated_at": "2026-01-01T00:00:03.000Z", "plan_card": None, "approvals": [approval],
+        "steps": [], "links": {},
+    }  # fmt: skip
+
+
+def _repeat(status: RunStatus, decision: str) -> Callable[[httpx.Request], httpx.Response]:
+    """A shim that already holds ``decision`` by bob on the run's plan (``recorded`` false)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == f"/runs/{RUN}":
+            return httpx.Response(200, json=_view(status, decision))
+        if request.url.path == "/readyz":
+            return httpx.Response(200, json={"checks": {"workers": {"ok": True, "live": 1}}})
+        assert request.method == "POST", request.url
+        accepted = {"run_id": RUN, "plan_digest": DIGEST, "decision": decision}
+        return httpx.Response(200, json={**accepted, "decided_by": "bob", "recorded": False})
+
+    return answer
+
+
+@pytest.mark.parametrize("command", ["approve", "reject"])
+@pytest.mark.parametrize("status", list(RunStatus))
+def test_a_decision_already_on_record_says_what_is_there(
+    command: str,
+    status: RunStatus,
+    answered_by: Callable[[Callable[[httpx.Request], httpx.Response]], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every status a run can be in, either decision: a repeat never ends on a bare
+    ``recorded false``. It names who decided and when; on a run still under way it
+    ends 0 (the same decision stands), on a finished run 1 (it takes no decision)."""
+    decision = "approved" if command == "approve" else "rejected"
+    answered_by(_repeat(status, decision))
+    with pytest.raises(SystemExit) as done:
+        main([command, RUN, "--digest", DIGEST, "--url", "http://shim", "--token", "gh_x"])
+    out = capsys.readouterr()
+    held = f"already {decision} by bob at 2026-01-01T00:00:02.000Z"
+    assert held in out.err and "nothing new recorded" in out.err, out.err
+    if status.terminal:
+        assert done.value.code == 1
+        assert f"run {RUN} is {status.value}; it takes no decision" in out.err, out.err
+        assert out.out == ""
+    else:
+        assert done.value.code == 0
+        assert f"the run is {status.value}" in out.err, out.err
+
+
+def test_a_repeat_toward_a_quorum_says_it_was_already_counted(
+    answered_by: Callable[[Callable[[httpx.Request], httpx.Response]], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        quorum = {"needed": 2, "approved_by": ["bob"]}
+        accepted = {"run_id": RUN, "plan_digest": DIGEST, "decision": "approved"}
+        body = {**accepted, "decided_by": "bob", "recorded": False, "quorum": quorum}
+        return httpx.Response(200, json=body)
+
+    answered_by(answer)
+    with pytest.raises(SystemExit) as done:
+        main(["approve", RUN, "--digest", DIGEST, "--url", "http://shim", "--token", "gh_x"])
+    assert done.value.code == 0
+    err = capsys.readouterr().err
+    assert "already counted (nothing new recorded): 1 of 2 approvers" in err, err

@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from contracts import JsonValue, RunView
+from contracts.budgets import BUDGET_KINDS, DEFAULT_BUDGETS
 from shim.cli.render import console, error_lines, records, run_card, short
 
 
@@ -171,3 +172,30 @@ def test_a_reader_who_cannot_approve_is_told_what_it_can_do(
     for done in (_view(approvals=[decided], status="running"), _view(status="cancelled")):
         out = _printed(done, capsys)
         assert "runs watch" not in out and "gatehouse approve" not in out
+
+
+@pytest.mark.parametrize("columns", ["60", "80", "120", "200"])
+def test_the_card_shows_every_budget_whole_at_any_width(
+    columns: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budgets row was cut at 120 characters, before ``max_wall_s``, at 80 and 120
+    columns alike: every budget, used and limit, is on the card, wrapped if need be."""
+    monkeypatch.setenv("COLUMNS", columns)
+    summary = {
+        "max_cost_usd": "$12.3456 / $20.0000",
+        "max_model_turns": "99 / 100",
+        "max_steps": "199 / 200",
+        "max_tokens": "1,999,999 / 2,000,000",
+        "max_wall_s": "599.9 s / 600.0 s",
+    }
+    assert set(summary) == set(BUDGET_KINDS)
+    limits = DEFAULT_BUDGETS.model_dump()
+    budgets: dict[str, JsonValue] = {"limits": limits, "used": {}, "summary": dict(summary),
+                                     "exceeded": "max_wall_s"}  # fmt: skip
+    out = _printed(_view(budgets=budgets), capsys)
+    row = out[out.index(" budgets ") : out.index("Plan card")]
+    joined = " ".join(row.split())
+    assert "…" not in row, out
+    for kind, shown in summary.items():
+        assert f"{kind} {shown}" in joined, out
+    assert "(exceeded: max_wall_s)" in joined, out
