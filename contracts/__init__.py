@@ -26,6 +26,7 @@ from contracts._schemas import (
     schema_registry,
     validate_instance,
 )
+from contracts._signals import stop_on_signals
 from contracts._text import Spelling, escaped, escaped_strings, is_shown_as_is
 from contracts.auth import Role, TokenEntry, TokenFile, TokenId
 from contracts.budgets import BUDGET_KINDS, BudgetKind, Budgets, BudgetsView, BudgetUse, Price
@@ -284,6 +285,7 @@ __all__ = [
     "schema_registry",
     "sha256_hex",
     "shown_input",
+    "stop_on_signals",
     "strict_loads",
     "url_for_log",
     "validate_instance",

@@ -11,7 +11,6 @@ starts (``StackInUseError``).
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import threading
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from contracts import Role
+from contracts import Role, stop_on_signals
 from ledger import Tls, anchors, database_unreachable, executors, open_database, pending_migrations
 from opa_format import DEFAULT_TRUST_DIR
 from shim.local._procs import start_shim, start_worker, stop, wait_healthy
@@ -237,8 +236,7 @@ def run_up(
     var_dir.mkdir(parents=True, exist_ok=True)
     tokens_file = _tokens(var_dir)
     stopping = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopping.set())
+    stop_on_signals(stopping)
     base = f"{'https' if tls else 'http'}://{_reach(host)}:{port}"
     slots: dict[str, subprocess.Popen[bytes]] = {}
     started: dict[str, float] = {}

@@ -86,7 +86,9 @@ def test_a_second_terminal_finds_the_running_stack(tmp_path: Path) -> None:
     said = log.read_text()
     # nothing killed for want of stopping, though a client held a stream open; and a
     # worker that stopped with up is not started again on the way out
-    assert "killed" not in said and "restarting" not in said, said
+    worker_log = tmp_path / "var" / "worker-1.log"
+    told = said + (worker_log.read_text() if worker_log.exists() else "")
+    assert "killed" not in said and "restarting" not in said, told
     assert not (tmp_path / "var" / "stack.json").exists()
     # up has stopped: nothing to find; the default database is not made by a reader
     after = _run("sql", "SELECT 1", cwd=tmp_path)
