@@ -25,9 +25,10 @@ _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = ("contracts", "ledger", "opa_format", "policies", "shim", "vendor", "worker")
 _FILES = ("dbos-config.yaml",)
 
-# The last commit of application version gatehouse-5, whose planner and tool calls
-# were DBOS steps (issue 47): the workflows it leaves in flight finish on its workers.
-LAST_OF_GATEHOUSE_5 = "691246bfd1fbb24f6c6a20c27e864e005e003476"
+# The last commit of application version gatehouse-5 (the last that landed before it),
+# whose planner and tool calls were DBOS steps (issue 47): the workflows it leaves in
+# flight finish on its workers, and its database is upgraded by this release.
+LAST_OF_GATEHOUSE_5 = "7b18fb6e8fe67615841d8b4c7bca637230940f35"
 
 
 @dataclass(frozen=True)
