@@ -30,6 +30,7 @@ from contracts._signals import stop_on_signals
 from contracts._text import Spelling, escaped, escaped_strings, is_shown_as_is
 from contracts.auth import Role, TokenEntry, TokenFile, TokenId
 from contracts.budgets import BUDGET_KINDS, BudgetKind, Budgets, BudgetsView, BudgetUse, Price
+from contracts.calls import COMPILE_STEP_ID, PlannerCall, StepRecordSpec, ToolCall
 from contracts.cancel import CancelAccepted, CancelRequest, CancelSource
 from contracts.channels import (
     EPISODES_CHANNELS,
@@ -141,6 +142,7 @@ __all__ = [
     "APPROVE_ACTION",
     "APP_VERSION",
     "BUDGET_KINDS",
+    "COMPILE_STEP_ID",
     "DECISION_ACTIONS",
     "DURABLE_NAMES",
     "EPISODES_CHANNELS",
@@ -227,6 +229,7 @@ __all__ = [
     "PlanEditAccepted",
     "PlanEditRequest",
     "PlanStep",
+    "PlannerCall",
     "PolicyExpectation",
     "PolicyProfile",
     "PolicyTestCase",
@@ -255,12 +258,14 @@ __all__ = [
     "Spelling",
     "Step",
     "StepChange",
+    "StepRecordSpec",
     "StepView",
     "StretchJob",
     "TextChannel",
     "TokenEntry",
     "TokenFile",
     "TokenId",
+    "ToolCall",
     "ToolPool",
     "Verb",
     "WhatIfReport",

@@ -24,12 +24,14 @@ from contracts import (
     JsonObject,
     JsonValue,
     Mode,
+    PlannerCall,
     PolicyProfile,
+    ToolCall,
     ToolPool,
     digest_of,
 )
 from policies.repair import check_revision, gated_plan
-from worker.flow import BeginResult, GateResult, RunEnd, StepRecord
+from worker.flow import BeginResult, CallOutcome, GateResult, RunEnd, StepRecord
 
 __all__ = ["FakePorts", "Outcome", "failed", "ok", "planned"]
 
@@ -131,14 +133,15 @@ class FakePorts:
             seed=self.seed,
         )
 
-    def planner_call(self, raw: JsonObject) -> JsonObject:
-        call_id = str(raw.get("call_id") or "@compile")
+    def planner_call(self, call: PlannerCall) -> JsonObject:
+        call_id = call.call_id
         self.log.append(f"planner {call_id}")
+        raw = call.model_dump(mode="json", exclude_none=True)  # what a test reads as asked
         self.asked.append(raw)
         outcome = self.planner.get(call_id)
         if outcome is None:
             outcome = failed(ErrorCode.PLANNER_FAILED, f"no answer scripted for {call_id}")
-        return self._result(str(raw["run_id"]), call_id, 1, self.planner_target, raw, outcome)
+        return self._result(call.run_id, call_id, 1, self.planner_target, raw, outcome)
 
     def gate_and_card(
         self,
@@ -188,27 +191,25 @@ class FakePorts:
             )
         return GateResult(ok=True)
 
-    def tool_call(self, raw: JsonObject) -> JsonObject:
-        step_id, attempt = str(raw["step_id"]), int(str(raw["attempt"]))
-        boundary = raw.get("boundary")
-        if isinstance(boundary, str) and boundary in self.cancels:
+    def tool_call(self, call: ToolCall) -> CallOutcome:
+        step_id, attempt, boundary = call.step_id, call.attempt, call.boundary
+        if boundary is not None and boundary in self.cancels:
             self.log.append(f"cancelled at {boundary}")
-            return {"cancelled": self.cancels[boundary], "at": boundary}
+            return CallOutcome.stopped(self.cancels[boundary])
         self.log.append(f"call {step_id}#{attempt}")
+        raw = call.model_dump(mode="json", exclude_none=True)  # what a test reads as sent
         self.sent.append(raw)
         script = self.tools.get(step_id) or [ok()]
         outcome = script[min(attempt, len(script)) - 1]
-        result = self._result(
-            str(raw["run_id"]), step_id, attempt, str(raw["driver_kind"]), raw, outcome
-        )
-        if isinstance(raw.get("record"), dict) and result.get("error_code") not in _NOT_FINAL:
+        result = self._result(call.run_id, step_id, attempt, call.driver_kind.value, raw, outcome)
+        if call.record is not None and result.get("error_code") not in _NOT_FINAL:
             result["recorded"] = {
                 "ok": result["ok"],
                 "error_code": result["error_code"],
                 "error_message": result["error_message"],
             }
             self.log.append(f"record {step_id} (with its call)")
-        return result
+        return CallOutcome(result)
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
         found = self.cancels.get(at)

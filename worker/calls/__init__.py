@@ -24,6 +24,7 @@ from worker.calls._planner import COMPILE_STEP_ID, PlannerCall, prepare_planner
 from worker.calls._tool import (
     StepRecordSpec,
     ToolCall,
+    outcome_of,
     performed_of,
     prepare_tool,
     settles_step,
@@ -37,6 +38,7 @@ __all__ = [
     "Prepared",
     "StepRecordSpec",
     "ToolCall",
+    "outcome_of",
     "performed",
     "performed_of",
     "prepare_planner",

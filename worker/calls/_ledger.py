@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sqlalchemy.engine import Connection
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
 from ledger import calls, database_unreachable, events, evidence, storage_full
@@ -75,28 +77,51 @@ class Performed:
         return recorded
 
 
-def _ledger_tx(fn: Callable[[Connection], T]) -> T:
-    """One ledger transaction, retried in place until the database answers.
+def _lost_or_full(exc: BaseException) -> bool:
+    return storage_full(exc) or database_unreachable(exc)
 
-    A lost database must not fail the call step: the step would give up after
-    its few attempts and the workflow with it. Retrying here, with what the
-    callee answered still in hand, also keeps an outage between the effect and
-    its completion from turning a finished call into an in-doubt one.
+
+def _say_retrying(state: RetryCallState) -> None:
+    failed = state.outcome.exception() if state.outcome is not None else None
+    why = (
+        "the disk is full" if failed and storage_full(failed) else "the database cannot be reached"
+    )
+    pause = state.next_action.sleep if state.next_action is not None else 0.0
+    _log.warning("ledger: %s; retrying the write in %.1f s", why, pause)
+
+
+def _ledger_attempts() -> Retrying:
+    """The attempts at one ledger transaction, tried again until the database answers.
+
+    A lost database must not fail the call: the workflow would end with it. Retrying
+    here, with what the callee answered still in hand, also keeps an outage between
+    the effect and its completion from turning a finished call into an in-doubt one.
+    Each attempt runs in the caller's frame (``for attempt in _ledger_attempts():``
+    then ``with attempt, _transaction() as conn:``), so the call's path to its INSERT
+    passes no frame of a retry helper.
     """
-    delay = _DB_RETRY_FIRST_S
-    while True:
-        try:
-            # The run's events written together at the end: a completion appends three.
-            with runtime().db.engine.begin() as conn, events.batched(conn):
-                return fn(conn)
-        except Exception as exc:
-            full = storage_full(exc)
-            if not (full or database_unreachable(exc)):
-                raise
-            why = "the disk is full" if full else "the database cannot be reached"
-            _log.warning("ledger: %s; retrying the write in %.1f s", why, delay)
-            time.sleep(delay)
-            delay = min(_DB_RETRY_CAP_S, delay * 2)
+    return Retrying(
+        retry=retry_if_exception(_lost_or_full),
+        wait=wait_exponential(multiplier=_DB_RETRY_FIRST_S, max=_DB_RETRY_CAP_S),
+        before_sleep=_say_retrying,
+        reraise=True,
+    )
+
+
+@contextmanager
+def _transaction() -> Iterator[Connection]:
+    """One ledger transaction; the run's events written together at its end (a
+    completion appends three)."""
+    with runtime().db.engine.begin() as conn, events.batched(conn):
+        yield conn
+
+
+def _ledger_tx(fn: Callable[[Connection], T]) -> T:
+    """``fn`` in one ledger transaction, tried as ``_ledger_attempts`` tries."""
+    for attempt in _ledger_attempts():
+        with attempt, _transaction() as conn:
+            return fn(conn)
+    raise AssertionError("unreachable")  # pragma: no cover - the attempts end in a return
 
 
 @dataclass(frozen=True)
@@ -162,96 +187,113 @@ def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObjec
     """Run one call exactly once per op_key; return the recorded response.
 
     A ledger row that fails validation stops this call (``corrupt_record``):
-    nothing is called on the strength of a record that cannot be trusted.
+    nothing is called on the strength of a record that cannot be trusted. From
+    the flow's port to the claim's INSERT this is one frame of the path (see
+    docs/architecture.md), so the call is one function rather than a wrapper around it.
     """
-    with call_span(call.kind, call.target, call.op_key):
-        try:
-            return _call_once(call, perform)
-        except GatehouseError as exc:
-            if exc.code is not ErrorCode.CORRUPT_RECORD:
-                raise
-            return call.result(refusal(exc).response([]), False)
+    corrupt = _CorruptRecord()
+    with call_span(call.kind, call.target, call.op_key), corrupt:
+        rt = runtime()
+        key = call.op_key
+        annotate(run_id=call.run_id, step_id=call.step_id, attempt=call.attempt, op_key=key,
+                 kind=call.kind, target=call.target)  # fmt: skip
+        maybe_crash(rt.settings.crash_point, "before_claim", call.step_id)
+        # One transaction: the boundary check of a call nobody made, then the claim (or
+        # the row a claim that lost found); tried in this frame, not behind a callback.
+        for attempt in _ledger_attempts():
+            with attempt, _transaction() as conn:
+                claimed = _claim(conn, call)
+        if isinstance(claimed, dict):
+            return claimed  # stopped at the boundary: nothing claimed, nothing called
+        row = claimed
+        if row is not None and row.status not in calls.UNFINISHED and row.response is not None:
+            if row.status in calls.RESOLVED:  # an operator settled an interrupted call
+                return call.result(call.in_doubt(), from_ledger=True)
+            served = call.result(row.response, from_ledger=True, duration_ms=row.duration_ms)
+            if call.settle is None:
+                return served
+            settle = call.settle
+            return {**served, **_ledger_tx(lambda conn: settle(conn, served))}
+        # A claim nobody completed means this call was interrupted mid-flight. The
+        # workflow's next step marks the row in doubt, with the run's status.
+        settled: Performed | None = None
+        if row is not None:
+            same = row.status != "in_doubt" and row.request_digest == digest_of(call.request)
+            if not same or (call.reconcile is None and not call.idempotent):
+                return call.result(call.in_doubt(), from_ledger=False)
+            if call.reconcile is not None:
+                try:
+                    settled = call.reconcile(key)
+                except GatehouseError as exc:  # the callee cannot be asked: record why
+                    settled = refusal(exc)
+            else:  # a callee that de-duplicates: sent again under its key, on record first
+                executor = rt.settings.executor_id
+                _ledger_tx(lambda conn: calls.resent(conn, key, _RESENT_WHY, executor))
+        maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
+        started = time.monotonic()
+        performed = settled if settled is not None else perform(key)
+        maybe_crash(rt.settings.crash_point, "after_effect", call.step_id)
+        duration_ms = int((time.monotonic() - started) * 1000)
 
-
-def _call_once(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
-    rt = runtime()
-    key = call.op_key
-    annotate(run_id=call.run_id, step_id=call.step_id, attempt=call.attempt, op_key=key,
-             kind=call.kind, target=call.target)  # fmt: skip
-    maybe_crash(rt.settings.crash_point, "before_claim", call.step_id)
-    # One transaction: the boundary check of a call nobody made, then the claim (or
-    # the row a claim that lost found).
-    claimed = _ledger_tx(lambda conn: _claim(conn, call))
-    if isinstance(claimed, dict):
-        return claimed  # stopped at the boundary: nothing claimed, nothing called
-    row = claimed
-    if row is not None and row.status not in calls.UNFINISHED and row.response is not None:
-        if row.status in calls.RESOLVED:  # an operator settled an interrupted call
-            return call.result(call.in_doubt(), from_ledger=True)
-        served = call.result(row.response, from_ledger=True, duration_ms=row.duration_ms)
-        if call.settle is None:
-            return served
-        settle = call.settle
-        return {**served, **_ledger_tx(lambda conn: settle(conn, served))}
-    # A claim nobody completed means this call was interrupted mid-flight. The
-    # workflow's next step marks the row in doubt, with the run's status.
-    settled: Performed | None = None
-    if row is not None:
-        same = row.status != "in_doubt" and row.request_digest == digest_of(call.request)
-        if not same or (call.reconcile is None and not call.idempotent):
-            return call.result(call.in_doubt(), from_ledger=False)
-        if call.reconcile is not None:
-            try:
-                settled = call.reconcile(key)
-            except GatehouseError as exc:  # the callee cannot be asked: record why
-                settled = refusal(exc)
-        else:  # a callee that de-duplicates: sent again under its key, on record first
-            executor = rt.settings.executor_id
-            _ledger_tx(lambda conn: calls.resent(conn, key, _RESENT_WHY, executor))
-    maybe_crash(rt.settings.crash_point, "after_claim", call.step_id)
-    started = time.monotonic()
-    performed = settled if settled is not None else perform(key)
-    maybe_crash(rt.settings.crash_point, "after_effect", call.step_id)
-    duration_ms = int((time.monotonic() - started) * 1000)
-
-    def complete(conn: Connection) -> JsonObject:
-        refs: list[JsonValue] = []
-        for art in performed.artifacts:
-            digest = evidence.put_artifact(
+        def complete(conn: Connection) -> JsonObject:
+            refs: list[JsonValue] = []
+            for art in performed.artifacts:
+                digest = evidence.put_artifact(
+                    conn,
+                    run_id=call.run_id,
+                    step_id=call.step_id,
+                    name=art.name,
+                    media_type=art.media_type,
+                    content=art.content,
+                )
+                refs.append(
+                    {
+                        "name": art.name,
+                        "sha256": digest,
+                        "media_type": art.media_type,
+                        "size_bytes": len(art.content),
+                    }
+                )
+            response = performed.response(refs)
+            recorded = calls.complete(
                 conn,
+                key=key,
                 run_id=call.run_id,
-                step_id=call.step_id,
-                name=art.name,
-                media_type=art.media_type,
-                content=art.content,
+                response=response,
+                ok=performed.ok,
+                error_code=response["error_code"]
+                if isinstance(response["error_code"], str)
+                else None,
+                duration_ms=duration_ms,
             )
-            refs.append(
-                {
-                    "name": art.name,
-                    "sha256": digest,
-                    "media_type": art.media_type,
-                    "size_bytes": len(art.content),
-                }
+            if recorded.response is None:  # pragma: no cover - complete() just wrote it
+                raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
+            result = call.result(
+                recorded.response, from_ledger=False, duration_ms=recorded.duration_ms
             )
-        response = performed.response(refs)
-        recorded = calls.complete(
-            conn,
-            key=key,
-            run_id=call.run_id,
-            response=response,
-            ok=performed.ok,
-            error_code=response["error_code"] if isinstance(response["error_code"], str) else None,
-            duration_ms=duration_ms,
-        )
-        if recorded.response is None:  # pragma: no cover - complete() just wrote it
-            raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
-        result = call.result(recorded.response, from_ledger=False, duration_ms=recorded.duration_ms)
-        # What the caller writes with the completion (the step's own record): one commit.
-        return result if call.settle is None else {**result, **call.settle(conn, result)}
+            # What the caller writes with the completion (the step's own record): one commit.
+            return result if call.settle is None else {**result, **call.settle(conn, result)}
 
-    done = _ledger_tx(complete)
-    maybe_crash(rt.settings.crash_point, "after_completion", call.step_id)
-    return done
+        done = _ledger_tx(complete)
+        maybe_crash(rt.settings.crash_point, "after_completion", call.step_id)
+        return done
+    assert corrupt.error is not None  # the with block returns unless it was refused
+    return call.result(refusal(corrupt.error).response([]), False)
+
+
+class _CorruptRecord:
+    """Holds back a ``corrupt_record`` error from the block it wraps, kept to answer with."""
+
+    error: GatehouseError | None = None
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> bool:
+        if isinstance(exc, GatehouseError) and exc.code is ErrorCode.CORRUPT_RECORD:
+            self.error = exc
+            return True
+        return False
 
 
 def _claim(conn: Connection, call: Call) -> JsonObject | calls.CallRow | None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from contracts import (
-    Closed,
+    COMPILE_STEP_ID,
     ErrorCode,
     GatehouseError,
     JsonObject,
-    PolicyProfile,
-    ToolPool,
+    PlannerCall,
     digest_of,
 )
 from contracts.recipe import Recipe
@@ -35,24 +34,6 @@ from worker.planners import (
 from worker.runtime import WorkerSettings
 
 __all__ = ["COMPILE_STEP_ID", "PlannerCall", "prepare_planner"]
-
-# The ledger step id of the planner call. Plan step ids start with a letter,
-# so this can never collide with one.
-COMPILE_STEP_ID = "@compile"
-
-
-class PlannerCall(Closed):
-    run_id: str
-    recipe_id: str
-    objective: str
-    parameters: JsonObject
-    profile: PolicyProfile
-    tool_pool: ToolPool
-    seed: int | None = None  # drawn from the run's seed; sent to model planners
-    # A repair call (see policies/repair.py): its ledger step id, and what the
-    # planner is told; None for the first compile.
-    call_id: str = COMPILE_STEP_ID
-    repair: JsonObject | None = None
 
 
 def _compile(

@@ -9,64 +9,38 @@ replay builds the same envelope and reads the recorded answer.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from sqlalchemy.engine import Connection
 
 from contracts import (
-    Closed,
     Connector,
     DriverKind,
     ErrorCode,
     JsonObject,
-    OpencodePolicy,
+    StepRecordSpec,
+    ToolCall,
 )
-from contracts.execution import ExecutionEnvelope, TurnAllowance
-from contracts.opa_run import OpaJob
+from contracts.execution import ExecutionEnvelope
 from ledger import calls
 from worker.calls._ledger import Call, Performed, Prepared
 from worker.coordinator import Delivered, build_envelope, check, deliver, handlers
-from worker.flow import Spent
+from worker.flow import CallOutcome, Spent
 from worker.handlers import opencode as opencode_handler
 from worker.opa import unpack
 from worker.records import observe_cancel, write_step
 from worker.runtime import WorkerSettings, wait_for_space
 
-__all__ = ["StepRecordSpec", "ToolCall", "performed_of", "prepare_tool", "settles_step"]
+__all__ = [
+    "StepRecordSpec",
+    "ToolCall",
+    "outcome_of",
+    "performed_of",
+    "prepare_tool",
+    "settles_step",
+]
 
 # Callees that de-duplicate on the op_key (or have no effect at all): an
 # interrupted call to them may be sent again with the same key.
 _IDEMPOTENT = {DriverKind.NOOP, DriverKind.HTTP}
-
-
-class StepRecordSpec(Closed):
-    """What the record of a step needs besides its call's result."""
-
-    connector_id: str
-    output_schema_ref: str | None = None
-    spent: JsonObject  # the run's budget account before this call (Spent.state_json)
-
-
-class ToolCall(Closed):
-    run_id: str
-    step_id: str
-    position: int = 0  # the step's place in the plan (0-based)
-    attempt: int
-    driver_kind: DriverKind
-    connector: Connector
-    input: JsonObject
-    # opencode steps only: the profile's executor policy, and whether this is the
-    # timeout ladder's narrowed re-prompt.
-    executor_policy: OpencodePolicy | None = None
-    narrowed: bool = False
-    allowance: TurnAllowance | None = None  # what is left of the run's budgets
-    opa: OpaJob | None = None  # the run came from an OPA archive
-    unsandboxed_shell: Literal["allowed"] | None = None  # the profile allows it in so many words
-    unsandboxed_opencode: Literal["allowed"] | None = None  # likewise, for opencode steps
-    # The step boundary checked for a cancel before the call is claimed (its first
-    # attempt only), and what the step's record needs when the call settles it.
-    boundary: str | None = None
-    record: StepRecordSpec | None = None
 
 
 # Codes after which the flow may call again (or wait for a person): such a
@@ -160,6 +134,14 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
         ),
         perform,
     )
+
+
+def outcome_of(answer: JsonObject) -> CallOutcome:
+    """The ledger's answer for one attempt as the flow's tool port gives it: the stop
+    its boundary answered (``{"cancelled": …, "at": …}``, nothing claimed) is the
+    outcome's cancel; anything else is the call's result."""
+    found = answer.get("cancelled")
+    return CallOutcome.stopped(found) if isinstance(found, dict) else CallOutcome(answer)
 
 
 def _idempotent(connector: Connector, step_input: JsonObject) -> bool:

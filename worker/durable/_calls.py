@@ -29,13 +29,15 @@ from worker.calls import (
     Performed,
     PlannerCall,
     ToolCall,
+    outcome_of,
     prepare_planner,
     prepare_tool,
     through_ledger,
 )
 from worker.durable._dbos import stop_if_cancelled
-from worker.durable._tx import retried, steady
+from worker.durable._tx import retried, steadily, steady
 from worker.explain import explain_run
+from worker.flow import CallOutcome
 from worker.opa import pack_output
 from worker.replay import replay_run
 from worker.runtime import runtime
@@ -43,31 +45,44 @@ from worker.runtime import runtime
 __all__ = ["explain_call", "opa_pack", "planner_call", "replay_call", "tool_call"]
 
 
-def planner_call(raw: JsonObject) -> JsonObject:
-    """A run's compile or repair call (``worker.calls.PlannerCall`` as JSON)."""
-    spec = PlannerCall.model_validate(raw)
+def planner_call(spec: PlannerCall) -> JsonObject:
+    """A run's compile, repair or next turn, as the flow's planner port asks it."""
     return steady(lambda: prepare_planner(spec, runtime().settings).answer(_in_workflow))
 
 
-def tool_call(raw: JsonObject) -> JsonObject:
-    """One attempt of a plan step's tool call (``worker.calls.ToolCall`` as JSON)."""
-    spec = ToolCall.model_validate(raw)
-    return steady(lambda: prepare_tool(spec, runtime().settings).answer(_in_workflow))
-
-
 def _in_workflow(call: Call, perform: Callable[[str], Performed]) -> JsonObject:
-    """``through_ledger``, the call's claim first asking what a DBOS step's start asks:
-    whether DBOS holds the workflow cancelled (then nothing is claimed or sent)."""
+    return through_ledger(_stops_if_cancelled(call), perform)
+
+
+def tool_call(spec: ToolCall) -> CallOutcome:
+    """One attempt of a plan step's tool call, as the flow's tool port asks it.
+
+    Its path to the claim's INSERT is short on purpose (docs/architecture.md): the
+    flow's port is this function, which calls ``through_ledger``, which claims; the
+    attempts after a lost database run in this frame."""
+    for attempt in steadily():
+        with attempt:
+            prepared = prepare_tool(spec, runtime().settings)
+            if prepared.call is None or prepared.perform is None:
+                return CallOutcome(prepared.refused or {})
+            answer = through_ledger(_stops_if_cancelled(prepared.call), prepared.perform)
+            return outcome_of(answer)
+    raise AssertionError("unreachable")  # pragma: no cover - the attempts end in a return
+
+
+def _stops_if_cancelled(call: Call) -> Call:
+    """``call``, its claim first asking what a DBOS step's start asks: whether DBOS
+    holds the workflow cancelled (then nothing is claimed or sent)."""
     workflow_id = DBOS.workflow_id
     if not workflow_id:
-        return through_ledger(call, perform)
+        return call
     boundary = call.boundary
 
     def stops(conn: Connection) -> JsonObject | None:
         stop_if_cancelled(conn, workflow_id)
         return None if boundary is None else boundary(conn)
 
-    return through_ledger(replace(call, boundary=stops), perform)
+    return replace(call, boundary=stops)
 
 
 def _explain(job: JsonObject) -> JsonObject:

@@ -59,8 +59,7 @@ class LivePorts:
         self._cancel_seen[COMPILE] = cancelled
         return begun
 
-    def planner_call(self, raw: JsonObject) -> JsonObject:
-        return planner_call(raw)
+    planner_call = staticmethod(planner_call)  # the call itself, as tool_call below
 
     def gate_and_card(
         self,
@@ -155,8 +154,9 @@ class LivePorts:
         held = self._verified.pop(plan_digest, None)
         return held if held is not None else rec.verify_plan(run_id, plan_digest)
 
-    def tool_call(self, raw: JsonObject) -> JsonObject:
-        return tool_call(raw)
+    # The port is the call itself, not a method around it: a frame less between the flow
+    # and the claim's INSERT (docs/architecture.md, "Exactly once: the call ledger").
+    tool_call = staticmethod(tool_call)
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
         if at in self._cancel_seen:  # answered with the step before, in its commit

@@ -15,19 +15,30 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from contracts import (
+    COMPILE_STEP_ID,
     ErrorCode,
     GatehouseError,
     JsonObject,
     Mode,
+    PlannerCall,
     PolicyProfile,
     StretchJob,
+    ToolCall,
     ToolPool,
 )
 from ledger.forks import Lineage
 from worker.durable._live import LivePorts
 from worker.durable._records import Wait
 from worker.durable._tx import steady
-from worker.flow import COMPILE_REPAIR_ID, BeginResult, GateResult, Ports, RunEnd, StepRecord
+from worker.flow import (
+    COMPILE_REPAIR_ID,
+    BeginResult,
+    CallOutcome,
+    GateResult,
+    Ports,
+    RunEnd,
+    StepRecord,
+)
 from worker.replay import ReplayPorts, lineage_chain
 from worker.runtime import runtime
 
@@ -107,12 +118,12 @@ class StretchPorts:
             return self._ask(lambda p: p.begin(run_id, profile_id, tool_pool_id))
         return self.live.begin(run_id, profile_id, tool_pool_id)
 
-    def planner_call(self, raw: JsonObject) -> JsonObject:
+    def planner_call(self, call: PlannerCall) -> JsonObject:
         # the compile (and its repair) precede every step: a fork's are its parent's
-        compiling = raw.get("call_id") in (None, COMPILE_REPAIR_ID)
+        compiling = call.call_id in (COMPILE_STEP_ID, COMPILE_REPAIR_ID)
         if self._from_ledger(compiling and self._parents(None)):
-            return self._ask(lambda p: p.planner_call(raw))
-        return self.live.planner_call(raw)
+            return self._ask(lambda p: p.planner_call(call))
+        return self.live.planner_call(call)
 
     def gate_and_card(
         self,
@@ -156,11 +167,10 @@ class StretchPorts:
             return self._ask(lambda p: p.verify_plan(run_id, plan_digest))
         return self.live.verify_plan(run_id, plan_digest)
 
-    def tool_call(self, raw: JsonObject) -> JsonObject:
-        position = raw.get("position")
-        if self._from_ledger(isinstance(position, int) and self._parents(position)):
-            return self._ask(lambda p: p.tool_call(raw))
-        return self.live.tool_call(raw)
+    def tool_call(self, call: ToolCall) -> CallOutcome:
+        if self._from_ledger(self._parents(call.position)):
+            return self._ask(lambda p: p.tool_call(call))
+        return self.live.tool_call(call)
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
         if self._from_ledger():

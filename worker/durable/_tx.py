@@ -21,13 +21,13 @@ database is tried again (``steady``), under the same key.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from itertools import count
 from typing import TypeVar
 
 from dbos import DBOS, StepOptions
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from contracts import JsonObject
 from ledger import Conn, database_unreachable, events
@@ -35,7 +35,7 @@ from worker.durable._dbos import StepKey, checkpoint_step, step_checkpoint, stop
 from worker.durable._state import datasource
 from worker.runtime import WorkerSettings, runtime, step_span, wait_for_space
 
-__all__ = ["Body", "begin_records", "retried", "steady", "tx"]
+__all__ = ["Body", "begin_records", "retried", "steadily", "steady", "tx"]
 
 Body = Callable[[Conn, JsonObject, WorkerSettings], JsonObject]
 T = TypeVar("T")
@@ -46,20 +46,23 @@ T = TypeVar("T")
 _READ_ATTEMPTS = 8
 
 
+def steadily() -> Retrying:
+    """The attempts at work in a workflow's body, which no DBOS step retries (a read of
+    rows that no longer change, a record, a ledgered call): tried again while the
+    database is away, so a restart of the database never ends a stretch in DBOS ERROR.
+    Each attempt runs in the caller's own frame: ``for attempt in steadily():`` then
+    ``with attempt:`` around the work; anything but a lost database is raised at once."""
+    return Retrying(
+        retry=retry_if_exception(database_unreachable),
+        stop=stop_after_attempt(_READ_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.5, max=16.0),
+        reraise=True,
+    )
+
+
 def steady(read: Callable[[], T]) -> T:
-    """Work in a workflow's body, which no DBOS step retries (a read of rows that no
-    longer change, a record, a ledgered call): tried again while the database is away,
-    so a restart of the database never ends a stretch in DBOS ERROR."""
-    delay = 0.5
-    for attempt in range(_READ_ATTEMPTS):
-        try:
-            return read()
-        except Exception as exc:
-            if attempt == _READ_ATTEMPTS - 1 or not database_unreachable(exc):
-                raise
-            time.sleep(delay)
-            delay = min(2 * delay, 16.0)
-    raise AssertionError("unreachable")  # pragma: no cover
+    """``read()``, tried as ``steadily`` tries."""
+    return steadily()(read)
 
 
 # The records of the workflow running in this context, numbered as the flow asks.

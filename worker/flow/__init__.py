@@ -23,7 +23,7 @@ from worker.flow._budgets import MODEL_TARGETS, Exceeded, Ledgered, Spent, usage
 from worker.flow._failures import HARD_FAILURES, is_hard
 from worker.flow._inputs import fresh_steps, resolve_input
 from worker.flow._ladder import Ladder, applied, not_resent
-from worker.flow._ports import Ports, Trace
+from worker.flow._ports import CallOutcome, Ports, Trace
 from worker.flow._repair import COMPILE_REPAIR_ID, MAX_STEP_REPAIRS, MODEL_PLANNERS, Repairs
 from worker.flow._results import BeginResult, GateResult, Parked, RunEnd, StepRecord
 from worker.flow._run import run_intent
@@ -38,6 +38,7 @@ __all__ = [
     "MODEL_PLANNERS",
     "MODEL_TARGETS",
     "BeginResult",
+    "CallOutcome",
     "Exceeded",
     "GateResult",
     "Ladder",

@@ -8,12 +8,40 @@ record of the calls a run consumed; its digest is the run's trace digest.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-from contracts import JsonObject, JsonValue, Mode, PolicyProfile, ToolPool, digest_of
+from contracts import (
+    JsonObject,
+    JsonValue,
+    Mode,
+    PlannerCall,
+    PolicyProfile,
+    ToolCall,
+    ToolPool,
+    digest_of,
+)
 from worker.flow._results import BeginResult, GateResult, RunEnd, StepRecord
 
-__all__ = ["Ports", "Trace"]
+__all__ = ["CallOutcome", "Ports", "Trace"]
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What the tool port answers for one attempt of a step's call.
+
+    ``result``: the call's result as the ledger recorded it (what the trace, the
+    budgets and the step's record read). ``cancelled``: the cancel on record that
+    stopped the attempt at its step's boundary before anything was claimed
+    ({cancelled_by, reason, source}); ``result`` is empty then."""
+
+    result: JsonObject
+    cancelled: JsonObject | None = None
+
+    @classmethod
+    def stopped(cls, found: JsonObject) -> CallOutcome:
+        """The attempt a cancel stopped at its boundary: nothing was called."""
+        return cls({}, found)
 
 
 class Ports(Protocol):
@@ -21,7 +49,9 @@ class Ports(Protocol):
 
     def begin(self, run_id: str, profile_id: str, tool_pool_id: str) -> BeginResult: ...
 
-    def planner_call(self, raw: JsonObject) -> JsonObject: ...
+    def planner_call(self, call: PlannerCall) -> JsonObject:
+        """A run's compile, repair or next turn, through the ledger: its recorded result."""
+        ...
 
     def gate_and_card(
         self,
@@ -54,7 +84,9 @@ class Ports(Protocol):
 
     def verify_plan(self, run_id: str, plan_digest: str) -> GateResult: ...
 
-    def tool_call(self, raw: JsonObject) -> JsonObject: ...
+    def tool_call(self, call: ToolCall) -> CallOutcome:
+        """One attempt of a step's tool call (``call.attempt``), through the ledger."""
+        ...
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
         """The cancellation the run stops on at boundary ``at`` ('@compile', '@approval'

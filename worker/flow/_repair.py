@@ -18,6 +18,7 @@ from contracts import (
     JsonObject,
     JsonValue,
     Plan,
+    PlannerCall,
     PlanStep,
     PolicyProfile,
     ToolPool,
@@ -47,7 +48,7 @@ def _plan_of(result: JsonObject) -> JsonObject | None:
 class Repairs:
     """The repair calls of one run."""
 
-    def __init__(self, ports: Ports, trace: Trace, compile_call: JsonObject, spent: Spent) -> None:
+    def __init__(self, ports: Ports, trace: Trace, compile_call: PlannerCall, spent: Spent) -> None:
         self.ports = ports
         self.trace = trace
         self.compile_call = compile_call  # what the first planner call was asked
@@ -65,7 +66,7 @@ class Repairs:
                 "error_message": exceeded.message,
             }
         result = self.ports.planner_call(
-            {**self.compile_call, "call_id": call_id, "repair": repair}
+            self.compile_call.model_copy(update={"call_id": call_id, "repair": repair})
         )
         if result.get("op_key") is not None:  # refused before any call: nothing to trace
             self.trace.add(result)

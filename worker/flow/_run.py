@@ -23,6 +23,7 @@ from contracts import (
     Mode,
     OnError,
     Plan,
+    PlannerCall,
     PolicyProfile,
     RunStatus,
     ToolPool,
@@ -124,15 +125,15 @@ class _Run:
             return stop
 
         # 1 compile: a supplied plan (run-plan) or the planner's, through the ledger
-        compile_call: JsonObject = {
-            "run_id": run_id,
-            "recipe_id": req.recipe,
-            "objective": req.objective,
-            "parameters": req.parameters,
-            "profile": profile.model_dump(mode="json"),
-            "tool_pool": pool.model_dump(mode="json"),
-            "seed": planner_seed(seed, run_id),
-        }
+        compile_call = PlannerCall(
+            run_id=run_id,
+            recipe_id=req.recipe,
+            objective=req.objective,
+            parameters=req.parameters,
+            profile=profile,
+            tool_pool=pool,
+            seed=planner_seed(seed, run_id),
+        )
         repairs = Repairs(ports, self.trace, compile_call, spent)
         repaired = False
         if req.plan is not None:
@@ -218,10 +219,10 @@ class _Run:
                 profile=profile,
                 opa=self.opa,
             )
-            outcome, attempts = settle(ports, self.trace, spent, call, profile=profile, seed=seed)
-            found = outcome.get("cancelled")
-            if isinstance(found, dict):  # stopped at the step's boundary, nothing called
-                return self.cancelled(found, step.step_id, summary)
+            answered, attempts = settle(ports, self.trace, spent, call, profile=profile, seed=seed)
+            if answered.cancelled is not None:  # stopped at the step's boundary, nothing called
+                return self.cancelled(answered.cancelled, step.step_id, summary)
+            outcome = answered.result
             recorded = outcome.get("recorded")
             final = (
                 recorded
@@ -272,7 +273,7 @@ class _Run:
 
     def next_turn(
         self,
-        compile_call: JsonObject,
+        compile_call: PlannerCall,
         plan: Plan,
         digest: str,
         gate: tuple[PolicyProfile, ToolPool, Mode],
@@ -293,11 +294,13 @@ class _Run:
         self.follow_ups.append(
             {"turn": turn, "text": message.get("text"), "after_step": len(plan.steps)}
         )
-        objective = str(compile_call["objective"]) + "".join(
+        objective = compile_call.objective + "".join(
             f"\n\n### follow-up {f['turn']}\n{f['text']}" for f in self.follow_ups
         )
         compiled = self.ports.planner_call(
-            {**compile_call, "objective": objective, "call_id": f"@compile-{turn + 1}"}
+            compile_call.model_copy(
+                update={"objective": objective, "call_id": f"@compile-{turn + 1}"}
+            )
         )
         self.trace.add(compiled)
         if self.spent is not None:

@@ -8,10 +8,10 @@ randomness or I/O of its own: every such thing is a port.
 
 from __future__ import annotations
 
-from contracts import DriverKind, ErrorCode, JsonObject, PolicyProfile
+from contracts import DriverKind, ErrorCode, JsonObject, PolicyProfile, ToolCall
 from worker.flow._budgets import Spent
 from worker.flow._ladder import Ladder, applied, not_resent
-from worker.flow._ports import Ports, Trace
+from worker.flow._ports import CallOutcome, Ports, Trace
 from worker.flow._seed import draw
 
 __all__ = ["cut_at", "settle"]
@@ -38,43 +38,49 @@ def settle(
     ports: Ports,
     trace: Trace,
     spent: Spent,
-    call: JsonObject,
+    call: ToolCall,
     *,
     profile: PolicyProfile,
     seed: str,
-) -> tuple[JsonObject, int]:
+) -> tuple[CallOutcome, int]:
     """One step's tool call, attempt after attempt until its outcome is known:
     (outcome, attempts). An opencode turn that stalls climbs the timeout ladder.
-    A cancel seen at the step's boundary answers ``{"cancelled": …}``, nothing called."""
-    run_id, step_id = str(call["run_id"]), str(call["step_id"])
+    A cancel seen at the step's boundary is the outcome's ``cancelled``, nothing called."""
+    run_id, step_id = call.run_id, call.step_id
     attempt = 1
     ladder = Ladder(profile)
-    turn = call.get("driver_kind") == DriverKind.OPENCODE.value
+    turn = call.driver_kind is DriverKind.OPENCODE
     while True:
         exceeded = spent.before(tool=True, model_turn=turn)
         if exceeded is not None:  # the call is not made: it would cross a budget
-            return ladder.attach(_over(exceeded.message)), attempt
-        sent: JsonObject = {**call, "attempt": attempt}
-        if attempt > 1:
-            sent.pop("boundary", None)
-        record = call.get("record")
-        if isinstance(record, dict):  # the record needs the account before this call
-            sent["record"] = {**record, "spent": spent.state_json()}
-        if turn:  # the turn stops itself at what is left
-            sent["allowance"] = spent.allowance().model_dump(mode="json")
-        outcome = ports.tool_call(sent)
-        if isinstance(outcome.get("cancelled"), dict):
-            return outcome, attempt
+            return CallOutcome(ladder.attach(_over(exceeded.message))), attempt
+        sent = call.model_copy(
+            update={
+                "attempt": attempt,
+                # only the first attempt checks the boundary
+                "boundary": call.boundary if attempt == 1 else None,
+                # the record needs the account before this call
+                "record": None
+                if call.record is None
+                else call.record.model_copy(update={"spent": spent.state_json()}),
+                # the turn stops itself at what is left
+                "allowance": spent.allowance() if turn else call.allowance,
+            }
+        )
+        answered = ports.tool_call(sent)
+        if answered.cancelled is not None:
+            return answered, attempt
+        outcome = answered.result
         trace.add(outcome)
         spent.add_call(outcome, tool=True)
         if spent.crossed() is not None:  # spent past a budget: the run ends next
-            return ladder.attach(outcome), attempt
+            return CallOutcome(ladder.attach(outcome)), attempt
         code = outcome.get("error_code")
         if code == ErrorCode.OC_STALLED.value:
             # Rung 1 happened inside the turn (aborted, reverted, digest checked).
-            if not ladder.climb(outcome, narrowed=bool(call.get("narrowed"))):
-                return ladder.give_up(outcome), attempt
-            call = {**call, "narrowed": True}  # rung 2: once, narrowed
+            if not ladder.climb(outcome, narrowed=call.narrowed):
+                return CallOutcome(ladder.give_up(outcome)), attempt
+            call = call.model_copy(update={"narrowed": True})  # rung 2: once, narrowed
         elif code == ErrorCode.TURN_INTERRUPTED.value and attempt < profile.max_attempts:
             ladder.note(outcome)  # undone after a crash: sent again, new op_key
         elif code == ErrorCode.CALL_IN_DOUBT.value:
@@ -83,11 +89,11 @@ def settle(
             resolved = ports.await_resolution(run_id, op_key, step_id)
             trace.resolution(op_key, resolved)
             if resolved == "applied":
-                return applied(op_key), attempt
+                return CallOutcome(applied(op_key)), attempt
             if ports.cancelled(run_id, cut_at(step_id)) is not None:
-                return not_resent(op_key), attempt  # cancelled meanwhile: not sent again
+                return CallOutcome(not_resent(op_key)), attempt  # cancelled meanwhile
         elif code != ErrorCode.UPSTREAM_UNAVAILABLE.value or attempt >= profile.max_attempts:
-            return ladder.attach(outcome), attempt
+            return CallOutcome(ladder.attach(outcome)), attempt
         else:  # certainly not applied: back off, then a new attempt
             jitter = draw(seed, "backoff", run_id, step_id, str(attempt))
             backoff = profile.retry_backoff_s * 2 ** (attempt - 1) * (0.5 + jitter)

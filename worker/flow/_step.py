@@ -13,6 +13,8 @@ from contracts import (
     JsonObject,
     PlanStep,
     PolicyProfile,
+    StepRecordSpec,
+    ToolCall,
 )
 from contracts.opa_run import OpaJob
 from worker.flow._budgets import Spent
@@ -30,35 +32,34 @@ def step_call(
     step_input: JsonObject,
     profile: PolicyProfile,
     opa: OpaJob | None,
-) -> JsonObject:
+) -> ToolCall:
     """The tool call of the step at ``position``, as ``worker.flow._settle.settle`` sends
-    it (each attempt adds its number). ``connector`` is the one the gate checked."""
-    call: JsonObject = {
-        "run_id": run_id,
-        "step_id": step.step_id,
-        "position": position,
-        "driver_kind": step.driver_kind.value,
-        "connector": connector.model_dump(mode="json"),
-        "input": step_input,
+    it (each attempt sets its number). ``connector`` is the one the gate checked."""
+    opencode = step.driver_kind is DriverKind.OPENCODE
+    # a stdio MCP server is a program too: the same sandbox rule holds
+    shell = step.driver_kind in (DriverKind.RESTRICTED_SHELL, DriverKind.MCP_PROXY)
+    return ToolCall(
+        run_id=run_id,
+        step_id=step.step_id,
+        position=position,
+        driver_kind=step.driver_kind,
+        connector=connector,
+        input=step_input,
         # its first attempt checks this boundary for a cancel before it is claimed
-        "boundary": step.step_id,
-    }
-    if step.driver_kind is DriverKind.OPENCODE:
-        call["executor_policy"] = profile.opencode.model_dump(mode="json")
-        if profile.unsandboxed_opencode == "allowed":
-            call["unsandboxed_opencode"] = "allowed"
-    else:  # its record, written with its call (an OpenCode turn's is written after)
-        call["record"] = {
-            "connector_id": step.connector_id,
-            "output_schema_ref": step.output_schema_ref,
-        }
-        # a stdio MCP server is a program too: the same sandbox rule holds
-        shell = step.driver_kind in (DriverKind.RESTRICTED_SHELL, DriverKind.MCP_PROXY)
-        if shell and profile.unsandboxed_shell == "allowed":
-            call["unsandboxed_shell"] = "allowed"
-    if opa is not None:
-        call["opa"] = opa.model_dump(mode="json")
-    return call
+        boundary=step.step_id,
+        executor_policy=profile.opencode if opencode else None,
+        unsandboxed_opencode=(
+            "allowed" if opencode and profile.unsandboxed_opencode == "allowed" else None
+        ),
+        unsandboxed_shell=("allowed" if shell and profile.unsandboxed_shell == "allowed" else None),
+        # its record, written with its call (an OpenCode turn's is written after)
+        record=None
+        if opencode
+        else StepRecordSpec(
+            connector_id=step.connector_id, output_schema_ref=step.output_schema_ref
+        ),
+        opa=opa,
+    )
 
 
 def step_record(

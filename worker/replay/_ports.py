@@ -50,7 +50,7 @@ from worker.calls import (
     prepare_tool,
     settles_step,
 )
-from worker.flow import BeginResult, GateResult, RunEnd, StepRecord, planner_seed
+from worker.flow import BeginResult, CallOutcome, GateResult, RunEnd, StepRecord, planner_seed
 from worker.records import plan_problem, step_verdict
 from worker.runtime import WorkerSettings
 
@@ -252,11 +252,11 @@ class ReplayPorts:
             )
         return Loaded(parsed, recorded, kept.body)
 
-    def planner_call(self, raw: JsonObject) -> JsonObject:
+    def planner_call(self, call: PlannerCall) -> JsonObject:
         # A fork's planner call is its parent's, made with the parent's seed.
         owner = self._owner(None)
         seed = planner_seed(owner.random_seed or "", owner.run_id)
-        spec = PlannerCall.model_validate({**raw, "run_id": owner.run_id, "seed": seed})
+        spec = call.model_copy(update={"run_id": owner.run_id, "seed": seed})
         return prepare_planner(spec, self.settings).answer(self._serve)
 
     def gate_and_card(
@@ -301,20 +301,18 @@ class ReplayPorts:
             return GateResult(ok=True)
         return GateResult(ok=False, error_code=ErrorCode.PLAN_TAMPERED.value, error_message=problem)
 
-    def tool_call(self, raw: JsonObject) -> JsonObject:
-        boundary = raw.get("boundary")
-        if isinstance(boundary, str):  # the cancel check the live call made first
-            found = self.cancelled(str(raw["run_id"]), boundary)
+    def tool_call(self, call: ToolCall) -> CallOutcome:
+        if call.boundary is not None:  # the cancel check the live call made first
+            found = self.cancelled(call.run_id, call.boundary)
             if found is not None:
-                return {"cancelled": found, "at": boundary}
-        position = raw.get("position")
-        owner = self._owner(position if isinstance(position, int) else 0)
-        spec = ToolCall.model_validate({**raw, "run_id": owner.run_id})
+                return CallOutcome.stopped(found)
+        spec = call.model_copy(update={"run_id": self._owner(call.position).run_id})
         result = prepare_tool(spec, self.settings).answer(self._serve)
         if spec.record is None or not settles_step(spec, result):
-            return result
+            return CallOutcome(result)
         # the step's record the live call wrote with its completion
-        return {**result, "recorded": _verdict(spec.step_id, result, spec.record.output_schema_ref)}
+        recorded = _verdict(spec.step_id, result, spec.record.output_schema_ref)
+        return CallOutcome({**result, "recorded": recorded})
 
     def cancelled(self, run_id: str, at: str) -> JsonObject | None:
         # Answered from what the live run recorded: the boundary it stopped at.
