@@ -23,7 +23,7 @@ from contracts.execution import ExecutionEnvelope
 from ledger import calls
 from worker.calls._ledger import Call, Performed, Prepared
 from worker.coordinator import Delivered, build_envelope, check, deliver, handlers
-from worker.flow import CallOutcome, Spent
+from worker.flow import CallOutcome, Spent, StepRecord
 from worker.handlers import opencode as opencode_handler
 from worker.opa import unpack
 from worker.records import observe_cancel, write_step
@@ -106,18 +106,17 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
         record = spec.record
         if record is None or not settles_step(spec, result):
             return {}
-        budgets = Spent.from_state(record.spent).view_after(result)
-        arg: JsonObject = {
-            "run_id": spec.run_id,
-            "step_id": spec.step_id,
-            "position": spec.position,
-            "driver_kind": spec.driver_kind.value,
-            "connector_id": record.connector_id,
-            "outcome": result,
-            "output_schema_ref": record.output_schema_ref,
-            "budgets": budgets,
-        }
-        return {"recorded": write_step(conn, arg, settings.executor_id)}
+        step = StepRecord(
+            run_id=spec.run_id,
+            step_id=spec.step_id,
+            position=spec.position,
+            driver_kind=spec.driver_kind.value,
+            connector_id=record.connector_id,
+            outcome=result,
+            output_schema_ref=record.output_schema_ref,
+            budgets=Spent.from_state(record.spent).view_after(result),
+        )
+        return {"recorded": write_step(conn, step, settings.executor_id)}
 
     return Prepared(
         Call(

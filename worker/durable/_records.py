@@ -122,20 +122,7 @@ def resume_after_resolution(run_id: str) -> None:
 
 def record_step_result(record: StepRecord) -> JsonObject:
     """Record a finished step; its final ok/error_code (output checked)."""
-    return tx(
-        Step.RECORD_STEP,
-        records.record_step,
-        {
-            "run_id": record.run_id,
-            "step_id": record.step_id,
-            "position": record.position,
-            "driver_kind": record.driver_kind,
-            "connector_id": record.connector_id,
-            "outcome": record.outcome,
-            "output_schema_ref": record.output_schema_ref,
-            "budgets": record.budgets,
-        },
-    )
+    return tx(Step.RECORD_STEP, records.record_step, record.as_json())
 
 
 def finish_run(end: RunEnd) -> RunStatus:

@@ -70,6 +70,35 @@ class StepRecord:
     output_schema_ref: str | None = None
     budgets: JsonObject | None = None  # used / limit after this step (BudgetsView)
 
+    def as_json(self) -> JsonObject:
+        """The record as a record's transaction takes its input (``of_json`` reads it)."""
+        return {
+            "run_id": self.run_id,
+            "step_id": self.step_id,
+            "position": self.position,
+            "driver_kind": self.driver_kind,
+            "connector_id": self.connector_id,
+            "outcome": self.outcome,
+            "output_schema_ref": self.output_schema_ref,
+            "budgets": self.budgets,
+        }
+
+    @classmethod
+    def of_json(cls, raw: JsonObject) -> StepRecord:
+        outcome, ref, budgets = raw["outcome"], raw.get("output_schema_ref"), raw.get("budgets")
+        if not isinstance(outcome, dict):  # pragma: no cover - written by as_json
+            raise TypeError("a step record's outcome must be an object")
+        return cls(
+            run_id=str(raw["run_id"]),
+            step_id=str(raw["step_id"]),
+            position=int(str(raw["position"])),
+            driver_kind=str(raw["driver_kind"]),
+            connector_id=str(raw["connector_id"]),
+            outcome=outcome,
+            output_schema_ref=ref if isinstance(ref, str) else None,
+            budgets=budgets if isinstance(budgets, dict) else None,
+        )
+
 
 @dataclass(frozen=True)
 class RunEnd:

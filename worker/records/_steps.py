@@ -14,28 +14,24 @@ from policies import catalog
 from policies.episodes import episode, security_episode
 from policies.executor_evidence import executor_episodes
 from policies.security import classify
+from worker.flow import StepRecord
 from worker.runtime import WorkerSettings
 
 __all__ = ["record_step", "step_verdict", "write_step"]
 
 
 def record_step(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
-    """A finished step's record (see ``write_step``)."""
-    return write_step(s, arg, me.executor_id)
+    """A finished step's record, as a record's transaction runs it (``write_step``)."""
+    return write_step(s, StepRecord.of_json(arg), me.executor_id)
 
 
-def write_step(s: Conn, arg: JsonObject, executor_id: str) -> JsonObject:
+def write_step(s: Conn, record: StepRecord, executor_id: str) -> JsonObject:
     """A finished step's row, episodes and budgets, with the caller's transaction;
     its final ok / error_code / error_message (output checked). Idempotent: run
-    again, it writes nothing new."""
-    run_id, step_id = str(arg["run_id"]), str(arg["step_id"])
-    outcome = arg["outcome"]
-    if not isinstance(outcome, dict):  # pragma: no cover - built by the workflow
-        raise TypeError("outcome must be an object")
-    ref = arg.get("output_schema_ref")
-    ok, output, code, message = step_verdict(
-        step_id, outcome, ref if isinstance(ref, str) else None
-    )
+    again, it writes nothing new. The one writer of a step's record: with its call's
+    completion (``worker.calls``) or, for a step settled later, in a record of its own."""
+    run_id, step_id, outcome = record.run_id, record.step_id, record.outcome
+    ok, output, code, message = step_verdict(step_id, outcome, record.output_schema_ref)
     op = outcome.get("op_key")
     refused = _security_code(code)
     if refused is not None:
@@ -57,7 +53,7 @@ def write_step(s: Conn, arg: JsonObject, executor_id: str) -> JsonObject:
             ),
         )
     raw_output = outcome.get("output")
-    if arg["driver_kind"] == DriverKind.OPENCODE.value and isinstance(raw_output, dict):
+    if record.driver_kind == DriverKind.OPENCODE.value and isinstance(raw_output, dict):
         for item in executor_episodes(
             run_id=run_id,
             step_id=step_id,
@@ -68,16 +64,15 @@ def write_step(s: Conn, arg: JsonObject, executor_id: str) -> JsonObject:
         ):
             evidence.put_episode(s, run_id, step_id, item)
     status = "succeeded" if ok else "failed"
-    budgets = arg.get("budgets")
-    if isinstance(budgets, dict):
-        runs.set_budgets(s, run_id, budgets)
+    if record.budgets is not None:
+        runs.set_budgets(s, run_id, record.budgets)
     runs.record_step(
         s,
         run_id=run_id,
         step_id=step_id,
-        position=int(str(arg["position"])),
-        driver_kind=str(arg["driver_kind"]),
-        connector_id=str(arg["connector_id"]),
+        position=record.position,
+        driver_kind=record.driver_kind,
+        connector_id=record.connector_id,
         status=status,
         op_key=op if isinstance(op, str) else None,
         output=output if isinstance(output, dict) else None,
@@ -98,7 +93,7 @@ def write_step(s: Conn, arg: JsonObject, executor_id: str) -> JsonObject:
             run_id=run_id,
             kind="step",
             subject=step_id,
-            episode_type=f"execution/{arg['driver_kind']}",
+            episode_type=f"execution/{record.driver_kind}",
             status="completed" if ok else "failed",
             summary=f"step {step_id} {status}" + (f": {code}" if code else ""),
             executor_id=executor_id,
@@ -106,7 +101,7 @@ def write_step(s: Conn, arg: JsonObject, executor_id: str) -> JsonObject:
             details={
                 "step_id": step_id,
                 "op_key": op if isinstance(op, str) else None,
-                "connector_id": str(arg["connector_id"]),
+                "connector_id": record.connector_id,
                 "error_code": code,
             },
             outputs=refs,
