@@ -234,51 +234,48 @@ def through_ledger(call: Call, perform: Callable[[str], Performed]) -> JsonObjec
         performed = settled if settled is not None else perform(key)
         maybe_crash(rt.settings.crash_point, "after_effect", call.step_id)
         duration_ms = int((time.monotonic() - started) * 1000)
-
-        def complete(conn: Connection) -> JsonObject:
-            refs: list[JsonValue] = []
-            for art in performed.artifacts:
-                digest = evidence.put_artifact(
-                    conn,
-                    run_id=call.run_id,
-                    step_id=call.step_id,
-                    name=art.name,
-                    media_type=art.media_type,
-                    content=art.content,
-                )
-                refs.append(
-                    {
-                        "name": art.name,
-                        "sha256": digest,
-                        "media_type": art.media_type,
-                        "size_bytes": len(art.content),
-                    }
-                )
-            response = performed.response(refs)
-            recorded = calls.complete(
-                conn,
-                key=key,
-                run_id=call.run_id,
-                response=response,
-                ok=performed.ok,
-                error_code=response["error_code"]
-                if isinstance(response["error_code"], str)
-                else None,
-                duration_ms=duration_ms,
-            )
-            if recorded.response is None:  # pragma: no cover - complete() just wrote it
-                raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
-            result = call.result(
-                recorded.response, from_ledger=False, duration_ms=recorded.duration_ms
-            )
-            # What the caller writes with the completion (the step's own record): one commit.
-            return result if call.settle is None else {**result, **call.settle(conn, result)}
-
-        done = _ledger_tx(complete)
+        done = _ledger_tx(lambda conn: _complete(conn, call, performed, duration_ms))
         maybe_crash(rt.settings.crash_point, "after_completion", call.step_id)
         return done
     assert corrupt.error is not None  # the with block returns unless it was refused
     return call.result(refusal(corrupt.error).response([]), False)
+
+
+def _complete(conn: Connection, call: Call, performed: Performed, duration_ms: int) -> JsonObject:
+    """The completion's transaction: the artifacts, the row's outcome read back, and
+    what the caller writes with it (the step's own record): one commit."""
+    refs: list[JsonValue] = []
+    for art in performed.artifacts:
+        digest = evidence.put_artifact(
+            conn,
+            run_id=call.run_id,
+            step_id=call.step_id,
+            name=art.name,
+            media_type=art.media_type,
+            content=art.content,
+        )
+        refs.append(
+            {
+                "name": art.name,
+                "sha256": digest,
+                "media_type": art.media_type,
+                "size_bytes": len(art.content),
+            }
+        )
+    response = performed.response(refs)
+    recorded = calls.complete(
+        conn,
+        key=call.op_key,
+        run_id=call.run_id,
+        response=response,
+        ok=performed.ok,
+        error_code=response["error_code"] if isinstance(response["error_code"], str) else None,
+        duration_ms=duration_ms,
+    )
+    if recorded.response is None:  # pragma: no cover - complete() just wrote it
+        raise GatehouseError(ErrorCode.CORRUPT_RECORD, "completed call has no response")
+    result = call.result(recorded.response, from_ledger=False, duration_ms=recorded.duration_ms)
+    return result if call.settle is None else {**result, **call.settle(conn, result)}
 
 
 class _CorruptRecord:
