@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from contracts import Connector, DriverKind, JsonObject, JsonValue, Plan, PlanStep, ToolPool
-from policies.gate import read_only
 from policies.risk import Risk, risk_words, step_risk
 from policies.taint import tainted
 
@@ -36,7 +35,6 @@ class StepSummary:
     step_id: str
     title: str | None
     says: str  # one sentence: what the step will do
-    changes: bool  # whether it can change something (anything but a note or a read)
     outside: str | None  # where its outside data comes from, when it takes any
     risk: Risk  # read, change or outside world (``policies.risk``): what earns a ⚠
     request: str | None = None  # what its handler will send (None: nothing, or not known yet)
@@ -45,7 +43,6 @@ class StepSummary:
 @dataclass
 class PlanSummary:  # filled in step by step by ``summarize``
     steps: list[StepSummary]
-    read_only: bool
     destinations: list[str] = field(default_factory=list)  # "GET api.example.com"
     commands: list[str] = field(default_factory=list)  # the programs run
     tools: list[str] = field(default_factory=list)  # MCP tools called
@@ -79,40 +76,39 @@ def _outside(step: PlanStep) -> str | None:
     return f"takes {part}step {came.step_id}'s output{into}"
 
 
-def _http(given: JsonObject, out: PlanSummary) -> tuple[str, bool]:
+def _http(given: JsonObject, out: PlanSummary) -> str:
     method = _str(given, "method", "GET").upper()
     url = _str(given, "url")
     host = urlsplit(url).netloc or "(an address from outside data)"
     out.destinations.append(f"{method} {host}")
     body = " with a JSON body" if given.get("json") is not None else ""
-    return f"Sends {method} to {url or host}{body}", method not in {"GET", "HEAD"}
+    return f"Sends {method} to {url or host}{body}"
 
 
-def _shell(given: JsonObject, out: PlanSummary) -> tuple[str, bool]:
+def _shell(given: JsonObject, out: PlanSummary) -> str:
     argv = given.get("argv")
     words = [a for a in argv if isinstance(a, str)] if isinstance(argv, list) else []
     if words:
         out.commands.append(words[0])
-    return f"Runs `{_short(' '.join(words))}` in the sandbox", True
+    return f"Runs `{_short(' '.join(words))}` in the sandbox"
 
 
-def _agent(given: JsonObject, out: PlanSummary) -> tuple[str, bool]:
+def _agent(given: JsonObject, out: PlanSummary) -> str:
     out.agents += 1
     return (
-        f"Asks an OpenCode agent, who may edit the workspace: “{_short(given.get('prompt', ''))}”",
-        True,
+        f"Asks an OpenCode agent, who may edit the workspace: “{_short(given.get('prompt', ''))}”"
     )
 
 
-def _mcp(given: JsonObject, connector: str, out: PlanSummary) -> tuple[str, bool]:
+def _mcp(given: JsonObject, connector: str, out: PlanSummary) -> str:
     tool = _str(given, "tool", "(a tool)")
     out.tools.append(f"{tool} ({connector})")
     arguments = given.get("arguments")
     shown = f" with {_short(arguments)}" if arguments else ""
-    return f"Calls MCP tool {tool} on {connector}{shown}", True
+    return f"Calls MCP tool {tool} on {connector}{shown}"
 
 
-def _sentence(step: PlanStep, out: PlanSummary) -> tuple[str, bool]:
+def _sentence(step: PlanStep, out: PlanSummary) -> str:
     given: JsonObject = step.input or {}
     kind = step.driver_kind
     if kind is DriverKind.HTTP:
@@ -124,7 +120,7 @@ def _sentence(step: PlanStep, out: PlanSummary) -> tuple[str, bool]:
     if kind is DriverKind.MCP_PROXY:
         return _mcp(given, step.connector_id, out)
     note = given.get("text", given.get("note"))
-    return ("Records a note" + (f": {_short(note)}" if note is not None else "")), False
+    return "Records a note" + (f": {_short(note)}" if note is not None else "")
 
 
 # Header names whose values are credentials: shown as ••• on the card.
@@ -176,10 +172,10 @@ def request_of(step: PlanStep, connector: Connector | None) -> str | None:
 
 def summarize(plan: Plan, pool: ToolPool | None = None) -> PlanSummary:
     """``pool``: the run's tool pool, to spell each request as its connector sends it."""
-    out = PlanSummary(steps=[], read_only=read_only(plan))
+    out = PlanSummary(steps=[])
     from_outside = tainted(plan)  # the steps whose output nobody approved
     for step in plan.steps:
-        says, changes = _sentence(step, out)
+        says = _sentence(step, out)
         fed = step.input_from is not None and step.input_from.step_id in from_outside
         if fed:
             out.outside_data.append(step.step_id)
@@ -187,5 +183,5 @@ def summarize(plan: Plan, pool: ToolPool | None = None) -> PlanSummary:
         connector = pool.connector(step.connector_id) if pool is not None else None
         request = request_of(step, connector)
         risk = step_risk(step, connector)
-        out.steps.append(StepSummary(step.step_id, step.title, says, changes, came, risk, request))
+        out.steps.append(StepSummary(step.step_id, step.title, says, came, risk, request))
     return out
