@@ -174,11 +174,11 @@ class ChainReport:
         return said
 
     def to_json(self) -> JsonObject:
-        sources: list[JsonValue] = [*sorted({a.source.split(" line ")[0] for a in self.anchors})]
         # Each checkpoint is written in the database and as a line of the anchor file:
         # the total counts both copies; per source, the database's is a bundle's count.
         held = Counter(a.source.split(" line ")[0] for a in self.anchors)
         by_source: JsonObject = dict(sorted(held.items()))
+        sources: list[JsonValue] = [*by_source]
         checked: JsonValue = None if self.records is None else dict(self.records)
         return {
             "run_id": self.run_id,

@@ -403,8 +403,8 @@ class Awaiting:
 
 def awaiting_decision(conn: Conn, limit: int) -> list[Awaiting]:
     """The runs waiting for approval, the longest waiting first, at most ``limit``: in
-    three reads whatever their number (the runs with their cards, the approvals toward
-    their quorums), and a walk of the chain of edits and forks only for a run that has one."""
+    two reads whatever their number (the runs with their cards, the approvals toward
+    their quorums), and a walk of the chain of edits and forks for each run that has one."""
     rows = conn.execute(
         sql(
             "SELECT r.run_id, r.recipe, r.mode, r.status, r.phase, r.created_at, r.updated_at,"  # noqa: S608  (fixed columns)

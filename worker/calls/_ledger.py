@@ -15,7 +15,8 @@ again and is answered here. The call:
   transactions, the claim and the completion;
 * finds a ``started`` row it did not finish (a crash mid-call): callees that
   de-duplicate on the op_key (noop, http, the planners) are called again
-  with the same key; a callee that can be asked (OpenCode) is reconciled —
+  with the same key, the re-send recorded first in a transaction of its own
+  (the one case of three); a callee that can be asked (OpenCode) is reconciled —
   the finished turn is recorded, or the half-done one undone and reported
   ``turn_interrupted`` — and never sent again; any other callee is *in
   doubt* and is not called again — the step reports ``call_in_doubt`` so a

@@ -2,16 +2,18 @@
 
 The rest of the worker knows nothing of the engine: the flow (``worker.flow``)
 reaches the world through ports, and this package is what implements them with
-DBOS — every port a durable step, a message wait or a durable sleep, but the
-planner and tool calls, whose checkpoint is the op_key ledger.
+DBOS: the queue, the workflows, message waits and durable sleeps. No record or call
+is a DBOS step: a record is one transaction of ours holding its checkpoint (``_tx``),
+a planner or tool call's checkpoint is its op_key ledger row.
 
 * ``_workflows`` — the workflows and the one explicit list that registers them;
-* ``_live`` — ``LivePorts``: the flow's ports as DBOS steps and waits;
+* ``_live`` — ``LivePorts``: the flow's ports, live (ledgered calls, records, waits);
 * ``_stretch`` — ``StretchPorts``: a split run's stretch, answered from the
   ledger up to the decision it resumes at, live after it;
-* ``_records`` — each record of a run (``worker.records``) as its DBOS step;
+* ``_records`` — each record of a run (``worker.records``) under its durable name;
 * ``_calls`` — the planner and tool calls; the explain, replay and OPA-pack steps;
-* ``_tx`` — how a record runs: a plain step, or a datasource transaction;
+* ``_tx`` — how a record runs: one transaction with its checkpoint in it; the
+  attempts of work in a workflow's body while the database is away (``steadily``);
 * ``_cancel`` — a workflow's own DBOS end, and the sweep of runs cancelled
   through DBOS;
 * ``_recovery`` — what the reaper has DBOS do (``UPKEEP``);

@@ -6,7 +6,7 @@ ledger rows; a replay and the tests' fakes build them in memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from contracts import (
     Closed,
@@ -72,16 +72,7 @@ class StepRecord:
 
     def as_json(self) -> JsonObject:
         """The record as a record's transaction takes its input (``of_json`` reads it)."""
-        return {
-            "run_id": self.run_id,
-            "step_id": self.step_id,
-            "position": self.position,
-            "driver_kind": self.driver_kind,
-            "connector_id": self.connector_id,
-            "outcome": self.outcome,
-            "output_schema_ref": self.output_schema_ref,
-            "budgets": self.budgets,
-        }
+        return asdict(self)
 
     @classmethod
     def of_json(cls, raw: JsonObject) -> StepRecord:
