@@ -88,7 +88,7 @@ def test_a_second_terminal_finds_the_running_stack(tmp_path: Path) -> None:
     # worker that stopped with up is not started again on the way out
     worker_log = tmp_path / "var" / "worker-1.log"
     told = said + (worker_log.read_text() if worker_log.exists() else "")
-    assert "killed" not in said and "restarting" not in said, told
+    assert "killed" not in told and "restarting" not in told, told
     assert not (tmp_path / "var" / "stack.json").exists()
     # up has stopped: nothing to find; the default database is not made by a reader
     after = _run("sql", "SELECT 1", cwd=tmp_path)

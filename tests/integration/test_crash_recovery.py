@@ -19,12 +19,12 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from contracts import Plan, digest_of
 from ledger import open_database
 from ledger.bundle import bundle_bytes, export_bundle
 from ledger.bundle_verify import verify_bundle
 from ledger.signing import generate_key, load_signing_key
 from shim.local import InventoryService, start_worker, stop
+from tests.support.plans import digest_of_plan
 from tests.support.stack import (
     shim_client,
     wait_for_status,
@@ -98,7 +98,7 @@ def test_crash_point(db_url: str, tmp_path: Path, point: str, handler: str) -> N
     run_point = point in ("approval_wait", "after_approval")
     with InventoryService() as inventory, shim_client(db_url) as client:
         plan = {"objective": "crash test", "steps": [_step(handler, inventory.base_url)]}
-        digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+        digest = digest_of_plan(plan)
         r = client.post(
             "/intent",
             json={"recipe": "echo", "objective": "crash test", "mode": "run-plan", "plan": plan},
@@ -245,7 +245,7 @@ def test_a_cancel_after_a_completed_call_stops_the_recovered_run_at_the_next_ste
             "objective": "cancel after a call",
             "steps": [first, _step("http", inventory.base_url), after],
         }
-        digest = digest_of(Plan.model_validate(plan).model_dump(mode="json"))
+        digest = digest_of_plan(plan)
         body = {"recipe": "echo", "objective": "cancel", "mode": "run-plan", "plan": plan}
         r = client.post("/intent", json=body)
         assert r.status_code == 202, r.text
