@@ -41,7 +41,6 @@ from contracts import (
 )
 from ledger import (
     Conn,
-    anchors,
     approvals,
     cancels,
     evidence,
@@ -50,8 +49,8 @@ from ledger import (
     runs,
     stretches,
 )
-from policies.episodes import run_summary_episode, security_episode
-from worker.records import cancel_episode
+from policies.episodes import security_episode
+from worker.records import cancel_episode, close_run
 from worker.replay import trace_so_far
 from worker.runtime import Runtime
 
@@ -206,26 +205,16 @@ def _ended(
     message: str,
     trace: str | None,
 ) -> None:
-    """End a run its workflow could not end (the caller holds its row lock): its trace
-    digest over what it recorded, its status, a summary episode, its chain anchored."""
-    if trace is not None:
-        runs.set_trace_digest(conn, run_id, trace)
-    runs.set_status(conn, run_id, status, "done", error_code=code.value, error_message=message)
-    me = rt.settings.executor_id
-    evidence.put_episode(
+    """End a run its workflow could not end (the caller holds its row lock), as every
+    run ends (``worker.records.close_run``): its trace over what it recorded."""
+    close_run(
         conn,
         run_id,
-        None,
-        run_summary_episode(
-            run_id=run_id,
-            status=status,
-            steps=[],
-            error_code=code.value,
-            trace_digest=trace,
-            executor_id=me,
-            recorded_at=now_iso(),
-            summary=None if status is RunStatus.CANCELLED else message,
-        ),
+        status,
+        rt.settings,
+        code=code.value,
+        message=message,
+        trace=trace,
+        steps=[],
+        summary=None if status is RunStatus.CANCELLED else message,
     )
-    # the run's chain head, anchored (ledger/anchors.py)
-    anchors.anchor_run(conn, run_id, me, rt.settings.signing_key, rt.settings.anchor_file)

@@ -25,7 +25,7 @@ from worker.records._decisions import (
     resume_after_resolution,
     take_decision,
 )
-from worker.records._finish import FINISH, finish
+from worker.records._finish import FINISH, close_run, finish
 from worker.records._gate import gate, plan_check, plan_problem
 from worker.records._messages import message_or_park, read_message, took_message, wait_for_input
 from worker.records._steps import record_step, step_verdict, write_step
@@ -36,6 +36,7 @@ __all__ = [
     "begin",
     "cancel_episode",
     "check_boundary",
+    "close_run",
     "decision_or_park",
     "expire_plan_card",
     "finish",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from contracts import (
     ErrorCode,
     JsonObject,
+    JsonValue,
     RunStatus,
 )
 from ledger import Conn, anchors, evidence, now_iso, runs
@@ -12,7 +13,7 @@ from policies.episodes import budget_episode, run_summary_episode
 from worker.records._cancels import observe_cancel
 from worker.runtime import WorkerSettings
 
-__all__ = ["FINISH", "finish"]
+__all__ = ["FINISH", "close_run", "finish"]
 
 
 # The boundary a cancel is seen at when it came after the run's last step.
@@ -37,8 +38,6 @@ def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
                 f": {reason}" if reason else ""
             )
     trace = arg.get("trace_digest")
-    if isinstance(trace, str):
-        runs.set_trace_digest(s, run_id, trace)
     budgets = arg.get("budgets")
     if isinstance(budgets, dict):
         runs.set_budgets(s, run_id, budgets)
@@ -55,14 +54,38 @@ def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
                     recorded_at=now_iso(),
                 ),
             )
-    runs.set_status(
+    close_run(
         s,
         run_id,
         status,
-        "done",
-        error_code=code if isinstance(code, str) else None,
-        error_message=message if isinstance(message, str) else None,
+        me,
+        code=code if isinstance(code, str) else None,
+        message=message if isinstance(message, str) else None,
+        trace=trace if isinstance(trace, str) else None,
+        steps=arg["steps"] if isinstance(arg["steps"], list) else [],
     )
+    return {"status": status.value}
+
+
+def close_run(
+    s: Conn,
+    run_id: str,
+    status: RunStatus,
+    me: WorkerSettings,
+    *,
+    code: str | None,
+    message: str | None,
+    trace: str | None,
+    steps: list[JsonValue],
+    summary: str | None = None,
+) -> None:
+    """The end of every run, whoever ends it (its flow's ``finish``, or the reaper for a
+    run its workflow could not end): its trace digest, its terminal status, its summary
+    episode and its chain's head anchored (``ledger/anchors.py``), in the caller's
+    transaction."""
+    if trace is not None:
+        runs.set_trace_digest(s, run_id, trace)
+    runs.set_status(s, run_id, status, "done", error_code=code, error_message=message)
     evidence.put_episode(
         s,
         run_id,
@@ -70,13 +93,12 @@ def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
         run_summary_episode(
             run_id=run_id,
             status=status,
-            steps=arg["steps"] if isinstance(arg["steps"], list) else [],
-            error_code=code if isinstance(code, str) else None,
-            trace_digest=trace if isinstance(trace, str) else None,
+            steps=steps,
+            error_code=code,
+            trace_digest=trace,
             executor_id=me.executor_id,
             recorded_at=now_iso(),
+            summary=summary,
         ),
     )
-    # the run's chain head, anchored (ledger/anchors.py)
     anchors.anchor_run(s, run_id, me.executor_id, me.signing_key, me.anchor_file)
-    return {"status": status.value}
