@@ -9,11 +9,16 @@ written to a JSON file every 50 ms for the benchmark driver to read.
 Each count is kept twice: for the whole process, and (``wf_*``) for what ran
 inside a DBOS workflow (its steps and transactions, DBOS's checkpoints of
 them), which leaves out the background: queue polls, heartbeats, the reaper.
+
+With BENCH_STATEMENT_LOG set, every statement made inside a workflow is also
+appended to that file (the workflow id, then the statement's first 160
+characters), to see which statements a figure counts.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,7 @@ _WRITES = ("INSERT", "UPDATE", "DELETE", "MERGE")
 _lock = threading.Lock()
 _KEYS = ("statements", "commits", "write_commits", "rollbacks")
 _counts = dict.fromkeys((*_KEYS, *(f"wf_{k}" for k in _KEYS)), 0)
+_STATEMENT_LOG = os.environ.get("BENCH_STATEMENT_LOG")
 
 
 def _bump(key: str) -> None:
@@ -41,6 +47,10 @@ def _bump(key: str) -> None:
 def _before_execute(conn: Connection, *args: Any) -> None:
     statement = str(args[1]).lstrip().upper()
     _bump("statements")
+    if _STATEMENT_LOG and DBOS.workflow_id is not None:
+        line = " ".join(str(args[1]).split())[:160]
+        with _lock, open(_STATEMENT_LOG, "a", encoding="utf-8") as log:
+            log.write(f"{DBOS.workflow_id}\t{line}\n")
     if statement.startswith(_WRITES) or (statement.startswith("WITH") and "INSERT" in statement):
         conn.info["bench_wrote"] = True
 
