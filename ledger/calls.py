@@ -8,7 +8,8 @@
    callee is not called again).
 2. the call itself, with op_key sent as the callee's idempotency key.
 3. ``complete`` — the response and its digest, ``WHERE status='started'``, and
-   the entry appended to the run's hash chain (``ledger/chain.py``).
+   the entry's link on the run's hash chain (``ledger/chain.py``), in one UPDATE
+   after the chain's lock and head.
 
 Steps 1 and 3 are one commit each, and the whole of the call's checkpoint: no
 DBOS step wraps a call (``worker.calls``).
@@ -33,17 +34,20 @@ from contracts import (
     digest_of,
     sha256_hex,
 )
-from ledger import chain, events
-from ledger._db import Conn, is_postgres, now_iso, rows_changed, sql
+from ledger import cancels, chain, events
+from ledger._db import Conn, dbos_workflows, is_postgres, now_iso, rows_changed, sql
+from ledger._row_locks import run_held
 
 __all__ = [
     "RESOLVED",
     "UNFINISHED",
     "CallRow",
+    "Look",
     "claim",
     "complete",
     "in_doubt",
     "list_calls",
+    "look",
     "lookup",
     "mark_in_doubt",
     "of_runs",
@@ -61,7 +65,7 @@ def op_key(run_id: str, step_id: str, attempt: int) -> str:
 
 
 # Statuses of an entry that has not finished: not on the hash chain yet.
-UNFINISHED = ("started", "in_doubt")
+UNFINISHED = chain.UNCHAINED
 # Statuses an operator's resolution gives an in-doubt entry.
 RESOLVED = ("applied", "not_applied")
 
@@ -85,10 +89,14 @@ _ROW_COLUMNS = (
     " target, duration_ms"
 )
 _ROW = f"SELECT {_ROW_COLUMNS} FROM calls"  # noqa: S608  (fixed columns)
-# A claimed call's outcome, and its row as it then is (none: it was not open).
+# A claimed call's outcome and its chain link, and its row as it then is (none: it
+# was not open).
 _COMPLETE = sql(
-    "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"  # noqa: S608
-    " error_code = :ec, finished_at = :t, duration_ms = :ms"
+    "UPDATE calls SET status = :status, response_json = :response_json,"  # noqa: S608
+    " response_digest = :response_digest, error_code = :error_code,"
+    " finished_at = :finished_at, duration_ms = :duration_ms, chain_seq = :chain_seq,"
+    " prev_hash = :prev_hash, entry_hash = :entry_hash, sealed_json = :sealed_json,"
+    " chain_version = :chain_version"
     f" WHERE op_key = :k AND status = 'started' RETURNING {_ROW_COLUMNS}"
 )
 
@@ -115,6 +123,44 @@ def _call_row(row: Sequence[object]) -> CallRow:
 def lookup(conn: Conn, key: str) -> CallRow | None:
     row = conn.execute(sql(f"{_ROW} WHERE op_key = :k"), {"k": key}).first()
     return None if row is None else _call_row(tuple(row))
+
+
+@dataclass(frozen=True)
+class Look:
+    """What a claim looks at first, in one read: the call's row (None: nobody has
+    claimed it), whether DBOS holds the calling workflow cancelled, and the run's
+    cancel on record (``ledger.cancels``), if any."""
+
+    row: CallRow | None
+    workflow_cancelled: bool = False
+    cancel: cancels.Cancel | None = None
+
+
+def _look_sql(conn: Conn) -> str:
+    mine = ", ".join(f"c.{col}" for col in _ROW_COLUMNS.split(", "))
+    theirs = ", ".join(f"x.{col}" for col in cancels.COLUMNS)
+    locked = " FOR UPDATE OF r" if is_postgres(conn) else ""
+    return (
+        f"SELECT {mine}, w.status, {theirs} FROM runs r"  # noqa: S608  (fixed names)
+        " LEFT JOIN calls c ON c.op_key = :k"
+        f" LEFT JOIN {dbos_workflows(conn)} w ON w.workflow_uuid = :w"
+        f" LEFT JOIN run_cancels x ON x.run_id = r.run_id WHERE r.run_id = :r{locked}"
+    )
+
+
+def look(conn: Conn, key: str, run_id: str, workflow_id: str | None) -> Look:
+    """The claim's look at ``key`` (``Look``), one statement; on PostgreSQL it also
+    takes the run's row lock, which the claim's event would take next (the
+    call's row and the cancel are as the statement began, as two reads before the
+    lock would have found them)."""
+    found = conn.execute(sql(_look_sql(conn)), {"k": key, "r": run_id, "w": workflow_id}).first()
+    if found is None:
+        return Look(None)
+    run_held(conn, run_id)
+    width = len(_ROW_COLUMNS.split(", "))
+    row = None if found[0] is None else _call_row(tuple(found[:width]))
+    rest = tuple(found[width + 1 :])
+    return Look(row, found[width] == "CANCELLED", None if rest[0] is None else cancels.of_row(rest))
 
 
 def of_runs(conn: Conn, run_ids: list[str]) -> dict[str, CallRow]:
@@ -173,26 +219,39 @@ def complete(
     error_code: str | None,
     duration_ms: int,
 ) -> CallRow:
-    """Record the outcome of a claimed call and read the row back."""
-    written = conn.execute(
-        _COMPLETE,
-        {
-            "st": "completed" if ok else "failed",
-            "rs": canonical_json(response),
-            "rd": digest_of(response),
-            "ec": error_code,
-            "t": now_iso(),
-            "ms": duration_ms,
-            "k": key,
-        },
-    ).first()
-    done = written is not None
-    row = _call_row(tuple(written)) if written is not None else lookup(conn, key)
-    if row is None:
+    """Record the outcome of a claimed call, linked onto its run's chain in the same
+    UPDATE, and return the row as it then is. The run's chain is locked and its head
+    read first, in one statement (``chain.head_and_entry``: a head that moved while
+    that read waited for the lock is refused, ``chain.head_moved``, and the caller's
+    transaction is tried again), so the link is made from the head it extends; a row
+    no longer ``started`` (another execution finished it) is answered as it stands,
+    chained if it was not yet."""
+    entry = chain.head_and_entry(conn, key, run_id, at_once=True)
+    if entry is None:
         raise GatehouseError(ErrorCode.CORRUPT_RECORD, "a claimed call vanished", {"op_key": key})
-    chain.append(conn, key, run_id)
-    if done:
-        _written(conn, row, error_code=error_code)
+    outcome: JsonObject = {
+        "status": "completed" if ok else "failed",
+        "response_digest": digest_of(response),
+        "error_code": error_code,
+        "finished_at": now_iso(),
+        "duration_ms": duration_ms,
+    }
+    written = None
+    if entry.fields["status"] == "started" and entry.chain_seq is None:
+        columns = entry.link(**outcome)
+        written = conn.execute(
+            _COMPLETE, {**outcome, **columns, "response_json": canonical_json(response), "k": key}
+        ).first()
+    if written is None:  # finished by another execution: as it stands, chained
+        chain.append(conn, key, run_id)
+        row = lookup(conn, key)
+        if row is None:
+            raise GatehouseError(
+                ErrorCode.CORRUPT_RECORD, "a claimed call vanished", {"op_key": key}
+            )
+        return row
+    row = _call_row(tuple(written))
+    _written(conn, row, error_code=error_code)
     return row
 
 

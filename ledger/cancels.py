@@ -10,6 +10,7 @@ and its write.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -29,6 +30,7 @@ from ledger._row_locks import run_held
 from ledger.executors import FULL_DISK_TEXT
 
 __all__ = [
+    "COLUMNS",
     "Cancel",
     "LockedRun",
     "Stopped",
@@ -36,6 +38,8 @@ __all__ = [
     "get",
     "lock_run",
     "observe",
+    "observed",
+    "of_row",
     "rejected",
     "request",
     "stopped",
@@ -97,23 +101,28 @@ def _source(value: str, run_id: str) -> CancelSource:
     )
 
 
+# run_cancels' columns, in the order ``of_row`` reads them.
+COLUMNS = ("run_id", "requested_by", "reason", "source", "requested_at", "observed_at")
+
+
 def get(conn: Conn, run_id: str) -> Cancel | None:
     row = conn.execute(
-        sql(
-            "SELECT run_id, requested_by, reason, source, requested_at, observed_at"
-            " FROM run_cancels WHERE run_id = :r"
-        ),
+        sql(f"SELECT {', '.join(COLUMNS)} FROM run_cancels WHERE run_id = :r"),  # noqa: S608
         {"r": run_id},
     ).first()
-    if row is None:
-        return None
+    return None if row is None else of_row(tuple(row))
+
+
+def of_row(row: Sequence[object]) -> Cancel:
+    """A ``run_cancels`` row, its ``COLUMNS`` in order, as a ``Cancel``."""
+    run_id = str(row[0])
     return Cancel(
-        run_id=row[0],
-        requested_by=row[1],
-        reason=row[2],
+        run_id=run_id,
+        requested_by=str(row[1]),
+        reason=None if row[2] is None else str(row[2]),
         source=_source(str(row[3]), run_id),
-        requested_at=row[4],
-        observed_at=row[5],
+        requested_at=str(row[4]),
+        observed_at=None if row[5] is None else str(row[5]),
     )
 
 
@@ -142,7 +151,11 @@ def observe(conn: Conn, run_id: str, at: str) -> Cancel | None:
     answer is the same. A replay reads ``observed_at`` instead of this. One read
     when there is no cancellation (every boundary of nearly every run).
     """
-    found = get(conn, run_id)
+    return observed(conn, get(conn, run_id), at)
+
+
+def observed(conn: Conn, found: Cancel | None, at: str) -> Cancel | None:
+    """``observe``, the run's cancel already read (``found``; None: it has none)."""
     if found is None:
         return None
     if found.observed_at is None:
@@ -150,9 +163,9 @@ def observe(conn: Conn, run_id: str, at: str) -> Cancel | None:
             sql(
                 "UPDATE run_cancels SET observed_at = :at WHERE run_id = :r AND observed_at IS NULL"
             ),
-            {"at": at, "r": run_id},
+            {"at": at, "r": found.run_id},
         )
-        found = get(conn, run_id)  # this boundary's, or one that wrote first
+        found = get(conn, found.run_id)  # this boundary's, or one that wrote first
     return found if found is not None and found.observed_at == at else None
 
 

@@ -32,10 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
+
 from contracts import JsonObject, JsonValue, canonical_json, digest_of
 from ledger import run_records
-from ledger._db import Conn, sql
-from ledger._row_locks import hold_run
+from ledger._db import Conn, is_postgres, sql
+from ledger._row_locks import hold_run, run_held
 from ledger.anchors import Anchor, problem
 
 __all__ = [
@@ -43,14 +45,19 @@ __all__ = [
     "GENESIS",
     "SEALED_FIELDS",
     "ChainReport",
+    "Entry",
     "append",
     "entry_hash",
+    "head_and_entry",
+    "head_moved",
     "seal_decision",
     "unsealed_field",
     "verify",
 ]
 
 GENESIS = "0" * 64
+# The statuses of an entry not finished yet, which has no link.
+UNCHAINED = ("started", "in_doubt")
 # What a version-1 entry's hash covers, in order.
 ENTRY_FIELDS = (
     "op_key", "run_id", "step_id", "attempt", "kind", "target", "status", "request_digest",
@@ -112,34 +119,88 @@ _ENTRY_AND_HEAD = sql(
     f"SELECT {_COLUMNS}, chain_seq,"  # noqa: S608  (fixed columns)
     f" (SELECT chain_seq {_HEAD}), (SELECT entry_hash {_HEAD}) FROM calls WHERE op_key = :k"
 )
+# The same read taking the run's row lock (PostgreSQL).
+_ENTRY_AND_HEAD_LOCKED = sql(
+    f"SELECT {', '.join(f'c.{f}' for f in SEALED_FIELDS)}, c.chain_seq,"  # noqa: S608
+    f" (SELECT chain_seq {_HEAD}), (SELECT entry_hash {_HEAD})"
+    " FROM calls c JOIN runs r ON r.run_id = c.run_id WHERE c.op_key = :k FOR UPDATE OF r"
+)
+
+
+def head_moved(exc: BaseException) -> bool:
+    """Whether ``exc`` is a link refused because the head it extended was no longer
+    the head (see ``head_and_entry``'s ``at_once``): the transaction may be tried again."""
+    text = str(exc)
+    return isinstance(exc, IntegrityError) and (
+        "calls_chain" in text or "calls.run_id, calls.chain_seq" in text
+    )
 
 
 def _mapping(keys: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(keys, row, strict=True))
 
 
-def append(conn: Conn, op_key: str, run_id: str) -> None:
-    """Chain the finished entry ``op_key`` onto its run (no-op if already chained)."""
-    hold_run(conn, run_id)
-    found = conn.execute(_ENTRY_AND_HEAD, {"k": op_key, "r": run_id}).first()
+@dataclass(frozen=True)
+class Entry:
+    """A ledger entry as the chain sees it, and the head of its run's chain."""
+
+    fields: dict[str, JsonValue]  # its sealed fields (``SEALED_FIELDS``), by name
+    chain_seq: int | None  # None: not chained yet
+    head_seq: int | None  # the run's last link (None: the chain is empty)
+    head_hash: str
+
+    def link(self, **outcome: JsonValue) -> JsonObject:
+        """The chain columns (by their names in ``calls``) that link this entry, its
+        fields updated with ``outcome`` (a completion's), onto the head."""
+        seq, prev = (1, GENESIS) if self.head_seq is None else (self.head_seq + 1, self.head_hash)
+        fields = {**self.fields, **outcome}
+        sealed = canonical_json({f: fields[f] for f in SEALED_FIELDS})
+        versioned: JsonObject = {"chain_version": SEALED_VERSION, "sealed_json": sealed}
+        return {"chain_seq": seq, "prev_hash": prev, "entry_hash": entry_hash(prev, versioned),
+                "sealed_json": sealed, "chain_version": SEALED_VERSION}  # fmt: skip
+
+
+def head_and_entry(conn: Conn, op_key: str, run_id: str, *, at_once: bool = False) -> Entry | None:
+    """Lock the run's chain (``hold_run``) and read the entry ``op_key`` with the run's
+    head, in one read after the lock; None when the entry has no row.
+
+    ``at_once``: on PostgreSQL, the lock taken by the read itself, one statement
+    instead of two. A read that waited for the lock sees the head as it was when the
+    read began: if another link was added meanwhile, the UNIQUE (run_id, chain_seq)
+    refuses the stale one and the caller's transaction is tried again
+    (``head_moved``); the chain never forks either way."""
+    if at_once and is_postgres(conn):
+        found = conn.execute(_ENTRY_AND_HEAD_LOCKED, {"k": op_key, "r": run_id}).first()
+        run_held(conn, run_id)
+    else:
+        hold_run(conn, run_id)
+        found = conn.execute(_ENTRY_AND_HEAD, {"k": op_key, "r": run_id}).first()
     if found is None:
+        return None
+    width = len(SEALED_FIELDS)
+    chained, head_seq, head_hash = found[width], found[width + 1], found[width + 2]
+    return Entry(
+        _mapping(SEALED_FIELDS, found[:width]),
+        None if chained is None else int(chained),
+        None if head_seq is None else int(head_seq),
+        GENESIS if head_hash is None else str(head_hash),
+    )
+
+
+def append(conn: Conn, op_key: str, run_id: str) -> None:
+    """Chain the finished entry ``op_key`` onto its run (no-op if already chained or
+    not finished). A completion links its entry in its own UPDATE (``ledger.calls``)."""
+    entry = head_and_entry(conn, op_key, run_id)
+    if entry is None or entry.chain_seq is not None or entry.fields["status"] in UNCHAINED:
         return
-    row, chained, (head_seq, head_hash) = found[:-3], found[-3], found[-2:]
-    if chained is not None or row[6] in ("started", "in_doubt"):
-        return
-    seq, prev = (1, GENESIS) if head_seq is None else (int(head_seq) + 1, str(head_hash))
-    sealed = canonical_json(_mapping(SEALED_FIELDS, row))
-    entry: JsonObject = {"chain_version": SEALED_VERSION, "sealed_json": sealed}
     conn.execute(
         sql(
-            "UPDATE calls SET chain_seq = :s, prev_hash = :p, entry_hash = :h,"
-            " sealed_json = :j, chain_version = :v WHERE op_key = :k"
+            "UPDATE calls SET chain_seq = :chain_seq, prev_hash = :prev_hash,"
+            " entry_hash = :entry_hash, sealed_json = :sealed_json,"
+            " chain_version = :chain_version WHERE op_key = :k"
         ),
-        {
-            "s": seq, "p": prev, "h": entry_hash(prev, entry), "j": sealed,
-            "v": SEALED_VERSION, "k": op_key,
-        },
-    )  # fmt: skip
+        {**entry.link(), "k": op_key},
+    )
 
 
 @dataclass(frozen=True)

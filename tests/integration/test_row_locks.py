@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from contracts import RunStatus
-from ledger import Database, events, runs
+from ledger import Database, calls, chain, events, runs
 from tests.support.rows import new_run, statements_seen
 
 
@@ -98,3 +98,57 @@ def test_a_run_s_seed_is_chosen_once_and_the_lock_it_took_is_remembered(
     assert tuple(digests) == ("sha256:profile", "sha256:pool", None)
     with db.engine.begin() as conn:
         assert runs.set_seed(conn, "no_such_run", "third") == "third"
+
+
+def _claimed(db: Database, run_id: str, step_id: str) -> str:
+    key = calls.op_key(run_id, step_id, 1)
+    with db.engine.begin() as conn:
+        assert calls.claim(conn, key=key, run_id=run_id, step_id=step_id, attempt=1,
+                           kind="tool", target="noop", request={"step": step_id})  # fmt: skip
+    return key
+
+
+def _complete(conn: sa.Connection, key: str, run_id: str) -> calls.CallRow:
+    return calls.complete(conn, key=key, run_id=run_id, response={"ok": True, "output": {}},
+                          ok=True, error_code=None, duration_ms=1)  # fmt: skip
+
+
+def test_a_completion_whose_chain_head_moved_while_it_waited_is_refused_then_links_after(
+    db: Database, backend: str
+) -> None:
+    """A completion locks the run and reads its chain's head in one statement: one that
+    waited for the lock read the head as it was before the other link committed, and
+    the UNIQUE (run_id, chain_seq) refuses the stale link (``chain.head_moved``); tried
+    again, it links after the other one. The chain never forks."""
+    if backend != "postgres":
+        pytest.skip("SQLite has one writer at a time: no completion waits for another")
+    new_run(db, "run_h")
+    first, second = _claimed(db, "run_h", "s1"), _claimed(db, "run_h", "s2")
+    locked = threading.Event()
+    refused: list[BaseException] = []
+
+    def behind() -> None:
+        locked.wait(10)
+        try:
+            with db.engine.begin() as conn:
+                _complete(conn, second, "run_h")  # waits for the first to commit
+        except sa.exc.IntegrityError as exc:
+            refused.append(exc)
+
+    waiter = threading.Thread(target=behind)
+    waiter.start()
+    with db.engine.begin() as conn:
+        _complete(conn, first, "run_h")
+        locked.set()
+        time.sleep(0.3)  # the second completion is blocked on the run's row meanwhile
+    waiter.join(10)
+    assert len(refused) == 1 and chain.head_moved(refused[0]), refused
+    with db.engine.begin() as conn:  # tried again: after the first link
+        assert _complete(conn, second, "run_h").status == "completed"
+    with db.engine.connect() as conn:
+        links = conn.execute(
+            sa.text("SELECT op_key, chain_seq FROM calls WHERE run_id = 'run_h' ORDER BY 2")
+        ).all()
+        report = chain.verify(conn, "run_h")
+    assert [tuple(r) for r in links] == [(first, 1), (second, 2)]
+    assert report.ok and report.entries == 2, report

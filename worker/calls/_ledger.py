@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, digest_of
-from ledger import calls, database_unreachable, events, evidence, storage_full
+from ledger import calls, chain, database_unreachable, events, evidence, storage_full
 from worker.handlers import Artifact, HandlerResult
 from worker.runtime import annotate, call_span, maybe_crash, runtime
 
@@ -79,14 +79,18 @@ class Performed:
 
 
 def _lost_or_full(exc: BaseException) -> bool:
-    return storage_full(exc) or database_unreachable(exc)
+    """A ledger transaction worth trying again: the database lost or full, or a
+    completion whose chain head moved under it (``chain.head_moved``)."""
+    return storage_full(exc) or database_unreachable(exc) or chain.head_moved(exc)
 
 
 def _say_retrying(state: RetryCallState) -> None:
     failed = state.outcome.exception() if state.outcome is not None else None
-    why = (
-        "the disk is full" if failed and storage_full(failed) else "the database cannot be reached"
-    )
+    why = "the database cannot be reached"
+    if failed is not None and storage_full(failed):
+        why = "the disk is full"
+    elif failed is not None and chain.head_moved(failed):
+        why = "another link was added to the run's chain meanwhile"
     pause = state.next_action.sleep if state.next_action is not None else 0.0
     _log.warning("ledger: %s; retrying the write in %.1f s", why, pause)
 
@@ -140,9 +144,15 @@ class Call:
     # session keeps its turns): settles it without sending it again, or None
     # when it was certainly never sent (then it is sent now, for the first time).
     reconcile: Callable[[str], Performed | None] | None = field(default=None, compare=False)
-    # Run in the claim's transaction first: an answer stops the call before it is
-    # claimed (a cancel seen at the step's boundary).
-    boundary: Callable[[Connection], JsonObject | None] | None = field(default=None, compare=False)
+    # Run in the claim's transaction first, given what the claim's one read found
+    # (``calls.Look``): an answer stops the call before it is claimed (a cancel
+    # seen at the step's boundary).
+    boundary: Callable[[Connection, calls.Look], JsonObject | None] | None = field(
+        default=None, compare=False
+    )
+    # The DBOS workflow making the call: the claim's read also says whether DBOS
+    # holds it cancelled (``calls.Look.workflow_cancelled``), for the boundary to act on.
+    workflow_id: str | None = None
     # Run in the completion's transaction (or, for an answer the ledger already
     # had, in one of its own) with the call's result: fields added to the result
     # (the step's record, written with its call). It must be idempotent.
@@ -300,12 +310,13 @@ def _claim(conn: Connection, call: Call) -> JsonObject | calls.CallRow | None:
 
     The boundary is checked only for a call nobody has claimed: a call an earlier
     execution made is answered from its row whatever came since (a cancel then
-    stops the flow at its next boundary)."""
+    stops the flow at its next boundary). What the boundary asks (the row, a cancel
+    on record, DBOS's word on the workflow) is one read (``calls.look``)."""
     if call.boundary is not None:
-        found = calls.lookup(conn, call.op_key)
-        if found is not None:
-            return found
-        stop = call.boundary(conn)
+        looked = calls.look(conn, call.op_key, call.run_id, call.workflow_id)
+        if looked.row is not None:
+            return looked.row
+        stop = call.boundary(conn, looked)
         if stop is not None:
             return stop
     won = calls.claim(

@@ -97,9 +97,9 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
     def perform(_key: str) -> Performed:
         return performed_of(deliver(delivered(), handlers()))
 
-    def boundary(conn: Connection) -> JsonObject | None:
+    def boundary(conn: Connection, looked: calls.Look) -> JsonObject | None:
         at = spec.boundary or ""
-        found = observe_cancel(conn, spec.run_id, at, settings.executor_id)
+        found = observe_cancel(conn, spec.run_id, at, settings.executor_id, looked.cancel)
         return None if found is None else {"cancelled": found, "at": at}
 
     def settle(conn: Connection, result: JsonObject) -> JsonObject:

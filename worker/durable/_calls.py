@@ -24,6 +24,7 @@ from dbos import DBOS
 from sqlalchemy.engine import Connection
 
 from contracts import GatehouseError, JsonObject, Step
+from ledger.calls import Look
 from worker.calls import (
     Call,
     Performed,
@@ -34,7 +35,7 @@ from worker.calls import (
     prepare_tool,
     through_ledger,
 )
-from worker.durable._dbos import stop_if_cancelled
+from worker.durable._dbos import raise_cancelled
 from worker.durable._tx import retried, steadily, steady
 from worker.explain import explain_run
 from worker.flow import CallOutcome
@@ -72,17 +73,19 @@ def tool_call(spec: ToolCall) -> CallOutcome:
 
 def _stops_if_cancelled(call: Call) -> Call:
     """``call``, its claim first asking what a DBOS step's start asks: whether DBOS
-    holds the workflow cancelled (then nothing is claimed or sent)."""
+    holds the workflow cancelled (then nothing is claimed or sent). The claim's one
+    read answers it (``calls.Look.workflow_cancelled``)."""
     workflow_id = DBOS.workflow_id
     if not workflow_id:
         return call
     boundary = call.boundary
 
-    def stops(conn: Connection) -> JsonObject | None:
-        stop_if_cancelled(conn, workflow_id)
-        return None if boundary is None else boundary(conn)
+    def stops(conn: Connection, looked: Look) -> JsonObject | None:
+        if looked.workflow_cancelled:
+            raise_cancelled(workflow_id)
+        return None if boundary is None else boundary(conn, looked)
 
-    return replace(call, boundary=stops)
+    return replace(call, boundary=stops, workflow_id=workflow_id)
 
 
 def _explain(job: JsonObject) -> JsonObject:

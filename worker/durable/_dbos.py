@@ -10,7 +10,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Collection
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 # Where DBOS looks up, at launch, the function it starts as its background jobs
 # thread (delayed workflows made ready, workflow deadlines enforced).
@@ -56,6 +56,7 @@ __all__ = [
     "dequeue_now",
     "hold_queue_listing",
     "quiet_background",
+    "raise_cancelled",
     "recover_pending_workflows",
     "step_checkpoint",
     "stop_if_cancelled",
@@ -273,7 +274,12 @@ def stop_if_cancelled(conn: Conn, workflow_id: str) -> None:
     there, nothing of the transaction committed, and DBOS records no outcome over the
     cancel; the reaper then ends the run (``worker.durable._cancel``)."""
     if cancels.cancelled_in_dbos(conn, workflow_id):
-        raise DBOSWorkflowCancelledError(f"Workflow {workflow_id} is cancelled")
+        raise_cancelled(workflow_id)
+
+
+def raise_cancelled(workflow_id: str) -> NoReturn:
+    """Raise what DBOS raises at a step's start in a workflow it holds CANCELLED."""
+    raise DBOSWorkflowCancelledError(f"Workflow {workflow_id} is cancelled")
 
 
 def step_checkpoint(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey) -> JsonObject | None:

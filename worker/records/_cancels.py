@@ -38,10 +38,17 @@ def cancel_episode(conn: Conn, found: Cancel, at: str, executor_id: str) -> None
     )
 
 
-def observe_cancel(conn: Conn, run_id: str, at: str, executor_id: str) -> JsonObject | None:
+def observe_cancel(
+    conn: Conn, run_id: str, at: str, executor_id: str, read: cancels.Cancel | bool | None = False
+) -> JsonObject | None:
     """{cancelled_by, reason, source} when the run stops at boundary ``at`` (the
-    boundary and the episode written with the caller's transaction); else None."""
-    found = cancels.observe(conn, run_id, at)
+    boundary and the episode written with the caller's transaction); else None.
+    ``read``: the run's cancel as the caller's transaction already read it (None:
+    it has none); False to read it here."""
+    if read is False:
+        found = cancels.observe(conn, run_id, at)
+    else:
+        found = cancels.observed(conn, read if isinstance(read, cancels.Cancel) else None, at)
     if found is None:
         return None
     cancel_episode(conn, found, at, executor_id)
