@@ -49,7 +49,7 @@ def _before_execute(conn: Connection, *args: Any) -> None:
     _bump("statements")
     if _STATEMENT_LOG and DBOS.workflow_id is not None:
         line = " ".join(str(args[1]).split())[:160]
-        with _lock, open(_STATEMENT_LOG, "a", encoding="utf-8") as log:
+        with _lock, Path(_STATEMENT_LOG).open("a", encoding="utf-8") as log:
             log.write(f"{DBOS.workflow_id}\t{line}\n")
     if statement.startswith(_WRITES) or (statement.startswith("WITH") and "INSERT" in statement):
         conn.info["bench_wrote"] = True
