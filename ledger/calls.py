@@ -180,14 +180,14 @@ def claim(
     target: str,
     request: JsonObject,
 ) -> bool:
-    """Write the ``started`` row; False when another execution holds the claim."""
-    got = conn.execute(
-        sql(
-            "INSERT INTO calls (op_key, run_id, step_id, attempt, kind, target, status,"
-            " request_json, request_digest, started_at)"
-            " VALUES (:k, :r, :s, :a, :kind, :tg, 'started', :rq, :rd, :t)"
-            " ON CONFLICT (op_key) DO NOTHING RETURNING op_key"
-        ),
+    """Write the ``started`` row and its ``step.started`` event (one statement on
+    PostgreSQL); False when another execution holds the claim."""
+    write = events.together(
+        conn,
+        "INSERT INTO calls (op_key, run_id, step_id, attempt, kind, target, status,"
+        " request_json, request_digest, started_at)"
+        " VALUES (:k, :r, :s, :a, :kind, :tg, 'started', :rq, :rd, :t)"
+        " ON CONFLICT (op_key) DO NOTHING",
         {
             "k": key,
             "r": run_id,
@@ -199,14 +199,13 @@ def claim(
             "rd": digest_of(request),
             "t": now_iso(),
         },
-    ).first()
-    if got is not None:
-        events.emit(
-            conn, run_id, "step.started",
+        events.Emits(
+            run_id, "step.started",
             {"step_id": step_id, "attempt": attempt, "kind": kind, "target": target,
              "op_key": key},
-        )  # fmt: skip
-    return got is not None
+        ),
+    )  # fmt: skip
+    return write.changed(conn, conn.execute(write.statement, write.values))
 
 
 def complete(

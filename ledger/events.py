@@ -17,26 +17,32 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Final, get_args
 
+import sqlalchemy as sa
 from sqlalchemy.sql.elements import TextClause
 
 from contracts import JsonObject, RunEventKind, canonical_json
-from ledger._db import Conn, is_postgres, now_iso, sql
+from ledger._db import Conn, is_postgres, now_iso, rows_changed, sql
 from ledger._row_locks import hold_run
 
 __all__ = [
     "FIRST_SQL",
     "KINDS",
+    "Emits",
     "Event",
+    "Together",
     "after",
     "batched",
     "emit",
     "emit_first",
     "first_values",
+    "later",
+    "together",
 ]
 
 KINDS: Final = frozenset(get_args(RunEventKind))
@@ -68,9 +74,30 @@ FIRST_SQL = (
 
 
 # Where ``batched`` keeps the events not written yet, on the connection; each as
-# (run_id, kind, body, at, notify).
+# (run_id, kind, body, at, notify, the index of the held write it is written with
+# only if that write changed a row, or None).
 _PENDING = "gatehouse_events_pending"
-_Pending = tuple[str, str, str, str, int | None]
+_Pending = tuple[str, str, str, str, int | None, int | None]
+# Where ``batched(writes=True)`` keeps the writes ``later`` holds back (PostgreSQL).
+_HELD = "gatehouse_writes_held"
+# How SQLAlchemy finds a statement's bind parameters (``sa.text``).
+_BIND = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
+
+
+@dataclass(frozen=True)
+class Emits:
+    """The event a write emits when it changes a row (``later``, ``together``)."""
+
+    run_id: str
+    kind: str
+    body: JsonObject
+    notify: bool = False
+
+
+@dataclass(frozen=True)
+class _Held:
+    text: str  # one INSERT or UPDATE, no RETURNING
+    params: dict[str, object]
 
 
 @cache
@@ -88,28 +115,89 @@ def _insert_many(n: int) -> TextClause:
 
 
 @contextlib.contextmanager
-def batched(conn: Conn) -> Iterator[None]:
+def batched(conn: Conn, *, writes: bool = False) -> Iterator[None]:
     """Within this block, the events ``emit`` appends in ``conn``'s transaction are
     written when it ends, on PostgreSQL in one statement a run instead of one an event
     (a tool call's completion appends three). They are written in the order they were
     emitted, numbered as ``emit`` would; the stream read in the block (``after``)
     includes them. A block left by an exception writes none of them: its
-    transaction is to roll back. Nested, the outermost block writes."""
+    transaction is to roll back. Nested, the outermost block writes.
+
+    ``writes``: on PostgreSQL the writes ``later`` is given are held back too and sent
+    with the events, all in one statement (data-modifying WITH queries): a tool call's
+    completion writes its step's row, its episode, the run's budgets and three events
+    in one round trip. Only for a transaction that reads none of them back."""
     if _PENDING in conn.info:
         yield
         return
     conn.info[_PENDING] = []
+    if writes and is_postgres(conn):
+        conn.info[_HELD] = []
     try:
         yield
         _flush(conn)
     finally:
         conn.info.pop(_PENDING, None)
+        conn.info.pop(_HELD, None)
+
+
+def later(conn: Conn, text: str, params: dict[str, object], emits: Emits | None = None) -> None:
+    """A write (one INSERT or UPDATE) and the event it emits if it changes a row: held
+    back to the end of a ``batched(writes=True)`` block on PostgreSQL (see there),
+    made now otherwise. Nothing in the transaction may read what it writes."""
+    held: list[_Held] | None = conn.info.get(_HELD)
+    if held is None:
+        if rows_changed(conn.execute(sql(text), params)) and emits is not None:
+            emit(conn, emits.run_id, emits.kind, emits.body, notify=emits.notify)
+        return
+    held.append(_Held(text, params))
+    if emits is not None:
+        _pend(conn, emits, len(held) - 1)
+
+
+@dataclass(frozen=True)
+class Together:
+    """A write and the event it emits if it changes a row, made ready by ``together``
+    for its caller to execute (its own frame makes the write: ``ledger.calls.claim``)."""
+
+    statement: TextClause
+    values: dict[str, object]
+    emits: Emits
+    joined: bool  # the event is in the statement (PostgreSQL)
+
+    def changed(self, conn: Conn, result: object) -> bool:
+        """Whether the write changed a row, ``result`` being the statement's; the event
+        is emitted now if it did and the statement did not hold it (SQLite)."""
+        if self.joined:
+            return isinstance(result, sa.CursorResult) and result.first() is not None
+        if not rows_changed(result):
+            return False
+        e = self.emits
+        emit(conn, e.run_id, e.kind, e.body, notify=e.notify)
+        return True
+
+
+def together(conn: Conn, text: str, params: dict[str, object], emits: Emits) -> Together:
+    """A write to make now and the event it emits if it changes a row, as one statement
+    on PostgreSQL (what the block held back is written first, and the run's row locked,
+    as ``emit`` would); the write alone on SQLite (``Together.changed`` emits)."""
+    if not is_postgres(conn):
+        return Together(sql(text), params, emits, joined=False)
+    _flush(conn)
+    hold_run(conn, emits.run_id)
+    statement, values = _together([_Held(text, params)], [_event(emits, 0)], returning=True)
+    return Together(statement, values, emits, joined=True)
 
 
 def _flush(conn: Conn) -> None:
-    """Write the events ``batched`` holds back, if any: at its end, or before a read of
-    the stream."""
+    """Write the events ``batched`` holds back, and the writes held with them, if any:
+    at its end, or before a read of the stream."""
     pending: list[_Pending] | None = conn.info.get(_PENDING)
+    held: list[_Held] | None = conn.info.get(_HELD)
+    if held:
+        conn.info[_HELD], conn.info[_PENDING] = [], []
+        conn.execute(*_together(held, pending or []))
+        return
     if not pending:
         return
     conn.info[_PENDING] = []
@@ -118,29 +206,77 @@ def _flush(conn: Conn) -> None:
         by_run.setdefault(item[0], []).append(item)
     for run_id, items in by_run.items():  # each run's row is locked already (``emit``)
         if len(items) == 1 or not is_postgres(conn):  # SQLite: no round trips to save
-            for _, kind, body, at, notify in items:
+            for _, kind, body, at, notify, _after in items:
                 conn.execute(_INSERT, {"r": run_id, "k": kind, "b": body, "t": at, "n": notify})
             continue
         values: dict[str, str | int | None] = {"r": run_id}
-        for i, (_, kind, body, at, notify) in enumerate(items):
+        for i, (_, kind, body, at, notify, _after) in enumerate(items):
             values |= {f"k{i}": kind, f"b{i}": body, f"t{i}": at, f"n{i}": notify}
         conn.execute(_insert_many(len(items)), values)
+
+
+def _together(
+    held: list[_Held], pending: list[_Pending], *, returning: bool = False
+) -> tuple[TextClause, dict[str, object]]:
+    """PostgreSQL: the held writes as data-modifying WITH queries and the events as one
+    INSERT after them, one statement. An event tied to a write is kept only if that
+    write changed a row; the kept ones of each run number on from its stream's last
+    event in the order they were emitted (every subquery reads the snapshot the
+    statement began with, which holds none of its own rows). ``returning``: a row back
+    for each event written."""
+    queries, values = [], dict[str, object]()
+    for i, write in enumerate(held):
+        renamed = _BIND.sub(f":w{i}_\\g<1>", write.text)  # its own names
+        queries.append(f"w{i} AS ({renamed} RETURNING 1)")
+        values |= {f"w{i}_{name}": value for name, value in write.params.items()}
+    rows = []
+    for j, (run_id, kind, body, at, notify, after) in enumerate(pending):
+        keep = "TRUE" if after is None else f"EXISTS (SELECT 1 FROM w{after})"  # noqa: S608
+        rows.append(
+            f"({j}, CAST(:e{j}_r AS TEXT), CAST(:e{j}_k AS TEXT), CAST(:e{j}_b AS TEXT),"
+            f" CAST(:e{j}_t AS TEXT), CAST(:e{j}_n AS INTEGER), {keep})"
+        )
+        values |= {f"e{j}_r": run_id, f"e{j}_k": kind, f"e{j}_b": body, f"e{j}_t": at,
+                   f"e{j}_n": notify}  # fmt: skip
+    main = "SELECT 1"
+    if rows:
+        main = (
+            "INSERT INTO run_events (run_id, seq, kind, body_json, at, notify_pending)"  # noqa: S608  (fixed names; the values are parameters)
+            " SELECT e.r, (SELECT COALESCE(MAX(x.seq), 0) FROM run_events x WHERE x.run_id = e.r)"
+            " + ROW_NUMBER() OVER (PARTITION BY e.r ORDER BY e.o), e.k, e.b, e.t, e.n"
+            f" FROM (VALUES {', '.join(rows)}) AS e (o, r, k, b, t, n, keep) WHERE e.keep"
+            + (" RETURNING seq" if returning else "")
+        )
+    return sql(f"WITH {', '.join(queries)} {main}" if queries else main), values
+
+
+def _event(emits: Emits, after: int | None) -> _Pending:
+    return (emits.run_id, emits.kind, canonical_json(emits.body), now_iso(),
+            1 if emits.notify else None, after)  # fmt: skip
+
+
+def _pend(conn: Conn, emits: Emits, after: int | None) -> None:
+    if emits.kind not in KINDS:
+        raise ValueError(f"unknown run event kind {emits.kind!r}")
+    # Serializes this run's appends until the caller commits; taken now even when the
+    # row waits for the end of a batch, so that locks are taken in the order they were.
+    hold_run(conn, emits.run_id)
+    pending: list[_Pending] = conn.info[_PENDING]
+    pending.append(_event(emits, after))
 
 
 def emit(conn: Conn, run_id: str, kind: str, body: JsonObject, *, notify: bool = False) -> None:
     """Append an event to the run's stream, in the caller's transaction (held back to
     its end within ``batched``)."""
+    emits = Emits(run_id, kind, body, notify)
+    if _PENDING in conn.info:
+        _pend(conn, emits, None)
+        return
     if kind not in KINDS:
         raise ValueError(f"unknown run event kind {kind!r}")
-    # Serializes this run's appends until the caller commits; taken now even when the
-    # row waits for the end of a batch, so that locks are taken in the order they were.
     hold_run(conn, run_id)
-    event = (run_id, kind, canonical_json(body), now_iso(), 1 if notify else None)
-    pending: list[_Pending] | None = conn.info.get(_PENDING)
-    if pending is not None:
-        pending.append(event)
-        return
-    conn.execute(_INSERT, dict(zip(("r", "k", "b", "t", "n"), event, strict=True)))
+    event = _event(emits, None)
+    conn.execute(_INSERT, dict(zip(("r", "k", "b", "t", "n"), event[:5], strict=True)))
 
 
 def emit_first(conn: Conn, run_id: str, kind: str, body: JsonObject) -> None:

@@ -84,12 +84,11 @@ def run_artifacts(conn: Conn, run_id: str) -> list[dict[str, str | int]]:
 
 def put_episode(conn: Conn, run_id: str, step_id: str | None, episode: Episode) -> None:
     """Episode ids are derived from what they record, so a re-run writes nothing new."""
-    result = conn.execute(
-        sql(
-            "INSERT INTO episodes (episode_id, run_id, step_id, episode_type, result_status,"
-            " body_json, recorded_at) VALUES (:i, :r, :s, :t, :st, :b, :at)"
-            " ON CONFLICT (episode_id) DO NOTHING"
-        ),
+    events.later(
+        conn,
+        "INSERT INTO episodes (episode_id, run_id, step_id, episode_type, result_status,"
+        " body_json, recorded_at) VALUES (:i, :r, :s, :t, :st, :b, :at)"
+        " ON CONFLICT (episode_id) DO NOTHING",
         {
             "i": episode.episode_id,
             "r": run_id,
@@ -99,15 +98,13 @@ def put_episode(conn: Conn, run_id: str, step_id: str | None, episode: Episode) 
             "b": canonical_json(episode.model_dump(mode="json")),
             "at": episode.recorded_at,
         },
-    )
-    added = rows_changed(result)
-    if added:
-        events.emit(
-            conn, run_id, "episode",
+        events.Emits(
+            run_id, "episode",
             {"episode_id": episode.episode_id, "episode_type": episode.episode_type,
              "result_status": episode.result_status, "step_id": step_id},
             notify=episode.episode_type.startswith("security_event"),
-        )  # fmt: skip
+        ),
+    )  # fmt: skip
 
 
 def list_episodes(conn: Conn, run_id: str) -> list[EpisodeView]:

@@ -328,8 +328,9 @@ def set_seed(
 
 def set_budgets(conn: Conn, run_id: str, budgets: JsonObject) -> None:
     """The run's budgets, used / limit (a display copy; the ledger is the truth)."""
-    conn.execute(
-        sql("UPDATE runs SET budgets_json = :b WHERE run_id = :r"),
+    events.later(
+        conn,
+        "UPDATE runs SET budgets_json = :b WHERE run_id = :r",
         {"b": canonical_json(budgets), "r": run_id},
     )
 
@@ -355,13 +356,12 @@ def record_step(
     error_code: str | None,
     error_message: str | None,
 ) -> None:
-    result = conn.execute(
-        sql(
-            "INSERT INTO run_steps (run_id, step_id, position, driver_kind, connector_id, status,"
-            " op_key, output_json, error_code, error_message, finished_at)"
-            " VALUES (:r, :s, :p, :dk, :c, :st, :op, :o, :ec, :em, :t)"
-            " ON CONFLICT (run_id, step_id) DO NOTHING"
-        ),
+    events.later(
+        conn,
+        "INSERT INTO run_steps (run_id, step_id, position, driver_kind, connector_id, status,"
+        " op_key, output_json, error_code, error_message, finished_at)"
+        " VALUES (:r, :s, :p, :dk, :c, :st, :op, :o, :ec, :em, :t)"
+        " ON CONFLICT (run_id, step_id) DO NOTHING",
         {
             "r": run_id,
             "s": step_id,
@@ -375,14 +375,12 @@ def record_step(
             "em": error_message,
             "t": now_iso(),
         },
-    )
-    inserted = rows_changed(result)
-    if inserted:
-        events.emit(
-            conn, run_id, "step.finished",
+        events.Emits(
+            run_id, "step.finished",
             {"step_id": step_id, "position": position, "status": status,
              "error_code": error_code, "op_key": op_key},
-        )  # fmt: skip
+        ),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ def test_a_tool_call_reaches_its_insert_in_six_frames(stack: Stack) -> None:
     paths: list[tuple[Any, list[str]]] = []
 
     def seen(_conn: object, _cursor: object, statement: str, params: Any, *_: object) -> None:
-        if statement.lstrip().startswith("INSERT INTO") and "calls (op_key" in statement:
+        # the claim's INSERT (on PostgreSQL inside one statement with its event)
+        if "INSERT INTO calls (op_key" in statement:
             frames = [o for o in map(_ours, traceback.extract_stack()) if o is not None]
             paths.append((params, frames))
 

@@ -115,9 +115,10 @@ def _ledger_attempts() -> Retrying:
 
 @contextmanager
 def _transaction() -> Iterator[Connection]:
-    """One ledger transaction; the run's events written together at its end (a
-    completion appends three)."""
-    with runtime().db.engine.begin() as conn, events.batched(conn):
+    """One ledger transaction; the run's events, and the writes nothing in it reads
+    back (a step's row, its episode, the run's budgets), written together at its end:
+    on PostgreSQL in one statement (``events.batched``)."""
+    with runtime().db.engine.begin() as conn, events.batched(conn, writes=True):
         yield conn
 
 
