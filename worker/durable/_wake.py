@@ -47,6 +47,10 @@ __all__ = ["WorkWake", "dbos_work_due", "inhost_ear", "look_again", "postgres_ea
 _log = logging.getLogger("gatehouse.wake")
 _RETRY_S = 1.0
 _BACKLOG_S = 0.05  # how soon to look again while queued work may be waiting
+# The longest one wait for a notification lasts: how soon the thread sees that it is
+# to stop (a worker's shutdown waits for it) or that a pass is due. A wait that ends
+# with nothing heard sends nothing to the database.
+_TURN_S = 0.2
 
 # What a worker listens with: opened, then asked for the partitions named within a
 # timeout (empty when none were), and closed when it fails or the worker stops.
@@ -92,15 +96,15 @@ _listening: list[WorkWake] = []
 
 
 def look_again() -> None:
-    """Have this process's claimer look at every partition at its next turn (within a
-    second): the reaper's tick saw work waiting on the queue."""
+    """Have this process's claimer look at every partition at its next turn (within
+    ``_TURN_S``): the reaper's tick saw work waiting on the queue."""
     for wake in list(_listening):
         wake.poked.set()
 
 
 def dbos_work_due() -> None:
-    """Have this process's claimer run DBOS's own chores at its next turn (within a
-    second): the reaper's tick saw work on DBOS's internal queue (``dbos workflow
+    """Have this process's claimer run DBOS's own chores at its next turn (within
+    ``_TURN_S``): the reaper's tick saw work on DBOS's internal queue (``dbos workflow
     resume``, ``fork``) or a DBOS timer due (``_dbos.dbos_chores``)."""
     for wake in list(_listening):
         wake.dbos_due.set()
@@ -148,7 +152,7 @@ class WorkWake:
             while not self._stop.is_set():
                 # one pass for every batch of notifications that arrived together
                 due_in = last_full + self._poll_s - time.monotonic()
-                told = hear(_BACKLOG_S if backlog else max(0.0, min(1.0, due_in)))
+                told = hear(_BACKLOG_S if backlog else max(0.0, min(_TURN_S, due_in)))
                 if told:
                     self.woken += 1
                 self._chores()
