@@ -19,13 +19,13 @@ from contracts.execution import ExecutionEnvelope, ExecutionResult
 from shim.local import InventoryService
 from tests.conftest import require_backend
 from tests.support.stack import BACKENDS, Stack, running_stack
-from worker.handlers import noop
+from worker.handlers import HandlerContext, noop
 from worker.handlers.registry import HANDLERS
 
 SECRET = "do-not-leak-this-in-a-message"
 
 
-def _unruly(envelope: ExecutionEnvelope) -> ExecutionResult:
+def _unruly(envelope: ExecutionEnvelope, context: HandlerContext) -> ExecutionResult:
     """noop, unless the arguments ask it to panic or break the protocol."""
     behaviour = envelope.arguments.get("behave")
     if behaviour == "panic":
@@ -33,9 +33,9 @@ def _unruly(envelope: ExecutionEnvelope) -> ExecutionResult:
     if behaviour == "garbage":
         return {"status": "fine"}  # type: ignore[return-value]  # the point of the test
     if behaviour == "other-envelope":
-        result = noop.run(envelope)
+        result = noop.run(envelope, context)
         return result.model_copy(update={"envelope_id": "env_" + "0" * 32})
-    return noop.run(envelope)
+    return noop.run(envelope, context)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -24,7 +24,7 @@ from contracts.execution import ExecutionEnvelope, ExecutionResult
 from tests.conftest import require_backend
 from tests.support.plans import NOTE, digest_of_plan
 from tests.support.stack import BACKENDS, Stack, running_stack
-from worker.handlers import noop
+from worker.handlers import HandlerContext, noop
 from worker.handlers.registry import HANDLERS
 
 CONCURRENCY, SHARE = 4, 2
@@ -39,11 +39,11 @@ class Turnstile:
         self.release = threading.Event()
         self.inside: list[str] = []
 
-    def handler(self, envelope: ExecutionEnvelope) -> ExecutionResult:
+    def handler(self, envelope: ExecutionEnvelope, context: HandlerContext) -> ExecutionResult:
         with self.lock:
             self.inside.append(str(envelope.arguments.get("who")))
         self.release.wait(120)
-        return noop.run(envelope)
+        return noop.run(envelope, context)
 
     def held(self) -> Counter[str]:
         with self.lock:

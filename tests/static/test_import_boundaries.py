@@ -88,6 +88,49 @@ def check_shim_never_imports_worker(source: Source) -> list[Finding]:
     ]
 
 
+def check_handlers_reach_no_database(source: Source) -> list[Finding]:
+    """A handler (``worker/handlers``) gets what it may use of the worker in its
+    ``HandlerContext``: it imports nothing of the ledger and not the global runtime."""
+    if not source.module.startswith("worker.handlers"):
+        return []
+    found = []
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+            if node.module.split(".")[0] == "ledger":
+                found.append(Finding(source.rel, node.lineno, f"a handler imports {node.module}"))
+            elif node.module == "worker.runtime" and any(a.name == "runtime" for a in node.names):
+                found.append(Finding(source.rel, node.lineno, "a handler imports runtime()"))
+        elif isinstance(node, ast.Import):
+            found.extend(
+                Finding(source.rel, node.lineno, f"a handler imports {a.name}")
+                for a in node.names
+                if a.name.split(".")[0] == "ledger"
+            )
+    return found
+
+
+def test_handlers_reach_the_worker_only_through_their_context() -> None:
+    sources = product_sources(("worker",))
+    findings = [f for s in sources for f in check_handlers_reach_no_database(s)]
+    if findings:
+        pytest.fail(report("handlers reaching past their context", findings), pytrace=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [
+        ("from ledger import cancels\n", True),
+        ("import ledger.calls\n", True),
+        ("from worker.runtime import maybe_crash, runtime\n", True),
+        ("from worker.runtime import WorkerSettings, maybe_crash\n", False),
+    ],
+)
+def test_handler_check_cases(text: str, bad: bool) -> None:
+    source = from_text(text, "worker/handlers/opencode/watch.py")
+    assert bool(check_handlers_reach_no_database(source)) is bad
+    assert check_handlers_reach_no_database(from_text(text, "worker/calls/_tool.py")) == []
+
+
 def test_packages_import_only_what_the_table_allows() -> None:
     findings = [f for s in product_sources(CHECKED) for f in check_imports(s)]
     if findings:

@@ -10,6 +10,7 @@ replay builds the same envelope and reads the recorded answer.
 from __future__ import annotations
 
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 
 from contracts import (
     Connector,
@@ -20,14 +21,15 @@ from contracts import (
     ToolCall,
 )
 from contracts.execution import ExecutionEnvelope
-from ledger import calls
+from ledger import calls, cancels
 from worker.calls._ledger import Call, Performed, Prepared
 from worker.coordinator import Delivered, build_envelope, check, deliver, handlers
 from worker.flow import CallOutcome, Spent, StepRecord
+from worker.handlers import HandlerContext
 from worker.handlers import opencode as opencode_handler
 from worker.opa import unpack
 from worker.records import observe_cancel, write_step
-from worker.runtime import WorkerSettings, wait_for_space
+from worker.runtime import WorkerSettings, runtime, wait_for_space
 
 __all__ = [
     "StepRecordSpec",
@@ -60,6 +62,18 @@ def settles_step(spec: ToolCall, result: JsonObject) -> bool:
     return spec.record is not None and result.get("error_code") not in _NOT_FINAL
 
 
+def cancelled_by(run_id: str) -> str | None:
+    """Who cancelled the run, if someone has (``HandlerContext.cancelled_by``): asked by
+    a handler while its step runs, so a cancel can stop a long turn in flight. None
+    when nobody has, or the database is away (the step's boundary sees the cancel)."""
+    try:
+        with runtime().db.engine.connect() as conn:
+            found = cancels.get(conn, run_id)
+    except SQLAlchemyError:
+        return None
+    return None if found is None else found.requested_by
+
+
 def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
     """The call of one attempt of one plan step: its envelope is the ledger's request."""
     key = calls.op_key(spec.run_id, spec.step_id, spec.attempt)
@@ -90,12 +104,14 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
         wait_for_space(f"workspace of {spec.run_id}", prepare)
         return envelope.bound(workspace)
 
+    context = HandlerContext(settings, cancelled_by)
+
     def reconcile(_key: str) -> Performed | None:
-        settled = opencode_handler.reconcile_turn(delivered())
+        settled = opencode_handler.reconcile_turn(delivered(), context)
         return None if settled is None else performed_of(check(delivered(), settled))
 
     def perform(_key: str) -> Performed:
-        return performed_of(deliver(delivered(), handlers()))
+        return performed_of(deliver(delivered(), handlers(), context))
 
     def boundary(conn: Connection, looked: calls.Look) -> JsonObject | None:
         at = spec.boundary or ""

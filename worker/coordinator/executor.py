@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from contracts import DriverKind, ErrorCode, GatehouseError, JsonObject, validate_instance
 from contracts.execution import ExecutionEnvelope, ExecutionResult, ResultError, ResultMetrics
-from worker.handlers import Artifact, Handler
+from worker.handlers import Artifact, Handler, HandlerContext
 from worker.handlers.registry import HANDLERS
 
 __all__ = ["Delivered", "check", "deliver", "handlers", "install_handlers", "refused_result"]
@@ -118,8 +118,11 @@ def check(envelope: ExecutionEnvelope, returned: object) -> Delivered:
     return Delivered(returned, tuple(artifacts))
 
 
-def deliver(envelope: ExecutionEnvelope, handlers: Mapping[DriverKind, Handler]) -> Delivered:
-    """Call the envelope's handler once; always come back with a valid result."""
+def deliver(
+    envelope: ExecutionEnvelope, handlers: Mapping[DriverKind, Handler], context: HandlerContext
+) -> Delivered:
+    """Call the envelope's handler once, with ``context``; always come back with a
+    valid result."""
     kind = envelope.gatehouse.driver_kind
     handler = handlers.get(kind)
     started = time.monotonic()
@@ -130,7 +133,7 @@ def deliver(envelope: ExecutionEnvelope, handlers: Mapping[DriverKind, Handler])
         delivered = Delivered(refused_result(envelope, refusal))
     else:
         try:
-            delivered = check(envelope, handler(envelope))
+            delivered = check(envelope, handler(envelope, context))
         except GatehouseError as exc:  # the handler refused to act
             delivered = Delivered(refused_result(envelope, exc))
         except Exception as exc:  # noqa: BLE001 - a panic: recovered, recorded, the worker goes on

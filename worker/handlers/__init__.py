@@ -10,6 +10,7 @@ only needs the types does not load every handler.
 from worker.handlers._base import (
     Artifact,
     Handler,
+    HandlerContext,
     HandlerResult,
     answer,
     describe_invalid,
@@ -20,6 +21,7 @@ from worker.handlers._base import (
 __all__ = [
     "Artifact",
     "Handler",
+    "HandlerContext",
     "HandlerResult",
     "answer",
     "describe_invalid",

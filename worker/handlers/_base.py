@@ -4,7 +4,8 @@ A handler performs one tool call for one plan step. Only the coordinator
 calls it (``worker/coordinator/executor.py``), through the ledger, after the
 policy gate allowed the step. It gets an ``ExecutionEnvelope`` (the step's
 resolved arguments, the connector, the op_key; bound to the run's own
-workspace) and nothing else, and answers with an ``ExecutionResult``.
+workspace) and a ``HandlerContext`` (the worker's settings, a way to ask about a
+cancel) and nothing else, and answers with an ``ExecutionResult``.
 Expected failures (a non-zero exit, an HTTP 500, a timeout) are *results*,
 never exceptions: the result is recorded in the ledger like any other. A
 handler raises ``GatehouseError`` only when it refuses to act (a policy check
@@ -33,10 +34,12 @@ from contracts.execution import (
     ResultStatus,
 )
 from policies.step_inputs import describe_invalid
+from worker.runtime import WorkerSettings
 
 __all__ = [
     "Artifact",
     "Handler",
+    "HandlerContext",
     "HandlerResult",
     "answer",
     "describe_invalid",
@@ -60,7 +63,23 @@ class HandlerResult:
     artifacts: tuple[Artifact, ...] = field(default_factory=tuple)
 
 
-Handler = Callable[[ExecutionEnvelope], ExecutionResult]
+def _nobody(_run_id: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    """What a handler may use of the worker that runs it, handed in with the envelope
+    by its caller (``worker.calls``): the worker's settings, and who cancelled a run,
+    asked while a long step runs (an OpenCode turn stops early on it; None: nobody
+    did, or it cannot be asked now). A handler reaches for nothing else: no global
+    runtime, no database of its own."""
+
+    settings: WorkerSettings
+    cancelled_by: Callable[[str], str | None] = _nobody
+
+
+Handler = Callable[[ExecutionEnvelope, HandlerContext], ExecutionResult]
 
 # Codes that mean the tool ran and said no (a soft ``failure``); every other
 # code means the executor could not get an answer from the tool (``error``).

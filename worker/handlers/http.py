@@ -49,6 +49,7 @@ from policies.destinations import address_allowed, match_destination
 from policies.step_inputs import http_input
 from worker.handlers._base import (
     Artifact,
+    HandlerContext,
     HandlerResult,
     answer,
     limits_of,
@@ -186,7 +187,7 @@ def _save(workspace: Path, name: str, body: bytes) -> None:
         handle.write(body)
 
 
-def run(envelope: ExecutionEnvelope) -> ExecutionResult:
+def run(envelope: ExecutionEnvelope, _context: HandlerContext) -> ExecutionResult:
     """Send one request as the envelope's arguments describe and record what came back."""
     return answer(envelope, _send(envelope))
 

@@ -55,7 +55,7 @@ from contracts.execution import ExecutionEnvelope, ExecutionResult
 from contracts.tool_pool import mcp_tool_digest
 from policies.destinations import match_destination
 from policies.mcp import McpCall, check_call
-from worker.handlers._base import HandlerResult, answer, describe_invalid, limits_of
+from worker.handlers._base import HandlerContext, HandlerResult, answer, describe_invalid, limits_of
 from worker.handlers.http import pin_url
 from worker.sandbox import Sandbox, limits_for
 from worker.sandbox.bwrap import current as current_sandbox
@@ -299,7 +299,7 @@ def list_live_tools(connector: Connector, workdir: Path, sandbox: Sandbox | None
     return found if isinstance(found, list) else []
 
 
-def run(envelope: ExecutionEnvelope) -> ExecutionResult:
+def run(envelope: ExecutionEnvelope, _context: HandlerContext) -> ExecutionResult:
     """Call one pinned tool with the step's arguments and record what came back."""
     return answer(envelope, _call(envelope))
 

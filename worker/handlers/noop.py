@@ -7,11 +7,11 @@ without touching the network or starting processes.
 from __future__ import annotations
 
 from contracts.execution import ExecutionEnvelope, ExecutionResult
-from worker.handlers._base import HandlerResult, answer
+from worker.handlers._base import HandlerContext, HandlerResult, answer
 
 __all__ = ["run"]
 
 
-def run(envelope: ExecutionEnvelope) -> ExecutionResult:
+def run(envelope: ExecutionEnvelope, _context: HandlerContext) -> ExecutionResult:
     """Echo the arguments: ``{"echo": arguments}``; never fails, never has side effects."""
     return answer(envelope, HandlerResult(ok=True, output={"echo": envelope.arguments}))

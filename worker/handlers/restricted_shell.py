@@ -41,6 +41,7 @@ from policies.commands import check_argv
 from policies.step_inputs import shell_input
 from worker.handlers._base import (
     Artifact,
+    HandlerContext,
     HandlerResult,
     answer,
     limits_of,
@@ -235,7 +236,7 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
-def run(envelope: ExecutionEnvelope) -> ExecutionResult:
+def run(envelope: ExecutionEnvelope, _context: HandlerContext) -> ExecutionResult:
     """Run the step's argv under the connector's rule and limits; record the result."""
     return answer(envelope, _run(envelope))
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from contracts import Connector, ErrorCode
+from tests.support.handler_context import handler_context
 from tests.support.mcp import stdio_connector
 from worker.coordinator.envelopes import build_envelope
 from worker.handlers import mcp_proxy
@@ -45,7 +46,7 @@ def call(
     envelope = build_envelope(run_id="run-1", step_id="s1", op_key=OP_KEY, attempt=1,
                               connector=connector, arguments={"tool": tool, "arguments": arguments},
                               **extra).bound(workspace)  # fmt: skip
-    return mcp_proxy.run(envelope)
+    return mcp_proxy.run(envelope, handler_context())
 
 
 def test_in_the_sandbox_the_server_reaches_no_network_and_writes_only_its_folder(

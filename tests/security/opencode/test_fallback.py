@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from contracts import Connector, DriverKind, ErrorCode, Limits
+from tests.support.handler_context import handler_context
 from tests.support.opencode import require_opencode
 from worker.coordinator.envelopes import build_envelope
 from worker.handlers import opencode as opencode_handler
@@ -34,11 +35,15 @@ def test_an_opencode_step_is_refused_without_a_sandbox(monkeypatch: pytest.Monke
     monkeypatch.setenv("GATEHOUSE_BWRAP", "off")
     envelope = build_envelope(run_id="run-1", step_id="s1", op_key=OP_KEY, attempt=1,
                               connector=_connector(), arguments={"prompt": "edit"})  # fmt: skip
-    result = opencode_handler.run(envelope)  # refused before any server or workspace
+    result = opencode_handler.run(
+        envelope, handler_context()
+    )  # refused before any server or workspace
     assert result.status == "error"
     assert result.error is not None and result.error.code == ErrorCode.SANDBOX_UNAVAILABLE.value
     assert result.output == {"sandbox": {"tool": "none", "reason": OFF}}
-    assert opencode_handler.reconcile_turn(envelope) is None  # made again, and refused
+    assert (
+        opencode_handler.reconcile_turn(envelope, handler_context()) is None
+    )  # made again, and refused
 
 
 def test_the_profile_may_allow_it_and_the_envelope_says_so_only_then(

@@ -29,6 +29,7 @@ import pytest
 
 from contracts import CommandRule, Connector, DriverKind, ErrorCode, JsonValue, Limits
 from contracts.execution import ExecutionResult
+from tests.support.handler_context import handler_context
 from worker.coordinator.envelopes import build_envelope
 from worker.handlers import restricted_shell
 from worker.sandbox.bwrap import find_sandbox
@@ -148,7 +149,7 @@ def run(c: Canaries, argv: list[str], timeout_s: float = 5.0, cap: int = 65536) 
     )
     envelope = build_envelope(run_id="run-1", step_id="s1", op_key=OP_KEY, attempt=1,
                               connector=connector, arguments={"argv": list[JsonValue](argv)}).bound(c.workspace)  # fmt: skip
-    return restricted_shell.run(envelope)
+    return restricted_shell.run(envelope, handler_context())
 
 
 def py(code: str) -> list[str]:
@@ -346,7 +347,7 @@ def test_a_profile_may_allow_shell_steps_without_a_sandbox_in_so_many_words(
     envelope = build_envelope(run_id="run-1", step_id="s1", op_key=OP_KEY, attempt=1,
                               connector=connector, arguments={"argv": ["sh", "-c", "touch ran"]},
                               unsandboxed_shell="allowed").bound(canaries.workspace)  # fmt: skip
-    result = restricted_shell.run(envelope)
+    result = restricted_shell.run(envelope, handler_context())
     assert result.status == "success"
     assert (canaries.workspace / "ran").exists()
     assert result.output["sandbox"] == {

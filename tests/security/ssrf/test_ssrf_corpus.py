@@ -49,6 +49,7 @@ from tests.security.ssrf._net import (
     bind_public,
     serving,
 )
+from tests.support.handler_context import handler_context
 from worker.coordinator.envelopes import build_envelope
 from worker.handlers import http as http_handler
 
@@ -158,7 +159,7 @@ def send(
         run_id="run-1", step_id="s1", op_key=OP_KEY, attempt=1,
         connector=connector, arguments=arguments,
     ).bound(workspace)  # fmt: skip
-    return http_handler.run(envelope)
+    return http_handler.run(envelope, handler_context())
 
 
 @pytest.mark.parametrize("name", list(ATTEMPTS))

@@ -20,10 +20,15 @@ from pydantic import Field, ValidationError
 
 from contracts import Closed, ErrorCode, GatehouseError, OpencodePolicy
 from contracts.execution import ExecutionEnvelope, ExecutionResult
-from worker.handlers._base import HandlerResult, answer, describe_invalid, limits_of
+from worker.handlers._base import (
+    HandlerContext,
+    HandlerResult,
+    answer,
+    describe_invalid,
+    limits_of,
+)
 from worker.handlers.opencode.runner import narrow, noted, sandbox_refusal, server_of, turn_spec
 from worker.handlers.opencode.turn import TurnSpec, reconcile, run_turn
-from worker.runtime import runtime
 
 __all__ = ["OpencodeInput", "reconcile_turn", "run"]
 
@@ -33,7 +38,7 @@ class OpencodeInput(Closed):
     subgoals: list[str] = Field(default_factory=list, max_length=20)
 
 
-def _spec(envelope: ExecutionEnvelope) -> TurnSpec:
+def _spec(envelope: ExecutionEnvelope, context: HandlerContext) -> TurnSpec:
     ext = envelope.gatehouse
     try:
         parsed = OpencodeInput.model_validate(envelope.arguments)
@@ -47,7 +52,7 @@ def _spec(envelope: ExecutionEnvelope) -> TurnSpec:
     if ext.narrowed:
         prompt, timeout_s = narrow(parsed.prompt, parsed.subgoals), policy.narrowed_timeout_s
     return turn_spec(
-        runtime().settings,
+        context.settings,
         run_id=envelope.context.session_id,
         step_id=envelope.task_id,
         op_key=ext.op_key,
@@ -58,6 +63,7 @@ def _spec(envelope: ExecutionEnvelope) -> TurnSpec:
         timeout_s=timeout_s,
         max_output_bytes=limits.max_output_bytes,
         allowance=ext.allowance,
+        cancelled_by=context.cancelled_by,
     )
 
 
@@ -65,7 +71,7 @@ def _refusal(envelope: ExecutionEnvelope) -> GatehouseError | None:
     return sandbox_refusal(envelope.gatehouse.unsandboxed_opencode == "allowed")
 
 
-def run(envelope: ExecutionEnvelope) -> ExecutionResult:
+def run(envelope: ExecutionEnvelope, context: HandlerContext) -> ExecutionResult:
     refused = _refusal(envelope)
     if refused is not None:
         return answer(
@@ -77,18 +83,18 @@ def run(envelope: ExecutionEnvelope) -> ExecutionResult:
                 error_message=refused.message,
             ),
         )
-    spec = _spec(envelope)
-    server = server_of(runtime().settings)
+    spec = _spec(envelope, context)
+    server = server_of(context.settings)
     result = noted(run_turn(server, spec))
     if envelope.gatehouse.narrowed:
         result.output["narrowed_prompt"] = spec.prompt
     return answer(envelope, result)
 
 
-def reconcile_turn(envelope: ExecutionEnvelope) -> ExecutionResult | None:
+def reconcile_turn(envelope: ExecutionEnvelope, context: HandlerContext) -> ExecutionResult | None:
     """Settle a turn a crash cut off (see ``worker.opencode.turn.reconcile``); where
     OpenCode may not run now, None: the call is made again, and refused."""
     if _refusal(envelope) is not None:
         return None
-    settled = reconcile(server_of(runtime().settings), _spec(envelope))
+    settled = reconcile(server_of(context.settings), _spec(envelope, context))
     return None if settled is None else answer(envelope, noted(settled))

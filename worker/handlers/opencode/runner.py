@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -90,6 +91,7 @@ def turn_spec(
     timeout_s: float,
     max_output_bytes: int,
     allowance: TurnAllowance | None = None,
+    cancelled_by: Callable[[str], str | None] | None = None,
 ) -> TurnSpec:
     workspace: Path = settings.workspace_root / run_id
     workspace.mkdir(parents=True, exist_ok=True)
@@ -108,4 +110,5 @@ def turn_spec(
         max_output_bytes=max_output_bytes,
         crash_point=settings.crash_point,
         allowance=allowance,
+        **({} if cancelled_by is None else {"cancelled_by": cancelled_by}),
     )

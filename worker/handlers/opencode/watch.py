@@ -14,21 +14,19 @@ import contextlib
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, OpencodePolicy
 from contracts.execution import TurnAllowance
-from ledger import cancels
 from worker.handlers.opencode import workspace
 from worker.handlers.opencode.ban import parent_of
 from worker.handlers.opencode.client import OpencodeClient
 from worker.handlers.opencode.events import EventFeed
 from worker.handlers.opencode.spend import overspent, usage_of
-from worker.runtime import maybe_crash, runtime
+from worker.runtime import maybe_crash
 
 __all__ = ["LAST_EVENTS", "TurnSpec", "Watch", "cap", "child_attempt", "marker_of", "watch_turn"]
 
@@ -57,6 +55,10 @@ class TurnSpec:
     max_output_bytes: int
     crash_point: str | None = None
     allowance: TurnAllowance | None = None  # a build turn stops at what the run has left
+    # Who cancelled the run, asked while the turn runs (``HandlerContext.cancelled_by``;
+    # None: nobody, or it cannot be asked), so a cancel stops a turn in flight instead
+    # of waiting for the step boundary after it. Nobody, unless the caller can ask.
+    cancelled_by: Callable[[str], str | None] = field(default=lambda _run_id: None, compare=False)
 
 
 def marker_of(op_key: str) -> str:
@@ -292,21 +294,6 @@ class Watch:
         )
 
 
-def _cancelled_by(run_id: str) -> str | None:
-    """Who cancelled the run, if someone has: read while the turn runs, so a cancel
-    stops a turn in flight instead of waiting for the step boundary after it."""
-    try:
-        db = runtime().db
-    except RuntimeError:
-        return None  # no worker runtime (the driver on its own): nothing to ask
-    try:
-        with db.engine.connect() as conn:
-            found = cancels.get(conn, run_id)
-    except SQLAlchemyError:
-        return None  # the database is away: the step boundary will see the cancel
-    return None if found is None else found.requested_by
-
-
 def child_attempt(watch: Watch) -> tuple[ErrorCode, str, float] | None:
     """The turn's end when the model tried to start a child session (None: it did not)."""
     if watch.child is None:
@@ -360,7 +347,7 @@ def watch_turn(
                 watch.asked.pop(request, None)
         if now - last_status >= _STATUS_EVERY_S and watch.busy_seen:
             last_status = now
-            if (by := _cancelled_by(spec.run_id)) is not None:
+            if (by := spec.cancelled_by(spec.run_id)) is not None:
                 return (
                     ErrorCode.RUN_CANCELLED,
                     f"the run was cancelled by {by} while the turn ran",

@@ -9,6 +9,7 @@ from typing import Any
 
 from contracts import Connector, DriverKind, ErrorCode, Limits
 from contracts.opa_run import OpaJob
+from tests.support.handler_context import handler_context
 from worker.coordinator.envelopes import build_envelope
 from worker.coordinator.executor import Delivered, check
 from worker.handlers import Handler
@@ -36,7 +37,7 @@ def run(handler: Handler, ctx: Ctx, arguments: Any, opa: OpaJob | None = None) -
         arguments=arguments,
         opa=opa,
     ).bound(ctx.workspace)
-    return check(envelope, handler(envelope))
+    return check(envelope, handler(envelope, handler_context()))
 
 
 def ctx(ws: Path, dests: Any = (), cmds: Any = (), timeout_s: float = 2.0, cap: int = 10**6) -> Ctx:
