@@ -27,7 +27,7 @@ from contracts import (
 )
 from ledger._db import Conn, dbos_workflows, iso, now_iso, sql
 from ledger._row_locks import run_held
-from ledger.executors import FULL_DISK_TEXT
+from ledger.executors import full_disk_error
 
 __all__ = [
     "COLUMNS",
@@ -237,7 +237,7 @@ def stopped(conn: Conn, run_id: str | None = None, limit: int = 100) -> list[Sto
     its row lock before acting). A parked run has no workflow to look at, so only runs
     without a park are read (index ``runs_live``): thousands of plans waiting for
     people cost this look nothing."""
-    like = " OR ".join(f"COALESCE(w.error, '') LIKE :t{i}" for i in range(len(FULL_DISK_TEXT)))
+    full, texts = full_disk_error("COALESCE(w.error, '')")
     only = " AND r.run_id = :run" if run_id is not None else ""
     query = sql(
         f"SELECT r.run_id, {_CURRENT}, w.status, w.error, c.run_id IS NOT NULL"  # noqa: S608  (fixed names; the values are parameters)
@@ -246,7 +246,7 @@ def stopped(conn: Conn, run_id: str | None = None, limit: int = 100) -> list[Sto
         f" WHERE r.finished_at IS NULL AND r.parked_wait IS NULL{only} AND r.status IN :live"
         " AND (w.workflow_uuid IS NULL OR (w.name IN (:intent, :stretch) AND ("
         "w.status IN ('CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', 'SUCCESS')"
-        f" OR (w.status = 'ERROR' AND NOT ({like}))"
+        f" OR (w.status = 'ERROR' AND NOT {full})"
         " OR (w.status = 'ENQUEUED' AND c.requested_at < :asked_before))))"
         " ORDER BY r.created_at LIMIT :lim"
     ).bindparams(sa.bindparam("live", expanding=True))
@@ -256,7 +256,7 @@ def stopped(conn: Conn, run_id: str | None = None, limit: int = 100) -> list[Sto
          "asked_before": iso(datetime.now(UTC) - timedelta(seconds=QUEUED_CANCEL_GRACE_S)),
          "live": [s.value for s in RunStatus if not s.terminal],
          **({"run": run_id} if run_id is not None else {}),
-         **{f"t{i}": f"%{text}%" for i, text in enumerate(FULL_DISK_TEXT)}},
+         **texts},
     ).all()  # fmt: skip
     return [
         Stopped(

@@ -52,6 +52,7 @@ __all__ = [
     "Waiting",
     "beats",
     "errored_on_full_disk",
+    "full_disk_error",
     "heartbeat",
     "key_unkeyed",
     "lease",
@@ -279,6 +280,13 @@ FULL_DISK_TEXT = ("database or disk is full", "No space left on device",
                    "Disk quota exceeded", "storage_full")  # fmt: skip
 
 
+def full_disk_error(column: str) -> tuple[str, dict[str, str]]:
+    """SQL that is true when ``column`` (a DBOS workflow's recorded error, a fixed
+    column name) reads as a full disk (``FULL_DISK_TEXT``), and its parameters."""
+    like = " OR ".join(f"{column} LIKE :fd{i}" for i in range(len(FULL_DISK_TEXT)))
+    return f"({like})", {f"fd{i}": f"%{text}%" for i, text in enumerate(FULL_DISK_TEXT)}
+
+
 def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[str]:
     """Workflows of ``app_version`` that DBOS ended in ``ERROR`` for a full disk while
     their run never ended: what ``requeue_errored`` puts back. The worker that saw the
@@ -293,17 +301,16 @@ def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[
         " THEN substr(w.workflow_uuid, 1, instr(w.workflow_uuid, ':') - 1)"
         " ELSE w.workflow_uuid END"
     )
-    like = " OR ".join(f"w.error LIKE :t{i}" for i in range(len(FULL_DISK_TEXT)))
+    full, texts = full_disk_error("w.error")
     rows = conn.execute(
         sql(
             f"SELECT w.workflow_uuid FROM {wf} w JOIN runs r ON r.run_id = {run}"  # noqa: S608  (fixed names; the texts are parameters)
             " WHERE w.status = 'ERROR' AND r.finished_at IS NULL"
-            f" AND w.application_version = :v AND ({like})"
+            f" AND w.application_version = :v AND {full}"
             " ORDER BY w.workflow_uuid LIMIT :n"
         ),
-        {"v": app_version, "n": limit,
-         **{f"t{i}": f"%{text}%" for i, text in enumerate(FULL_DISK_TEXT)}},
-    ).all()  # fmt: skip
+        {"v": app_version, "n": limit, **texts},
+    ).all()
     return [str(r[0]) for r in rows]
 
 
