@@ -32,7 +32,7 @@ from fastapi.testclient import TestClient
 from shim.api import create_app
 from shim.local import free_port, start_shim, stop, wait_healthy
 from shim.settings import ShimSettings
-from tests.support.plans import noop_plan
+from tests.support.plans import ECHO, digest_of_plan, noop_plan
 from tests.support.served import ServedShim
 from tests.support.stack import ActingClient, Stack
 from tests.support.walk import every_request
@@ -52,16 +52,31 @@ def _session(stack: Stack, name: str) -> TestClient:
     return client
 
 
+def _run_with_an_artifact(stack: Stack) -> str:
+    """A succeeded run whose shell step stored its output as an artifact."""
+    plan = {"objective": "no-store walk", "steps": [ECHO]}
+    body = {"recipe": "echo", "objective": "no-store walk", "mode": "run-plan", "plan": plan}
+    r = stack.submit(body)
+    assert r.status_code == 202, r.text
+    run_id = str(r.json()["run_id"])
+    stack.wait(run_id, {"waiting_approval"})
+    ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)})
+    assert ok.status_code == 200, ok.text
+    assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
+    return run_id
+
+
 def test_every_answer_with_data_is_no_store(stack: Stack) -> None:
-    run_id = stack.finished_run(1, objective="no-store walk")
+    run_id = _run_with_an_artifact(stack)
     listed = stack.client.get(f"/runs/{run_id}/artifacts")
     policies = stack.client.get("/policies")
     assert listed.status_code == policies.status_code == 200, (listed.text, policies.text)
-    shas = [a["sha256"] for a in listed.json()["artifacts"]]  # a noop run stores none
+    shas = [a["sha256"] for a in listed.json()["artifacts"]]
+    assert shas, listed.json()  # the shell step's output
     policy_id = policies.json()["profiles"][0]["content"]["profile_id"]
     values = {
         "run_id": run_id,
-        "sha256": shas[0] if shas else "0" * 64,
+        "sha256": shas[0],
         "policy_id": policy_id,
         "name": "style.css",
     }
@@ -94,10 +109,9 @@ def test_every_answer_with_data_is_no_store(stack: Stack) -> None:
         "/dashboard/runs/{run_id}",
         "/dashboard/runs/{run_id}/events",
         "/security-events",
+        "/artifacts/{sha256}",  # an artifact's bytes
     ):
         assert (path, 200) in seen, path
-    if shas:
-        assert ("/artifacts/{sha256}", 200) in seen
 
 
 # --- forwarded headers ----------------------------------------------------------------
@@ -248,7 +262,7 @@ def test_one_stream_over_the_cap_is_refused_and_closed_ones_count_no_more(stack:
         # closed: alice's slots are back; HEADs, which never stream, do not take one
         for _ in range(5):
             head = client.head(api, headers=alice)
-            assert head.status_code in (200, 405)
+            assert head.status_code == 405, head.status_code  # GET only: no stream opened
             assert head.headers["cache-control"] == "no-store"
         with ExitStack() as held:
             _open_once_free(client, held, api, alice)
