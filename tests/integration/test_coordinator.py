@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from contracts import DriverKind, Plan, digest_of, validate_instance
-from contracts._errors import ErrorCode
+from contracts import DriverKind, ErrorCode, Plan, digest_of, validate_instance
 from contracts.execution import ExecutionEnvelope, ExecutionResult
 from shim.local import InventoryService
 from tests.conftest import require_backend

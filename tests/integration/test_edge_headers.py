@@ -32,7 +32,7 @@ from fastapi.testclient import TestClient
 from shim.api import create_app
 from shim.local import free_port, start_shim, stop, wait_healthy
 from shim.settings import ShimSettings
-from tests.support.plans import ECHO, digest_of_plan, noop_plan
+from tests.support.plans import ECHO, noop_plan
 from tests.support.served import ServedShim
 from tests.support.stack import ActingClient, Stack
 from tests.support.walk import every_request
@@ -52,22 +52,10 @@ def _session(stack: Stack, name: str) -> TestClient:
     return client
 
 
-def _run_with_an_artifact(stack: Stack) -> str:
-    """A succeeded run whose shell step stored its output as an artifact."""
-    plan = {"objective": "no-store walk", "steps": [ECHO]}
-    body = {"recipe": "echo", "objective": "no-store walk", "mode": "run-plan", "plan": plan}
-    r = stack.submit(body)
-    assert r.status_code == 202, r.text
-    run_id = str(r.json()["run_id"])
-    stack.wait(run_id, {"waiting_approval"})
-    ok = stack.client.post(f"/approve/{run_id}", json={"plan_digest": digest_of_plan(plan)})
-    assert ok.status_code == 200, ok.text
-    assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
-    return run_id
-
-
 def test_every_answer_with_data_is_no_store(stack: Stack) -> None:
-    run_id = _run_with_an_artifact(stack)
+    # a shell step: its output is stored as an artifact
+    plan = {"objective": "no-store walk", "steps": [ECHO]}
+    run_id = stack.finished_run(objective="no-store walk", plan=plan)
     listed = stack.client.get(f"/runs/{run_id}/artifacts")
     policies = stack.client.get("/policies")
     assert listed.status_code == policies.status_code == 200, (listed.text, policies.text)

@@ -127,9 +127,12 @@ class Stack:
     def wait(self, run_id: str, statuses: set[str], timeout: float = 60) -> dict[str, Any]:
         return wait_for_status(self.run, run_id, statuses, timeout)
 
-    def finished_run(self, steps: int = 3, objective: str = "finished run") -> str:
-        """A run-plan run of ``steps`` noop steps, approved and succeeded; its id."""
-        plan = noop_plan(steps, objective=objective)
+    def finished_run(
+        self, steps: int = 3, objective: str = "finished run", plan: dict[str, Any] | None = None
+    ) -> str:
+        """A run-plan run of ``steps`` noop steps (or of ``plan``), approved and
+        succeeded; its id."""
+        plan = plan if plan is not None else noop_plan(steps, objective=objective)
         body = {"recipe": "echo", "objective": objective, "mode": "run-plan", "plan": plan}
         r = self.submit(body)
         assert r.status_code == 202, r.text
