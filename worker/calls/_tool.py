@@ -28,7 +28,7 @@ from worker.flow import CallOutcome, Spent, StepRecord
 from worker.handlers import HandlerContext
 from worker.handlers import opencode as opencode_handler
 from worker.opa import unpack
-from worker.records import observe_cancel, write_step
+from worker.records import observed_cancel, write_step
 from worker.runtime import WorkerSettings, runtime, wait_for_space
 
 __all__ = [
@@ -115,7 +115,7 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
 
     def boundary(conn: Connection, looked: calls.Look) -> JsonObject | None:
         at = spec.boundary or ""
-        found = observe_cancel(conn, spec.run_id, at, settings.executor_id, looked.cancel)
+        found = observed_cancel(conn, looked.cancel, at, settings.executor_id)
         return None if found is None else {"cancelled": found, "at": at}
 
     def settle(conn: Connection, result: JsonObject) -> JsonObject:

@@ -14,7 +14,12 @@ tamper check), ``_decisions`` (people's decisions, in-doubt resolutions),
 """
 
 from worker.records._begin import begin
-from worker.records._cancels import cancel_episode, check_boundary, observe_cancel
+from worker.records._cancels import (
+    cancel_episode,
+    check_boundary,
+    observe_cancel,
+    observed_cancel,
+)
 from worker.records._decisions import (
     SUPERSEDED,
     decision_or_park,
@@ -44,6 +49,7 @@ __all__ = [
     "message_or_park",
     "needs_operator",
     "observe_cancel",
+    "observed_cancel",
     "plan_check",
     "plan_problem",
     "read_message",

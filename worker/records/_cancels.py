@@ -8,7 +8,7 @@ from ledger.cancels import Cancel
 from policies.episodes import episode
 from worker.runtime import WorkerSettings
 
-__all__ = ["cancel_episode", "check_boundary", "observe_cancel"]
+__all__ = ["cancel_episode", "check_boundary", "observe_cancel", "observed_cancel"]
 
 
 def cancel_episode(conn: Conn, found: Cancel, at: str, executor_id: str) -> None:
@@ -38,21 +38,22 @@ def cancel_episode(conn: Conn, found: Cancel, at: str, executor_id: str) -> None
     )
 
 
-def observe_cancel(
-    conn: Conn, run_id: str, at: str, executor_id: str, read: cancels.Cancel | bool | None = False
-) -> JsonObject | None:
+def observe_cancel(conn: Conn, run_id: str, at: str, executor_id: str) -> JsonObject | None:
     """{cancelled_by, reason, source} when the run stops at boundary ``at`` (the
-    boundary and the episode written with the caller's transaction); else None.
-    ``read``: the run's cancel as the caller's transaction already read it (None:
-    it has none); False to read it here."""
-    if read is False:
-        found = cancels.observe(conn, run_id, at)
-    else:
-        found = cancels.observed(conn, read if isinstance(read, cancels.Cancel) else None, at)
-    if found is None:
+    boundary and the episode written with the caller's transaction); else None."""
+    return observed_cancel(conn, cancels.get(conn, run_id), at, executor_id)
+
+
+def observed_cancel(
+    conn: Conn, found: cancels.Cancel | None, at: str, executor_id: str
+) -> JsonObject | None:
+    """``observe_cancel``, the run's cancel already read in the caller's transaction
+    (``found``; None: it has none), as a call's claim reads it (``ledger.calls.look``)."""
+    stops = cancels.observed(conn, found, at)
+    if stops is None:
         return None
-    cancel_episode(conn, found, at, executor_id)
-    return found.answer()
+    cancel_episode(conn, stops, at, executor_id)
+    return stops.answer()
 
 
 def check_boundary(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
