@@ -15,6 +15,7 @@ from worker.handlers._base import (
     answer,
     describe_invalid,
     limits_of,
+    nobody,
     status_of,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "answer",
     "describe_invalid",
     "limits_of",
+    "nobody",
     "status_of",
 ]

@@ -44,6 +44,7 @@ __all__ = [
     "answer",
     "describe_invalid",
     "limits_of",
+    "nobody",
 ]
 
 
@@ -63,7 +64,8 @@ class HandlerResult:
     artifacts: tuple[Artifact, ...] = field(default_factory=tuple)
 
 
-def _nobody(_run_id: str) -> str | None:
+def nobody(_run_id: str) -> str | None:
+    """``cancelled_by`` for a caller that cannot ask (a handler driven on its own)."""
     return None
 
 
@@ -76,7 +78,7 @@ class HandlerContext:
     runtime, no database of its own."""
 
     settings: WorkerSettings
-    cancelled_by: Callable[[str], str | None] = _nobody
+    cancelled_by: Callable[[str], str | None] = nobody
 
 
 Handler = Callable[[ExecutionEnvelope, HandlerContext], ExecutionResult]

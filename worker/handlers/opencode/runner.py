@@ -9,7 +9,7 @@ from typing import Literal
 
 from contracts import ErrorCode, GatehouseError, JsonObject, OpencodePolicy
 from contracts.execution import TurnAllowance
-from worker.handlers import HandlerResult
+from worker.handlers import HandlerResult, nobody
 from worker.handlers.opencode.supervisor import OpencodeServer, ServerSpec, running_server
 from worker.handlers.opencode.turn import TurnSpec
 from worker.runtime import WorkerSettings
@@ -91,7 +91,7 @@ def turn_spec(
     timeout_s: float,
     max_output_bytes: int,
     allowance: TurnAllowance | None = None,
-    cancelled_by: Callable[[str], str | None] | None = None,
+    cancelled_by: Callable[[str], str | None] = nobody,
 ) -> TurnSpec:
     workspace: Path = settings.workspace_root / run_id
     workspace.mkdir(parents=True, exist_ok=True)
@@ -110,5 +110,5 @@ def turn_spec(
         max_output_bytes=max_output_bytes,
         crash_point=settings.crash_point,
         allowance=allowance,
-        **({} if cancelled_by is None else {"cancelled_by": cancelled_by}),
+        cancelled_by=cancelled_by,
     )

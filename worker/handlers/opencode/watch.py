@@ -21,6 +21,7 @@ from typing import Literal
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue, OpencodePolicy
 from contracts.execution import TurnAllowance
+from worker.handlers import nobody
 from worker.handlers.opencode import workspace
 from worker.handlers.opencode.ban import parent_of
 from worker.handlers.opencode.client import OpencodeClient
@@ -58,7 +59,7 @@ class TurnSpec:
     # Who cancelled the run, asked while the turn runs (``HandlerContext.cancelled_by``;
     # None: nobody, or it cannot be asked), so a cancel stops a turn in flight instead
     # of waiting for the step boundary after it. Nobody, unless the caller can ask.
-    cancelled_by: Callable[[str], str | None] = field(default=lambda _run_id: None, compare=False)
+    cancelled_by: Callable[[str], str | None] = field(default=nobody, compare=False)
 
 
 def marker_of(op_key: str) -> str:
