@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import sqlalchemy as sa
 
@@ -136,14 +137,17 @@ class Look:
     cancel: cancels.Cancel | None = None
 
 
-def _look_sql(conn: Conn) -> str:
+@cache
+def _look_sql(workflows: str, postgres: bool) -> str:
+    """The look's text for one dialect (``workflows``: DBOS's table as it names it),
+    made once."""
     mine = ", ".join(f"c.{col}" for col in _ROW_COLUMNS.split(", "))
     theirs = ", ".join(f"x.{col}" for col in cancels.COLUMNS)
-    locked = " FOR UPDATE OF r" if is_postgres(conn) else ""
+    locked = " FOR UPDATE OF r" if postgres else ""
     return (
         f"SELECT {mine}, w.status, {theirs} FROM runs r"  # noqa: S608  (fixed names)
         " LEFT JOIN calls c ON c.op_key = :k"
-        f" LEFT JOIN {dbos_workflows(conn)} w ON w.workflow_uuid = :w"
+        f" LEFT JOIN {workflows} w ON w.workflow_uuid = :w"
         f" LEFT JOIN run_cancels x ON x.run_id = r.run_id WHERE r.run_id = :r{locked}"
     )
 
@@ -153,7 +157,8 @@ def look(conn: Conn, key: str, run_id: str, workflow_id: str | None) -> Look:
     takes the run's row lock, which the claim's event would take next (the
     call's row and the cancel are as the statement began, as two reads before the
     lock would have found them)."""
-    found = conn.execute(sql(_look_sql(conn)), {"k": key, "r": run_id, "w": workflow_id}).first()
+    text = _look_sql(dbos_workflows(conn), is_postgres(conn))
+    found = conn.execute(sql(text), {"k": key, "r": run_id, "w": workflow_id}).first()
     if found is None:
         return Look(None)
     run_held(conn, run_id)

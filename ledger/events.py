@@ -219,25 +219,37 @@ def _together(
     held: list[_Held], pending: list[_Pending], *, returning: bool = False
 ) -> tuple[TextClause, dict[str, object]]:
     """PostgreSQL: the held writes as data-modifying WITH queries and the events as one
-    INSERT after them, one statement. An event tied to a write is kept only if that
-    write changed a row; the kept ones of each run number on from its stream's last
-    event in the order they were emitted (every subquery reads the snapshot the
-    statement began with, which holds none of its own rows). ``returning``: a row back
-    for each event written."""
-    queries, values = [], dict[str, object]()
+    INSERT after them, one statement (its text made once per shape, ``_together_text``),
+    and its parameters: each write's under its own prefix."""
+    values = dict[str, object]()
     for i, write in enumerate(held):
-        renamed = _BIND.sub(f":w{i}_\\g<1>", write.text)  # its own names
-        queries.append(f"w{i} AS ({renamed} RETURNING 1)")
         values |= {f"w{i}_{name}": value for name, value in write.params.items()}
+    for j, (run_id, kind, body, at, notify, _after) in enumerate(pending):
+        values |= {f"e{j}_r": run_id, f"e{j}_k": kind, f"e{j}_b": body, f"e{j}_t": at,
+                   f"e{j}_n": notify}  # fmt: skip
+    texts = tuple(write.text for write in held)
+    text = _together_text(texts, tuple(item[5] for item in pending), returning)
+    return sql(text), values
+
+
+@cache
+def _together_text(texts: tuple[str, ...], afters: tuple[int | None, ...], returning: bool) -> str:
+    """The statement ``_together`` sends. An event tied to a write (``afters``) is kept
+    only if that write changed a row; the kept ones of each run number on from its
+    stream's last event in the order they were emitted (every subquery reads the
+    snapshot the statement began with, which holds none of its own rows).
+    ``returning``: a row back for each event written."""
+    queries = []
+    for i, text in enumerate(texts):
+        renamed = _BIND.sub(f":w{i}_\\g<1>", text)  # its own names
+        queries.append(f"w{i} AS ({renamed} RETURNING 1)")
     rows = []
-    for j, (run_id, kind, body, at, notify, after) in enumerate(pending):
+    for j, after in enumerate(afters):
         keep = "TRUE" if after is None else f"EXISTS (SELECT 1 FROM w{after})"  # noqa: S608
         rows.append(
             f"({j}, CAST(:e{j}_r AS TEXT), CAST(:e{j}_k AS TEXT), CAST(:e{j}_b AS TEXT),"
             f" CAST(:e{j}_t AS TEXT), CAST(:e{j}_n AS INTEGER), {keep})"
         )
-        values |= {f"e{j}_r": run_id, f"e{j}_k": kind, f"e{j}_b": body, f"e{j}_t": at,
-                   f"e{j}_n": notify}  # fmt: skip
     main = "SELECT 1"
     if rows:
         main = (
@@ -247,7 +259,7 @@ def _together(
             f" FROM (VALUES {', '.join(rows)}) AS e (o, r, k, b, t, n, keep) WHERE e.keep"
             + (" RETURNING seq" if returning else "")
         )
-    return sql(f"WITH {', '.join(queries)} {main}" if queries else main), values
+    return f"WITH {', '.join(queries)} {main}" if queries else main
 
 
 def _event(emits: Emits, after: int | None) -> _Pending:

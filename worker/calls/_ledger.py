@@ -78,7 +78,7 @@ class Performed:
         return recorded
 
 
-def _lost_or_full(exc: BaseException) -> bool:
+def _worth_retrying(exc: BaseException) -> bool:
     """A ledger transaction worth trying again: the database lost or full, or a
     completion whose chain head moved under it (``chain.head_moved``)."""
     return storage_full(exc) or database_unreachable(exc) or chain.head_moved(exc)
@@ -106,7 +106,7 @@ def _ledger_attempts() -> Retrying:
     passes no frame of a retry helper.
     """
     return Retrying(
-        retry=retry_if_exception(_lost_or_full),
+        retry=retry_if_exception(_worth_retrying),
         wait=wait_exponential(multiplier=_DB_RETRY_FIRST_S, max=_DB_RETRY_CAP_S),
         before_sleep=_say_retrying,
         reraise=True,
