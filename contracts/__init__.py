@@ -67,7 +67,7 @@ from contracts.identities import (
     reserved_identity,
 )
 from contracts.intent import IntentAccepted, IntentRequest, Mode
-from contracts.job import APP_VERSION, IntentJob, StretchJob
+from contracts.job import APP_VERSION, Continuation, IntentJob, StretchJob
 from contracts.messages import MessageAccepted, MessageRequest
 from contracts.notify import NotifyConfig, NotifyEvent, Sink, SmtpServer
 from contracts.oidc import OIDC_PREFIX, OidcConfig, OidcExchange, OidcSession
@@ -184,6 +184,7 @@ __all__ = [
     "Closed",
     "CommandRule",
     "Connector",
+    "Continuation",
     "DataRef",
     "Decision",
     "DecisionAccepted",

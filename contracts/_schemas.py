@@ -23,7 +23,7 @@ from contracts.episode import Episode, SecurityEpisode
 from contracts.execution import ExecutionEnvelope, ExecutionResult
 from contracts.explain import ExplainReport, ExplainView
 from contracts.intent import IntentRequest
-from contracts.job import IntentJob, StretchJob
+from contracts.job import Continuation, IntentJob, StretchJob
 from contracts.messages import MessageRequest
 from contracts.oidc import OidcExchange
 from contracts.plan import Plan
@@ -47,6 +47,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "env.intent_request_v1": IntentRequest,
     "env.intent_job_v1": IntentJob,
     "env.stretch_job_v1": StretchJob,
+    "env.continuation_v1": Continuation,
     "env.mova_agent_plan_v1": Plan,
     "env.approval_request_v1": ApprovalRequest,
     "ds.gatehouse_tool_pool_v1": ToolPool,

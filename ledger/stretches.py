@@ -11,13 +11,22 @@ the park (and hands the run to a new stretch): never neither, never both.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from contracts import INTENT_QUEUE, STRETCH_WORKFLOW, JsonValue, StretchJob, queue_partition
+from contracts import (
+    INTENT_QUEUE,
+    STRETCH_WORKFLOW,
+    JsonObject,
+    JsonValue,
+    StretchJob,
+    canonical_json,
+    queue_partition,
+)
 from ledger._db import Conn, Database, is_postgres, iso, now_iso, sql
 from ledger._inhost import after_transaction
 from ledger._row_locks import run_held
@@ -149,8 +158,8 @@ class Locked:
 
 @dataclass(frozen=True)
 class Handoff:
-    """What the next stretch is started with: its number, the wait it resumes at
-    and that wait's expiry."""
+    """What the next stretch is started with: its number, the wait it resumes at,
+    that wait's expiry and, at a decision, where the run goes on (``continuation``)."""
 
     run_id: str
     stretch: int
@@ -158,6 +167,7 @@ class Handoff:
     until: str | None
     version: str | None
     partition: str
+    continuation: JsonObject | None = None
 
     @property
     def workflow_id(self) -> str:
@@ -226,18 +236,36 @@ def lock(conn: Conn, run_id: str) -> Locked | None:
 
 
 def park(
-    conn: Conn, run_id: str, *, wait: int, at: str, deadline: str | None, version: str
+    conn: Conn,
+    run_id: str,
+    *,
+    wait: int,
+    at: str,
+    deadline: str | None,
+    version: str,
+    continuation: JsonObject | None = None,
 ) -> None:
     """Park the run at ``wait`` (the caller holds the run's row lock); ``version``:
     the application version of the stretch that parks it (a record: the next
-    stretch runs under the release that hands it off)."""
+    stretch runs under the release that hands it off). ``continuation``: where the
+    run goes on once the wait is answered (``contracts.Continuation``, at a decision
+    wait), handed to the next stretch in its job; None, at any other wait, clears
+    what an earlier park wrote."""
     conn.execute(
         sql(
             "UPDATE runs SET parked_wait = :w, parked_at = :a, parked_until = :u,"
-            " parked_since = :t, parked_version = :v, stretch = COALESCE(stretch, 0)"
-            " WHERE run_id = :r"
+            " parked_since = :t, parked_version = :v, stretch = COALESCE(stretch, 0),"
+            " continuation_json = :c WHERE run_id = :r"
         ),
-        {"w": wait, "a": at, "u": deadline, "t": now_iso(), "v": version, "r": run_id},
+        {
+            "w": wait,
+            "a": at,
+            "u": deadline,
+            "t": now_iso(),
+            "v": version,
+            "c": None if continuation is None else canonical_json(continuation),
+            "r": run_id,
+        },
     )
 
 
@@ -251,16 +279,29 @@ def take(conn: Conn, run_id: str) -> HandedOff:
     nxt = found.stretch + 1
     # The wait's boundary and expiry stay until the next stretch has taken what was
     # decided (``answered``): a decision that comes in meanwhile is held to them.
-    conn.execute(
+    row = conn.execute(
         sql(
             "UPDATE runs SET stretch = :n, parked_wait = NULL, parked_since = NULL"
-            " WHERE run_id = :r"
+            " WHERE run_id = :r RETURNING continuation_json"
         ),
         {"n": nxt, "r": run_id},
-    )
+    ).first()
+    then = None if row is None or row[0] is None else json.loads(str(row[0]))
+    if not isinstance(then, dict) or then.get("at") != found.at:
+        # Only the continuation of the wait taken goes on (one a release before
+        # gatehouse-7 left behind a later park, which it does not clear, does not).
+        then = None
     return HandedOff(
         True,
-        Handoff(run_id, nxt, found.wait, found.until, found.version, found.partition),
+        Handoff(
+            run_id,
+            nxt,
+            found.wait,
+            found.until,
+            found.version,
+            found.partition,
+            then,
+        ),
     )
 
 
@@ -269,7 +310,8 @@ def answered(conn: Conn, run_id: str) -> None:
     conn.execute(
         sql(
             "UPDATE runs SET parked_wait = NULL, parked_at = NULL, parked_until = NULL,"
-            " parked_since = NULL WHERE run_id = :r AND parked_at IS NOT NULL"
+            " parked_since = NULL, continuation_json = NULL"
+            " WHERE run_id = :r AND parked_at IS NOT NULL"
         ),
         {"r": run_id},
     )
@@ -303,10 +345,11 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
     message, an expiry): if the run is parked, take the park and enqueue its next
     stretch in this same transaction, under ``app_version``, the release of
     whoever hands it off. A parked run holds no workflow: its next stretch is a
-    new one, which starts from what the ledger recorded (``worker.durable``'s
-    stretch ports answer everything before the wait from it, as a replay does),
-    so it runs under whatever release is current, not the one the run parked
-    under. The workflow id ``RUN_ID:N`` is unique, so a stretch exists once
+    new one, which starts at the decision from the continuation its park wrote
+    (at another wait, or parked before gatehouse-7, from what the ledger recorded:
+    ``worker.durable``'s stretch ports answer everything before the wait from it,
+    as a replay does), so it runs under whatever release is current, not the one
+    the run parked under. The workflow id ``RUN_ID:N`` is unique, so a stretch exists once
     whoever hands it off. No stretch when the run was not parked (a stretch that
     is still running reads the decision when it gets there)."""
     taken = take(conn, run_id)
@@ -314,7 +357,11 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
     if handoff is None:
         return taken
     job = StretchJob(
-        run_id=run_id, stretch=handoff.stretch, resume_wait=handoff.wait, until=handoff.until
+        run_id=run_id,
+        stretch=handoff.stretch,
+        resume_wait=handoff.wait,
+        until=handoff.until,
+        continuation=handoff.continuation,
     )
     options = enqueue_options(STRETCH_WORKFLOW, handoff.workflow_id, app_version, handoff.partition)
     queue_in_transaction(conn, client, options, job.model_dump(mode="json"))

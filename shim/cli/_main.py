@@ -25,7 +25,7 @@ __all__ = ["build_parser", "main"]
 # contracts.APP_VERSION, the DBOS application version runs are enqueued under, copied
 # because importing the contracts takes ~0.5 s and ``--version`` must answer at once;
 # tests/unit/shim/cli/test_cli_start.py holds the two equal.
-APP_VERSION = "gatehouse-6"
+APP_VERSION = "gatehouse-7"
 
 
 def _version() -> str:

@@ -16,9 +16,11 @@ be refused as the live gate would refuse it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contracts import (
+    Continuation,
     ErrorCode,
     GatehouseError,
     JsonObject,
@@ -114,6 +116,8 @@ class FakePorts:
     cards: list[tuple[str, JsonObject | None]] = field(default_factory=list)  # (digest, revise)
     records: list[StepRecord] = field(default_factory=list)
     pauses: list[float] = field(default_factory=list)
+    # the continuation the flow offered at each decision, by boundary
+    continuations: dict[str, Continuation] = field(default_factory=dict)
     ended: RunEnd | None = None
 
     # -- the ports
@@ -169,9 +173,17 @@ class FakePorts:
         return GateResult(ok=True, plan=plan, plan_digest=digest)
 
     def await_decision(
-        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
+        self,
+        run_id: str,
+        plan_digest: str,
+        profile: PolicyProfile,
+        at: str,
+        *,
+        then: Callable[[], Continuation],
     ) -> tuple[bool, str] | None:
         self.log.append(f"await {at}")
+        # what a live port would park with here, for a test to resume from
+        self.continuations[at] = then()
         return self.decisions.get(at, (True, "ann"))
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:

@@ -6,6 +6,7 @@ Some steps answer more than their port asks, in the same commit (see
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from dbos import DBOS
@@ -13,6 +14,7 @@ from dbos import DBOS
 from contracts import (
     APPROVAL_TOPIC,
     RESOLUTION_TOPIC,
+    Continuation,
     Decision,
     JsonObject,
     Mode,
@@ -43,8 +45,9 @@ class LivePorts:
     from checkpointed steps, so a recovered workflow is given the same.
 
     A split run's ports (``parks``) never wait in place: a wait nobody has
-    answered yet parks the run and raises ``Parked`` (its stretch ends there);
-    ``wait`` is which of the flow's waits comes next (``StretchPorts`` sets it).
+    answered yet parks the run and raises ``Parked`` (its stretch ends there),
+    at a decision with the continuation the next stretch starts from; ``wait``
+    is which of the flow's waits comes next (``StretchPorts`` sets it).
     A run enqueued before runs were split waits in place, as it always did,
     until it ends."""
 
@@ -78,14 +81,20 @@ class LivePorts:
         )
 
     def await_decision(
-        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
+        self,
+        run_id: str,
+        plan_digest: str,
+        profile: PolicyProfile,
+        at: str,
+        *,
+        then: Callable[[], Continuation],
     ) -> tuple[bool, str] | None:
         crash = runtime().settings.crash_point
         if not self.parks:
             return self._decision_in_place(run_id, plan_digest, profile, at)
         maybe_crash(crash, "approval_wait", RUN)
         wait = replace(self.wait, timeout_s=profile.approval.timeout_s)
-        taken = rec.decision_or_park(run_id, plan_digest, at, wait)
+        taken = rec.decision_or_park(run_id, plan_digest, at, wait, then())
         if taken.get("parked"):
             raise Parked(at, wait.index)
         return self._taken(taken, plan_digest, at)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from dbos import DBOS
 
-from contracts import JsonObject, Mode, PolicyProfile, RunStatus, Step, ToolPool
+from contracts import Continuation, JsonObject, Mode, PolicyProfile, RunStatus, Step, ToolPool
 from ledger import stretches
 from worker import records
 from worker.durable._tx import tx
@@ -188,9 +188,18 @@ class Wait:
         }
 
 
-def decision_or_park(run_id: str, plan_digest: str, at: str, wait: Wait) -> JsonObject:
-    """``take_decision``'s answer, ``expired``, or ``parked`` (``records.decision_or_park``)."""
-    arg: JsonObject = {"run_id": run_id, "plan_digest": plan_digest, "at": at, **wait.arg()}
+def decision_or_park(
+    run_id: str, plan_digest: str, at: str, wait: Wait, then: Continuation
+) -> JsonObject:
+    """``take_decision``'s answer, ``expired``, or ``parked`` with ``then``, where the
+    run goes on once decided (``records.decision_or_park``)."""
+    arg: JsonObject = {
+        "run_id": run_id,
+        "plan_digest": plan_digest,
+        "at": at,
+        **wait.arg(),
+        "continuation": then.model_dump(mode="json"),
+    }
     return tx(Step.DECISION_OR_PARK, records.decision_or_park, arg)
 
 

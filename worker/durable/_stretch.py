@@ -1,12 +1,15 @@
-"""The ports of a split run's stretch: the ledger up to where it resumes, live after.
+"""The ports of a split run's stretch: live from the wait it resumes at.
 
-A run is split at every human decision. Each stretch runs the whole flow
-(``worker.flow``) again from its start: every port before the wait the run was
-parked at is answered from the ledger (``worker.replay.ReplayPorts``: nothing
-sent, nothing written; the calls, records and decisions of earlier stretches
-are final), and from that wait on every port is live (``LivePorts``). Stretch
-0 is live from the start. A fork's calls before its fork point are its
-parent's and stay answered from the parent's ledger after the switch.
+A run is split at every human decision. A stretch after a decision starts at
+it, from the continuation the park wrote (``worker.flow.resume_intent``), and
+every port is live (``LivePorts``). A stretch after another kind of wait (an
+input, a call in doubt), or one whose run parked before gatehouse-7, runs the
+whole flow (``worker.flow``) again from its start: every port before the wait
+the run was parked at is answered from the ledger (``worker.replay.ReplayPorts``:
+nothing sent, nothing written; the calls, records and decisions of earlier
+stretches are final), and from that wait on every port is live. Stretch 0 is
+live from the start. A fork's calls before its fork point are its parent's and
+stay answered from the parent's ledger in every stretch.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TypeVar
 
 from contracts import (
     COMPILE_STEP_ID,
+    Continuation,
     ErrorCode,
     GatehouseError,
     JsonObject,
@@ -76,12 +80,14 @@ class StretchPorts:
     ) -> None:
         self.live = live
         self.ledger = ledger
-        # Until the wait this stretch resumes at, the ledger answers (None: live from the start).
-        self.replaying = resume is not None
+        # Until the wait this stretch resumes at, the ledger answers (None: live from the
+        # start). A stretch with a continuation starts at that wait: live from it on.
+        continues = resume is not None and resume.continuation is not None
+        self.replaying = resume is not None and not continues
         self.resume_wait = 0 if resume is None else resume.resume_wait
         self.until = None if resume is None else resume.until
         self.fork_from = fork_from  # a fork: its parent's calls before this step (1-based)
-        self.waits = 0
+        self.waits = self.resume_wait if continues else 0
 
     def _wait_recorded(self) -> bool:
         """At the next of the flow's waits: True while the ledger still answers it;
@@ -146,11 +152,23 @@ class StretchPorts:
         )
 
     def await_decision(
-        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
+        self,
+        run_id: str,
+        plan_digest: str,
+        profile: PolicyProfile,
+        at: str,
+        *,
+        then: Callable[[], Continuation],
     ) -> tuple[bool, str] | None:
         if self._wait_recorded():
-            return self._ask(lambda p: p.await_decision(run_id, plan_digest, profile, at))
-        return self.live.await_decision(run_id, plan_digest, profile, at)
+            return self._ask(
+                lambda p: p.await_decision(run_id, plan_digest, profile, at, then=then)
+            )
+
+        def forked() -> Continuation:  # a fork's stretches answer its parent's calls too
+            return then().model_copy(update={"fork_from_step": self.fork_from})
+
+        return self.live.await_decision(run_id, plan_digest, profile, at, then=forked)
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
         if self._wait_recorded():
@@ -202,8 +220,9 @@ def stretch_ports(
     a fork's fork point, from its job. Stretch 0 of a run that is no fork needs no
     ledger, so nothing is read for it."""
     live = LivePorts(parks=True)
-    if resume is None and fork_from is None:
-        return StretchPorts(live, None, resume=None, fork_from=None)
+    if fork_from is None and (resume is None or resume.continuation is not None):
+        # stretch 0, or a stretch from its continuation: nothing is answered from the ledger
+        return StretchPorts(live, None, resume=resume, fork_from=None)
     rt = runtime()
     if chain is None:
         chain = steady(lambda: lineage_chain(rt.db, run_id))

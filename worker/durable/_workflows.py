@@ -7,8 +7,10 @@
   here like any other: its parent's calls before the fork point are answered
   from the parent's ledger, and it parks at its own plan card;
 * ``gatehouse.stretch`` — a later stretch (workflow id ``RUN_ID:N``), enqueued
-  in the transaction that wrote the decision it picks up from: the flow again
-  from the start, answered from the ledger up to that decision, live after it;
+  in the transaction that wrote the decision it picks up from: the flow from
+  that decision, as the continuation the park wrote says; after another kind of
+  wait (an input, a call in doubt), the flow again from the start, answered from
+  the ledger up to that wait, live after it;
 * ``gatehouse.replay`` — a finished run replayed from its ledger, for the shim;
 * ``gatehouse.explain`` — a model's report on a finished run, for the shim.
 
@@ -27,6 +29,7 @@ from contracts import (
     INTENT_WORKFLOW,
     REPLAY_WORKFLOW,
     STRETCH_WORKFLOW,
+    Continuation,
     ErrorCode,
     GatehouseError,
     IntentJob,
@@ -38,7 +41,7 @@ from worker.durable._calls import explain_call, replay_call
 from worker.durable._live import LivePorts
 from worker.durable._stretch import stretch_ports
 from worker.durable._tx import begin_records, steady
-from worker.flow import Parked, Ports, run_intent
+from worker.flow import Parked, Ports, resume_intent, run_intent
 from worker.replay import lineage_chain, recorded_job
 from worker.runtime import annotate, runtime, stranded
 
@@ -67,8 +70,9 @@ def intent_workflow(raw_job: JsonObject) -> JsonObject:
 
 
 def stretch_workflow(raw: JsonObject) -> JsonObject:
-    """A stretch after a decision: the run's job, rebuilt from its rows, from the start
-    (until gatehouse-6 the job was the step ``gatehouse.stretch_job``)."""
+    """A stretch after a wait: from the decision it parked at, as its continuation
+    says (since gatehouse-7); after any other wait, the run's job, rebuilt from its
+    rows, from the start (until gatehouse-6 the job was the step ``gatehouse.stretch_job``)."""
     begin_records()
     resume = StretchJob.model_validate(raw)
     annotate(run_id=resume.run_id)
@@ -82,6 +86,11 @@ def stretch_workflow(raw: JsonObject) -> JsonObject:
             " a fork made through DBOS is refused; fork with"
             " `gatehouse runs fork RUN_ID --from-step N`",
         )
+    if resume.continuation is not None:
+        # Everything the stretch needs was written with the park: no row is read first.
+        then = Continuation.model_validate(resume.continuation)
+        ports = stretch_ports(resume.run_id, resume, fork_from=then.fork_from_step)
+        return _parked_or_ended(resume.run_id, lambda: resume_intent(then, resume.run_id, ports))
     db = runtime().db
     # Rows that never change once the run began (its lineage, its intent, its archive):
     # read in the body, every execution reads the same, so no DBOS step holds them.
@@ -91,9 +100,14 @@ def stretch_workflow(raw: JsonObject) -> JsonObject:
 
 
 def _stretch(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
+    return _parked_or_ended(run_id, lambda: run_intent(job, run_id, ports))
+
+
+def _parked_or_ended(run_id: str, flow: Callable[[], JsonObject]) -> JsonObject:
+    """A stretch's flow, to the run's end or to where it parks."""
     try:
         with _noted_if_the_disk_fills(run_id):
-            return run_intent(job, run_id, ports)
+            return flow()
     except Parked as parked:
         # Waiting is data: the run's row says where it waits; this workflow is done.
         return {"run_id": run_id, "status": "parked", "at": parked.at, "wait": parked.wait}

@@ -1,8 +1,9 @@
 """The intent flow: compile → gate → plan card → decision → execute → evidence.
 
-Pure orchestration, written once and run three ways through ``Ports``: live
-(``worker.durable``: every port a DBOS step, a durable wait or sleep), in a
-replay (``worker.replay``: every call served from the ledger), and in the
+Pure orchestration, written once and run through ``Ports``: live
+(``worker.durable``: every port a ledgered call, a record, a durable wait or
+sleep; a later stretch of a split run from its decision, ``resume_intent``),
+in a replay (``worker.replay``: every call served from the ledger), and in the
 tests' fakes. This package imports only ``contracts``, ``policies`` and
 itself: no DBOS, no ledger, no runtime, no clock, randomness, network or
 files. Random choices are drawn from the run's recorded seed, so a recovered
@@ -26,7 +27,7 @@ from worker.flow._ladder import Ladder, applied, not_resent
 from worker.flow._ports import CallOutcome, Ports, Trace
 from worker.flow._repair import COMPILE_REPAIR_ID, MAX_STEP_REPAIRS, MODEL_PLANNERS, Repairs
 from worker.flow._results import BeginResult, GateResult, Parked, RunEnd, StepRecord
-from worker.flow._run import run_intent
+from worker.flow._run import resume_intent, run_intent
 from worker.flow._seed import draw, fresh_seed, planner_seed
 from worker.flow._settle import cut_at, settle
 from worker.flow._step import refusal_outcome, step_call, step_record
@@ -60,6 +61,7 @@ __all__ = [
     "planner_seed",
     "refusal_outcome",
     "resolve_input",
+    "resume_intent",
     "run_intent",
     "settle",
     "step_call",

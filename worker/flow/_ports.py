@@ -8,10 +8,12 @@ record of the calls a run consumed; its digest is the run's trace digest.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from contracts import (
+    Continuation,
     JsonObject,
     JsonValue,
     Mode,
@@ -71,10 +73,17 @@ class Ports(Protocol):
         ...
 
     def await_decision(
-        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
+        self,
+        run_id: str,
+        plan_digest: str,
+        profile: PolicyProfile,
+        at: str,
+        *,
+        then: Callable[[], Continuation],
     ) -> tuple[bool, str] | None:
         """(approved, decided_by); None when no decision came in time, or a cancel
-        woke the wait (``at``: the boundary the flow checks next)."""
+        woke the wait (``at``: the boundary the flow checks next). ``then``: where
+        the run goes on once decided, for a port that parks the run to write down."""
         ...
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:

@@ -1,11 +1,14 @@
 """The intent flow: compile → gate → plan card → wait → execute → evidence.
 
-Orchestration only, written once and run two ways through ``Ports``:
+Orchestration only, written once and run through ``Ports``:
 
-* live, as the DBOS workflow (``worker.durable``): every port is a durable
-  step, a message wait or a durable sleep;
+* live, as the DBOS workflow (``worker.durable``): every port is a ledgered
+  call, a record of ours, a message wait or a durable sleep; a split run's
+  later stretch starts at the decision it parked at, from the continuation its
+  park wrote (``resume_intent``);
 * in a replay (``worker.replay``): every call is served from the ledger by
-  op_key and nothing is written or sent.
+  op_key and nothing is written or sent;
+* in the flow's own tests, through a fake (``tests/support/fake_ports.py``).
 
 No clock, randomness, network or file access here: every such thing is a
 port, and random choices are drawn from the run's recorded seed, so a
@@ -14,7 +17,10 @@ recovered workflow and a replay take exactly the same path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from contracts import (
+    Continuation,
     ErrorCode,
     GatehouseError,
     IntentJob,
@@ -42,13 +48,23 @@ from worker.flow._seed import planner_seed
 from worker.flow._settle import cut_at, settle
 from worker.flow._step import refusal_outcome, step_call, step_record
 
-__all__ = ["run_intent"]
+__all__ = ["resume_intent", "run_intent"]
+
+Gate = tuple[PolicyProfile, ToolPool, Mode]
 
 
 def run_intent(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
     """The whole flow of one run. ``run_id`` is the workflow's own id: a fork
     runs the parent's job under a new id."""
     return _Run(run_id, ports).go(job)
+
+
+def resume_intent(then: Continuation, run_id: str, ports: Ports) -> JsonObject:
+    """The flow of a split run from the decision it parked at, as its park wrote it
+    down (``then``): the decision taken, then the rest of the run. The same path
+    as ``run_intent`` from that decision on: a replay, which runs the whole flow,
+    takes it too and reaches the same trace digest."""
+    return _Run(run_id, ports).resume(then)
 
 
 class _Run:
@@ -63,6 +79,11 @@ class _Run:
         self.follow_ups: list[JsonObject] = []
         # Whose decision let the current plan run (Cedar's ``context.approver``).
         self.approver: str | None = None
+        # Set once the plan is gated (``go``) or from a continuation (``resume``):
+        self.compile_call: PlannerCall | None = None  # what the first planner call was asked
+        self.repairs: Repairs | None = None
+        self.seed = ""  # the run's recorded seed
+        self.outputs: dict[str, JsonObject] = {}  # the outputs of the steps that ran
 
     def end(
         self,
@@ -135,6 +156,7 @@ class _Run:
             seed=planner_seed(seed, run_id),
         )
         repairs = Repairs(ports, self.trace, compile_call, spent)
+        self.compile_call, self.repairs, self.seed = compile_call, repairs, seed
         repaired = False
         if req.plan is not None:
             raw_plan: JsonObject = req.plan.model_dump(mode="json")
@@ -168,13 +190,41 @@ class _Run:
         # 4 durable wait: the plan_approvals row decides; a message only wakes us early
         summary: list[JsonValue] = []
         gate = (profile, pool, req.mode)
-        refused = self.approval(digest, profile, summary, "@approval")
+        refused = self.approval(digest, gate, summary, "@approval", plan=plan, position=0)
         if refused is not None:
             return refused
+        return self.execute(plan, digest, 0, gate, summary)
 
-        # 5 execute, in order, each step re-checked against the policy right before it runs
-        outputs: dict[str, JsonObject] = {}
-        position = 0
+    def resume(self, then: Continuation) -> JsonObject:
+        """``go`` from the decision a continuation was written at (``resume_intent``)."""
+        call = then.compile_call
+        self.opa = then.opa
+        self.follow_ups = list(then.follow_ups)
+        self.trace.plan_digest = then.trace_plan_digest
+        self.trace.entries = list(then.trace)
+        self.spent = spent = Spent.from_state(then.spent)
+        self.compile_call, self.seed = call, then.seed
+        self.repairs = Repairs(self.ports, self.trace, call, spent)
+        self.repairs.asked = then.repairs_asked
+        self.outputs = dict(then.outputs)
+        summary = list(then.summary)
+        gate = (call.profile, call.tool_pool, then.mode)
+        refused = self.approval(
+            then.plan_digest, gate, summary, then.at, plan=then.plan, position=then.position
+        )
+        if refused is not None:
+            return refused
+        return self.execute(then.plan, then.plan_digest, then.position, gate, summary)
+
+    def execute(
+        self, plan: Plan, digest: str, position: int, gate: Gate, summary: list[JsonValue]
+    ) -> JsonObject:
+        """5 execute, in order from ``position``, each step re-checked against the policy
+        right before it runs; 6 evidence."""
+        run_id, ports, outputs = self.run_id, self.ports, self.outputs
+        profile, pool, seed = gate[0], gate[1], self.seed
+        assert self.spent is not None and self.repairs is not None and self.compile_call
+        spent, repairs, compile_call = self.spent, self.repairs, self.compile_call
         while True:
             if position >= len(plan.steps):
                 # An interactive OPA run goes on with its session's next message:
@@ -255,7 +305,7 @@ class _Run:
                     return self.end(RunStatus.FAILED, summary, code, message)
                 plan, digest = revised
                 label = f"@approval-{repairs.asked + 1}"
-                refused = self.approval(digest, profile, summary, label)
+                refused = self.approval(digest, gate, summary, label, plan=plan, position=position)
                 if refused is not None:
                     return refused
                 continue  # the repaired remainder starts where the failed step stood
@@ -276,7 +326,7 @@ class _Run:
         compile_call: PlannerCall,
         plan: Plan,
         digest: str,
-        gate: tuple[PolicyProfile, ToolPool, Mode],
+        gate: Gate,
         summary: list[JsonValue],
     ) -> tuple[Plan, str] | JsonObject | None:
         """The next turn of an interactive OPA run: (the plan with the turn's steps
@@ -319,15 +369,28 @@ class _Run:
             "steps": [st.model_dump(mode="json") for st in plan.steps] + fresh,
         }
         revise = _revising(plan, digest, keep=len(plan.steps), ran=ran)
-        return self.decide_revision(composed, revise, gate, summary, f"@approval-turn-{turn + 1}")
+        at = f"@approval-turn-{turn + 1}"
+        return self.decide_revision(composed, revise, gate, summary, at, position=len(plan.steps))
 
     def approval(
-        self, digest: str, profile: PolicyProfile, summary: list[JsonValue], at: str
+        self,
+        digest: str,
+        gate: Gate,
+        summary: list[JsonValue],
+        at: str,
+        *,
+        plan: Plan,
+        position: int,
     ) -> JsonObject | None:
-        """Wait for the decision on ``digest``; None when approved and the stored
-        plan is still that plan, else how the run ended. A cancel wakes the wait
-        too, and wins over whatever the wait found (``at``: the boundary's name)."""
-        decided = self.ports.await_decision(self.run_id, digest, profile, at)
+        """Wait for the decision on ``digest`` (the digest of ``plan``, which goes on at
+        step ``position`` once approved); None when approved and the stored plan is
+        still that plan, else how the run ended. A cancel wakes the wait too, and
+        wins over whatever the wait found (``at``: the boundary's name)."""
+        profile = gate[0]
+        then = self.continuation(
+            at, plan=plan, digest=digest, position=position, mode=gate[2], summary=summary
+        )
+        decided = self.ports.await_decision(self.run_id, digest, profile, at, then=then)
         if (stop := self.stopped(at, summary)) is not None:
             return stop
         if decided is None:
@@ -341,6 +404,41 @@ class _Run:
         self.approver = decided[1]
         return None
 
+    def continuation(
+        self,
+        at: str,
+        *,
+        plan: Plan,
+        digest: str,
+        position: int,
+        mode: Mode,
+        summary: list[JsonValue],
+    ) -> Callable[[], Continuation]:
+        """Where the run goes on from the decision at ``at`` (``resume``), for a port
+        that parks the run there to write down; made only when asked for."""
+
+        def then() -> Continuation:
+            assert self.spent is not None and self.repairs is not None and self.compile_call
+            return Continuation(
+                at=at,
+                plan=plan,
+                plan_digest=digest,
+                position=position,
+                outputs=dict(self.outputs),
+                summary=list(summary),
+                trace_plan_digest=self.trace.plan_digest,
+                trace=list(self.trace.entries),
+                spent=self.spent.state_json(),
+                compile_call=self.compile_call,
+                mode=mode,
+                seed=self.seed,
+                repairs_asked=self.repairs.asked,
+                follow_ups=list(self.follow_ups),
+                opa=self.opa,
+            )
+
+        return then
+
     def review_outside_data(
         self,
         plan: Plan,
@@ -348,7 +446,7 @@ class _Run:
         position: int,
         *,
         step_input: JsonObject,
-        gate: tuple[PolicyProfile, ToolPool, Mode],
+        gate: Gate,
         summary: list[JsonValue],
     ) -> tuple[Plan, str] | JsonObject:
         """The plan again with the outside value the step at ``position`` takes written
@@ -360,19 +458,23 @@ class _Run:
         raw["steps"] = [*raw["steps"][:position], written, *raw["steps"][position + 1 :]]
         ran = [s.step_id for s in plan.steps[:position]]
         revise = _revising(plan, digest, keep=position, ran=ran, outside_data=step.step_id)
-        return self.decide_revision(raw, revise, gate, summary, f"@approval-data-{step.step_id}")
+        at = f"@approval-data-{step.step_id}"
+        return self.decide_revision(raw, revise, gate, summary, at, position=position)
 
     def decide_revision(
         self,
         raw: JsonObject,
         revise: JsonObject,
-        gate: tuple[PolicyProfile, ToolPool, Mode],
+        gate: Gate,
         summary: list[JsonValue],
         at: str,
+        *,
+        position: int,
     ) -> tuple[Plan, str] | JsonObject:
         """A new revision of the run's plan (an interactive run's next turn, an outside
         value written in) gated, on the plan card and decided at boundary ``at``:
-        (plan, digest) when approved, else how the run ended."""
+        (plan, digest) when approved, the run going on at step ``position``, else how
+        the run ended."""
         profile, pool, mode = gate
         budgets = None if self.spent is None else self.spent.view_json()
         gated = self.ports.gate_and_card(
@@ -381,7 +483,9 @@ class _Run:
         if not gated.ok or gated.plan is None or gated.plan_digest is None:
             return self.end(RunStatus.FAILED, summary, gated.error_code, gated.error_message)
         self.trace.revision(gated.plan_digest)
-        refused = self.approval(gated.plan_digest, profile, summary, at)
+        refused = self.approval(
+            gated.plan_digest, gate, summary, at, plan=gated.plan, position=position
+        )
         return refused if refused is not None else (gated.plan, gated.plan_digest)
 
     def revise(
@@ -392,7 +496,7 @@ class _Run:
         position: int,
         *,
         final: JsonObject,
-        gate: tuple[PolicyProfile, ToolPool, Mode],
+        gate: Gate,
     ) -> tuple[Plan, str] | str:
         """A repaired remainder after the step at ``position`` failed, gated and on
         the plan card as a new revision: (plan, digest), or why there is none."""

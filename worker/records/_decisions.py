@@ -84,7 +84,8 @@ def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject
     expired (``expired``) when its wait is over; else the run parked at ``wait``
     (``parked``), for whoever decides to hand it to its next stretch. ``until``:
     the wait's expiry when the stretch resumes at it; a first arrival sets it
-    ``timeout_s`` from now."""
+    ``timeout_s`` from now; ``continuation``: where the run goes on once decided
+    (``contracts.Continuation``), parked with it for the next stretch to start from."""
     run_id = str(arg["run_id"])
     if stale(s, arg):  # the row lock: a decision commits wholly before this or after it
         return dict(SUPERSEDED)
@@ -104,6 +105,7 @@ def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject
         at=str(arg["at"]),
         deadline=deadline,
         version=me.app_version,
+        continuation=then if isinstance(then := arg.get("continuation"), dict) else None,
     )
     return {**out, "parked": True}
 

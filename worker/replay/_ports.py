@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from contracts import (
     CedarRules,
+    Continuation,
     Decision,
     ErrorCode,
     GatehouseError,
@@ -282,9 +283,15 @@ class ReplayPorts:
         return GateResult(ok=True, plan=plan, plan_digest=digest)
 
     def await_decision(
-        self, run_id: str, plan_digest: str, profile: PolicyProfile, at: str
+        self,
+        run_id: str,
+        plan_digest: str,
+        profile: PolicyProfile,
+        at: str,
+        *,
+        then: Callable[[], Continuation],
     ) -> tuple[bool, str] | None:
-        _ = profile, at
+        _ = profile, at, then  # a replay parks nothing: it runs the whole flow
         found = approvals.decision_for(self.conn, run_id, plan_digest)
         if found is None:
             return None

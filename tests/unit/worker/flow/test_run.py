@@ -14,6 +14,7 @@ import pytest
 
 from contracts import (
     Budgets,
+    Continuation,
     DriverKind,
     ErrorCode,
     GatehouseError,
@@ -27,7 +28,7 @@ from contracts import (
 from contracts.opa_run import OpaJob
 from policies import catalog, cedar_gate
 from tests.support.fake_ports import FakePorts, Outcome, failed, ok, planned
-from worker.flow import run_intent
+from worker.flow import resume_intent, run_intent
 
 RUN = "run_" + "0" * 32
 POOL = catalog.tool_pool("default").model
@@ -692,3 +693,95 @@ def test_a_cancel_wins_over_a_step_the_policy_refuses_at_its_boundary() -> None:
     fake = ports(step("a"), later, cancels={"b": CANCEL})
     assert run(fake)["status"] == "cancelled"
     assert fake.records == []
+
+
+# ---------------------------------------------------------------- from a continuation
+def _scripts() -> dict[str, tuple[FakePorts, IntentJob]]:
+    """Runs that pass each kind of decision, each scripted the same way twice."""
+    first, later = fetched_then_noted()
+    repaired = {
+        "@compile": planned(plan(step("a"), step("b", on_error="repair"), step("c"))),
+        "@repair-1": planned(plan(step("a"), step("b2"), step("c"))),
+    }
+    turns = {
+        "@compile": planned(plan(step("a"))),
+        "@compile-2": planned(plan(step("a"), step("more"))),
+    }
+    return {
+        "plain": (ports(step("a"), step("b")), job()),
+        "outside data": (
+            ports(first, later, profile=REVIEWING, tools={"get": [ok(note={"text": "from"})]}),
+            job(),
+        ),
+        "repair": (
+            ports(
+                planner=repaired,
+                planner_target="openai_compat",
+                tools={"b": [failed(ErrorCode.HANDLER_FAILED, "exit 2")]},
+            ),
+            job(),
+        ),
+        "repair rejected": (
+            ports(
+                planner=repaired,
+                planner_target="openai_compat",
+                tools={"b": [failed(ErrorCode.HANDLER_FAILED, "exit 2")]},
+                decisions={"@approval-2": (False, "ann")},
+            ),
+            job(),
+        ),
+        "repair that reads an output": (
+            ports(
+                planner={
+                    "@compile": planned(plan(step("a"), step("b", on_error="repair"))),
+                    "@repair-1": planned(
+                        plan(step("a"), step("b2", input_from={"step_id": "a", "pointer": "/note"}))
+                    ),
+                },
+                planner_target="openai_compat",
+                tools={
+                    "a": [ok(note={"text": "from a"})],
+                    "b": [failed(ErrorCode.HANDLER_FAILED, "exit 2")],
+                },
+            ),
+            job(),
+        ),
+        "repairs run out": (
+            ports(
+                planner={
+                    "@compile": planned(plan(step("a", on_error="repair"))),
+                    "@repair-1": planned(plan(step("a1", on_error="repair"))),
+                    "@repair-2": planned(plan(step("a2", on_error="repair"))),
+                },
+                planner_target="openai_compat",
+                tools={s: [failed(ErrorCode.HANDLER_FAILED, "no")] for s in ("a", "a1", "a2")},
+            ),
+            job(),
+        ),
+        "next turn": (
+            ports(step("a"), planner=turns, messages={1: {"text": "one more", "ends": False}}),
+            job(opa=INTERACTIVE),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_scripts()))
+def test_a_run_resumed_from_any_decision_s_continuation_ends_as_the_whole_run_does(
+    name: str,
+) -> None:
+    whole, the_job = _scripts()[name]
+    run(whole, the_job)
+    assert whole.ended is not None and whole.continuations, whole.log
+    for at, then in whole.continuations.items():
+        # through JSON, as the park writes it and the next stretch's job carries it
+        kept = Continuation.model_validate_json(then.model_dump_json())
+        assert kept == then
+        resumed, _ = _scripts()[name]
+        resume_intent(kept, RUN, resumed)
+        assert resumed.ended is not None, (at, resumed.log)
+        # nothing before the decision again: it starts at the wait and sends only what
+        # came after it in the whole run, and it ends with the same record
+        assert resumed.log[0] == f"await {at}", resumed.log
+        assert whole.log[-len(resumed.log) :] == resumed.log, at
+        assert whole.sent[len(whole.sent) - len(resumed.sent) :] == resumed.sent, at
+        assert resumed.ended == whole.ended, at
