@@ -18,9 +18,10 @@ flight"), nothing lost, duplicated or unexpected:
   started again, which drain them (the killed one's runs handed over by their
   reaper) and are stopped once their version has nothing left.
 
-``test_runs_of_gatehouse_5_finish_after_the_ledger_became_the_checkpoint`` does
-the same from the last release of gatehouse-5 (another flow: its calls were
-DBOS steps) to this one.
+``test_runs_of_an_earlier_release_finish_under_this_one`` does the same from the
+last commit of each earlier application version to this one: gatehouse-5 (another
+flow: its calls were DBOS steps) and gatehouse-6 (its parked runs have no
+continuation; its stretch jobs none either).
 """
 
 from __future__ import annotations
@@ -41,12 +42,13 @@ from tests.chaos.invariants import assert_held, record, settle_and_check
 from tests.chaos.model import Channel
 from tests.chaos.scenario import SCALES, Scenario
 from tests.support.next_release import NextRelease, build_next_release
-from tests.support.old_release import LAST_OF_GATEHOUSE_5, old_release
+from tests.support.old_release import LAST_OF_GATEHOUSE_5, LAST_OF_GATEHOUSE_6, old_release
 from tests.support.pgcluster import unavailable_reason
 from tests.support.stack import GENEROUS_LIMITS
 
 NEXT_VERSION = "gatehouse-next"
-OLD_VERSION = "gatehouse-5"  # the application version of LAST_OF_GATEHOUSE_5
+# Each earlier application version, by the last commit of it
+EARLIER = {"gatehouse-5": LAST_OF_GATEHOUSE_5, "gatehouse-6": LAST_OF_GATEHOUSE_6}
 SINK_DELAY_S = 0.8
 WAITING = 4  # runs left waiting for approval across the upgrade
 MOVING = 5  # runs approved at once, mid-plan when the workers stop
@@ -281,34 +283,36 @@ def test_upgrade_with_runs_in_flight(tmp_path: Path, rule: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_runs_of_gatehouse_5_finish_after_the_ledger_became_the_checkpoint(
-    tmp_path: Path,
-) -> None:
-    """Issue 47: this release (gatehouse-6) makes no DBOS step of a ledgered call, so it
-    cannot resume a workflow of gatehouse-5, whose calls were steps. Runs the last
-    release of gatehouse-5 left waiting for approval and mid-plan (one worker killed in
-    the middle of its calls, an unkeyed call in doubt, resolved by the operator) are
-    taken over: this release's shim and workers start, and gatehouse-5's workers beside
-    them only for the stretches that were in flight. A run parked at its decision holds
-    no workflow: approved after the upgrade, its next stretch runs under gatehouse-6.
-    Every run ends once, each call once, and each replays under this release."""
+@pytest.mark.parametrize("old_version", list(EARLIER))
+def test_runs_of_an_earlier_release_finish_under_this_one(tmp_path: Path, old_version: str) -> None:
+    """Issue 47. From gatehouse-5: this release makes no DBOS step of a ledgered call,
+    so it cannot resume a workflow of gatehouse-5, whose calls were steps. From
+    gatehouse-6: its stretch jobs carry the run's continuation, which gatehouse-6's
+    workers cannot read, and the runs gatehouse-6 parked have none. Runs the last
+    release of the earlier version left waiting for approval and mid-plan (one worker
+    killed in the middle of its calls, an unkeyed call in doubt, resolved by the
+    operator) are taken over: this release's shim and workers start, and the old
+    version's workers beside them only for the stretches that were in flight. A run
+    parked at its decision holds no workflow: approved after the upgrade, its next
+    stretch runs under this release, from its ledger. Every run ends once, each call
+    once, and each replays under this release."""
     reason = unavailable_reason()
     if reason is not None:
         pytest.skip(f"no private PostgreSQL cluster for the upgrade test: {reason}")
-    old = old_release(tmp_path, LAST_OF_GATEHOUSE_5)
+    old = old_release(tmp_path, EARLIER[old_version])
     faults = {"graceful_worker_stops": 0, "kill_9_mid_call": 0}
     with running_stack(tmp_path, WORKER_ENV, sink_delay_s=SINK_DELAY_S) as stack:
-        # The old release whole: its shim and workers, under gatehouse-5.
+        # The old release whole: its shim and workers, under its version.
         _shim_from(stack, old.tree, "shim-old.log")
         stack.workers.env = {**WORKER_ENV, **old.worker_env()}
         stack.start_workers(list(SLOTS))
         scenario = Scenario(stack, SCALES["ci"], seed=47)
         scenario.resolver.start()
         try:
-            stopped = _in_flight_then_stopped(stack, scenario, faults, "ledger checkpoint")
+            stopped = _in_flight_then_stopped(stack, scenario, faults, "earlier release")
             waiting, moving, victim = stopped.waiting, stopped.moving, stopped.victim
             assert all(scenario.faults.parked(r) for r in waiting), waiting
-            # This release: its shim, its workers under new ids; gatehouse-5's workers
+            # This release: its shim, its workers under new ids; the old version's workers
             # (the old ids but the killed one's, whose runs their reaper hands over).
             _shim_from(stack, None, "shim-new.log")
             stack.workers.env = dict(WORKER_ENV)
@@ -324,7 +328,8 @@ def test_runs_of_gatehouse_5_finish_after_the_ledger_became_the_checkpoint(
         finally:
             scenario.resolver.stop()
         ran = _run_versions(stack, waiting + moving)
-    results["ledger_checkpoint"] = {
+    results["earlier_release"] = {
+        "from_version": old_version,
         "from_commit": old.commit,
         "waiting_for_approval": len(waiting),
         "approved_before_stop": len(moving),
@@ -333,17 +338,17 @@ def test_runs_of_gatehouse_5_finish_after_the_ledger_became_the_checkpoint(
         "waiting_ran_under": sorted({ran[r][0] for r in waiting}),
         "moving_ran_under": sorted({ran[r][0] for r in moving}),
     }
-    record("upgrade_ledger_checkpoint", results, faults)
-    say(f"gatehouse-5 to {APP_VERSION}: {results['ledger_checkpoint']}")
+    record(f"upgrade_from_{old_version}", results, faults)
+    say(f"{old_version} to {APP_VERSION}: {results['earlier_release']}")
     assert_held(results)
     assert results["runs_by_status"] == {"succeeded": WAITING + MOVING}, results
     # parked runs resumed under this release, on its workers
     assert {ran[r] for r in waiting} <= {(APP_VERSION, "n1"), (APP_VERSION, "n2")}, ran
-    # a stretch in flight at the stop ended under gatehouse-5, on its workers; one that
-    # parked again (an unkeyed call in doubt, in needs_operator) resumed under this one
+    # a stretch in flight at the stop ended under the old version, on its workers; one
+    # that parked again (an unkeyed call in doubt, in needs_operator) resumed under this one
     for version, executor_id in (ran[r] for r in moving):
-        if version == OLD_VERSION:
+        if version == old_version:
             assert executor_id in old_workers, ran
         else:
             assert (version, executor_id) in {(APP_VERSION, "n1"), (APP_VERSION, "n2")}, ran
-    assert OLD_VERSION in {ran[r][0] for r in moving}, ran  # some were mid-plan at the stop
+    assert old_version in {ran[r][0] for r in moving}, ran  # some were mid-plan at the stop

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["LAST_OF_GATEHOUSE_5", "OldRelease", "old_release"]
+__all__ = ["LAST_OF_GATEHOUSE_5", "LAST_OF_GATEHOUSE_6", "OldRelease", "old_release"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = ("contracts", "ledger", "opa_format", "policies", "shim", "vendor", "worker")
@@ -29,6 +29,10 @@ _FILES = ("dbos-config.yaml",)
 # whose planner and tool calls were DBOS steps (issue 47): the workflows it leaves in
 # flight finish on its workers, and its database is upgraded by this release.
 LAST_OF_GATEHOUSE_5 = "7b18fb6e8fe67615841d8b4c7bca637230940f35"
+# The last commit of gatehouse-6 (the last that landed before it), whose stretches after
+# a decision ran the flow from its start against the ledger (issue 47: gatehouse-7's
+# start from the continuation their park wrote).
+LAST_OF_GATEHOUSE_6 = "7a2bb123cb7a76ec810e9dad9869890e09688d8b"
 
 
 @dataclass(frozen=True)
