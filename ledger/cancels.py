@@ -34,7 +34,6 @@ __all__ = [
     "Cancel",
     "LockedRun",
     "Stopped",
-    "cancelled_in_dbos",
     "get",
     "lock_run",
     "observe",
@@ -167,17 +166,6 @@ def observed(conn: Conn, found: Cancel | None, at: str) -> Cancel | None:
         )
         found = get(conn, found.run_id)  # this boundary's, or one that wrote first
     return found if found is not None and found.observed_at == at else None
-
-
-def cancelled_in_dbos(conn: Conn, workflow_id: str) -> bool:
-    """Whether DBOS holds the workflow CANCELLED (``dbos workflow cancel``, or the
-    workflow's own end after a cancel): asked in a record's or a call's transaction,
-    which are no DBOS steps, so DBOS's own check at each step's start is theirs to make."""
-    found = conn.execute(
-        sql(f"SELECT status FROM {dbos_workflows(conn)} WHERE workflow_uuid = :w"),  # noqa: S608
-        {"w": workflow_id},
-    ).first()
-    return found is not None and found[0] == "CANCELLED"
 
 
 def rejected(conn: Conn, run_id: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ledger._db import Conn, dbos_workflows, is_postgres, rows_changed, sql
 
-__all__ = ["Row", "drop_finished", "read", "write"]
+__all__ = ["Row", "drop_finished", "look", "read", "write"]
 
 # A checkpoint as DBOS stores it: (output, error, serialization).
 Row = tuple[str | None, str | None, str | None]
@@ -32,6 +32,25 @@ def read(conn: Conn, workflow_id: str, step_id: int) -> Row | None:
         {"w": workflow_id, "s": step_id},
     ).first()
     return None if row is None else (row[0], row[1], row[2])
+
+
+def look(
+    conn: Conn, workflow_id: str, checkpoint_of: str, step_id: int
+) -> tuple[str | None, Row | None]:
+    """In one statement, what a record's transaction reads first: DBOS's status of
+    the workflow ``workflow_id`` (None: DBOS holds no such workflow) and the step's
+    checkpoint, keyed by ``checkpoint_of`` and ``step_id`` (None: it has none)."""
+    workflows, table = dbos_workflows(conn), _table(conn)
+    row = conn.execute(
+        sql(
+            "SELECT w.status, c.output, c.error, c.serialization, c.workflow_id"  # noqa: S608
+            f" FROM (SELECT 1 AS one) k LEFT JOIN {workflows} w ON w.workflow_uuid = :w"
+            f" LEFT JOIN {table} c ON c.workflow_id = :c AND c.step_id = :s"
+        ),
+        {"w": workflow_id, "c": checkpoint_of, "s": step_id},
+    ).one()
+    status = None if row[0] is None else str(row[0])
+    return status, None if row[4] is None else (row[1], row[2], row[3])
 
 
 def write(

@@ -30,8 +30,8 @@ def _stretch_job(run_id: str, stretch: int) -> dict[str, Any]:
     """The job DBOS holds as the input of the run's stretch ``stretch``."""
     [found] = DBOS.list_workflows(workflow_ids=[f"{run_id}:{stretch}"], load_input=True)
     given = found.input
-    args = given["args"] if isinstance(given, dict) else given
-    job = args[0]
+    assert given is not None
+    job = given["args"][0]
     assert isinstance(job, dict), given
     return job
 

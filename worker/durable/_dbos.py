@@ -30,7 +30,7 @@ from dbos._dbos import _get_dbos_instance
 
 # What DBOS raises in a workflow it finds cancelled at a step's start: raised by a
 # record or a call of ours (no DBOS step) that finds it so, DBOS ends the execution
-# as it would have (``stop_if_cancelled``).
+# as it would have (``step_start``).
 from dbos._error import DBOSWorkflowCancelledError
 
 # The internal queue's poll interval as DBOS makes it (``quiet_background``).
@@ -45,7 +45,7 @@ from dbos._workflow_commands import _SWEEP_BATCH_SIZE, background_jobs_thread
 from sqlalchemy.exc import DBAPIError
 
 from contracts import JsonObject
-from ledger import Conn, cancels, checkpoints
+from ledger import Conn, checkpoints
 
 __all__ = [
     "DBOS_INTERNAL_QUEUE",
@@ -59,7 +59,7 @@ __all__ = [
     "raise_cancelled",
     "recover_pending_workflows",
     "step_checkpoint",
-    "stop_if_cancelled",
+    "step_start",
 ]
 
 T = TypeVar("T")
@@ -268,15 +268,6 @@ def _claim(
 StepKey = tuple[str, int]
 
 
-def stop_if_cancelled(conn: Conn, workflow_id: str) -> None:
-    """Raise what DBOS raises at a step's start in a workflow it holds CANCELLED
-    (``dbos workflow cancel``), from inside a transaction of ours: the execution stops
-    there, nothing of the transaction committed, and DBOS records no outcome over the
-    cancel; the reaper then ends the run (``worker.durable._cancel``)."""
-    if cancels.cancelled_in_dbos(conn, workflow_id):
-        raise_cancelled(workflow_id)
-
-
 def raise_cancelled(workflow_id: str) -> NoReturn:
     """Raise what DBOS raises at a step's start in a workflow it holds CANCELLED."""
     raise DBOSWorkflowCancelledError(f"Workflow {workflow_id} is cancelled")
@@ -286,7 +277,24 @@ def step_checkpoint(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey) -> JsonO
     """Step ``key``'s output, from its checkpoint (``ledger.checkpoints``; a recorded
     error is raised again); None when it has none. Keyed and read as DBOS's datasource
     ``ds`` keys and reads it."""
-    row = checkpoints.read(conn, _checkpoint_id(key[0]), key[1])
+    return _recorded(key, checkpoints.read(conn, _checkpoint_id(key[0]), key[1]), ds)
+
+
+def step_start(conn: Conn, ds: SQLAlchemyDatasource, key: StepKey) -> JsonObject | None:
+    """A record's start in its own transaction, in one statement: what DBOS raises at
+    a step's start if it holds the record's workflow CANCELLED (``dbos workflow
+    cancel``: the execution stops there, nothing of the transaction committed, DBOS
+    records no outcome over the cancel and the reaper then ends the run,
+    ``worker.durable._cancel``); else ``step_checkpoint``."""
+    status, row = checkpoints.look(conn, key[0], _checkpoint_id(key[0]), key[1])
+    if status == "CANCELLED":
+        raise_cancelled(key[0])
+    return _recorded(key, row, ds)
+
+
+def _recorded(
+    key: StepKey, row: checkpoints.Row | None, ds: SQLAlchemyDatasource
+) -> JsonObject | None:
     if row is None:
         return None
     recorded: RecordedResult = {"output": row[0], "error": row[1], "serialization": row[2]}

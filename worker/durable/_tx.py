@@ -31,7 +31,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from contracts import JsonObject
 from ledger import Conn, database_unreachable, events
-from worker.durable._dbos import StepKey, checkpoint_step, step_checkpoint, stop_if_cancelled
+from worker.durable._dbos import StepKey, checkpoint_step, step_checkpoint, step_start
 from worker.durable._state import datasource
 from worker.runtime import WorkerSettings, runtime, step_span, wait_for_space
 
@@ -124,9 +124,8 @@ def _checkpointed(body: Body, arg: JsonObject, key: StepKey | None) -> JsonObjec
     ds = datasource()
     try:
         with rt.db.engine.begin() as conn:
-            if key is not None:  # DBOS's check at a step's start, which this is not
-                stop_if_cancelled(conn, key[0])
-            recorded = None if key is None else step_checkpoint(conn, ds, key)
+            # DBOS's check at a step's start (which this is not) and the checkpoint, read as one
+            recorded = None if key is None else step_start(conn, ds, key)
             if recorded is not None:
                 return recorded
             with events.batched(conn):  # the run's events in one statement, not one each
