@@ -703,6 +703,11 @@ def _scripts() -> dict[str, tuple[FakePorts, IntentJob]]:
         "@compile": planned(plan(step("a"), step("b", on_error="repair"), step("c"))),
         "@repair-1": planned(plan(step("a"), step("b2"), step("c"))),
     }
+    b_fails: dict[str, Any] = {
+        "planner": repaired,
+        "planner_target": "openai_compat",
+        "tools": {"b": [failed(ErrorCode.HANDLER_FAILED, "exit 2")]},
+    }
     turns = {
         "@compile": planned(plan(step("a"))),
         "@compile-2": planned(plan(step("a"), step("more"))),
@@ -713,23 +718,8 @@ def _scripts() -> dict[str, tuple[FakePorts, IntentJob]]:
             ports(first, later, profile=REVIEWING, tools={"get": [ok(note={"text": "from"})]}),
             job(),
         ),
-        "repair": (
-            ports(
-                planner=repaired,
-                planner_target="openai_compat",
-                tools={"b": [failed(ErrorCode.HANDLER_FAILED, "exit 2")]},
-            ),
-            job(),
-        ),
-        "repair rejected": (
-            ports(
-                planner=repaired,
-                planner_target="openai_compat",
-                tools={"b": [failed(ErrorCode.HANDLER_FAILED, "exit 2")]},
-                decisions={"@approval-2": (False, "ann")},
-            ),
-            job(),
-        ),
+        "repair": (ports(**b_fails), job()),
+        "repair rejected": (ports(**b_fails, decisions={"@approval-2": (False, "ann")}), job()),
         "repair that reads an output": (
             ports(
                 planner={
