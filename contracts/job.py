@@ -53,6 +53,10 @@ class StretchJob(Closed):
     # before gatehouse-7; the stretch runs the flow from its start, answered from
     # the ledger up to the wait.
     continuation: JsonObject | None = None
+    # The decision the hand-off took at that wait, its records written in the hand-off's
+    # own transaction ({plan_digest, decision, decided_by}; with a continuation only):
+    # the stretch goes on from it at once. None: the stretch takes the decision itself.
+    decided: JsonObject | None = None
 
 
 class Continuation(Closed):

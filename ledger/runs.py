@@ -17,7 +17,9 @@ from pydantic import ValidationError
 
 from contracts import (
     BudgetsView,
+    Decision,
     EditedFrom,
+    Episode,
     JsonObject,
     PlanAuthor,
     PlanCardView,
@@ -27,7 +29,7 @@ from contracts import (
     StepView,
     canonical_json,
 )
-from ledger import approvals, edits, events, opa_runs, plan_cards
+from ledger import approvals, edits, events, evidence, opa_runs, plan_cards
 from ledger._db import Conn, corrupt, is_postgres, now_iso, rows_changed, sql
 from ledger._row_locks import run_held
 
@@ -38,6 +40,7 @@ __all__ = [
     "get_run",
     "list_runs",
     "queued",
+    "record_decision",
     "record_step",
     "run_status",
     "set_budgets",
@@ -65,6 +68,17 @@ NOTIFY_STATUSES = frozenset(
     {RunStatus.WAITING_APPROVAL, RunStatus.NEEDS_OPERATOR, RunStatus.FAILED,
      RunStatus.SUCCEEDED, RunStatus.REJECTED, RunStatus.CANCELLED, RunStatus.PLANNED}
 )  # fmt: skip
+
+
+def record_decision(conn: Conn, run_id: str, decision: Decision, recorded: Episode) -> None:
+    """What a decision on the run's current plan changes, in the caller's transaction:
+    the plan card approved or rejected, an approved run running, and the decision's
+    episode (``policies.episodes.decision_episode``). Written by the worker when the
+    run reads the decision, or by the shim when it takes one for a parked run."""
+    plan_cards.set_plan_card_status(conn, run_id, decision.value)
+    if decision is Decision.APPROVED:
+        set_status(conn, run_id, RunStatus.RUNNING, "execute")
+    evidence.put_episode(conn, run_id, None, recorded)
 
 
 def run_status(conn: Conn, run_id: str) -> RunStatus | None:

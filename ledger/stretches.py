@@ -12,6 +12,7 @@ the park (and hands the run to a new stretch): never neither, never both.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -340,7 +341,14 @@ def expired(conn: Conn, limit: int = 100) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> HandedOff:
+def hand_off(
+    conn: Conn,
+    client: DBOSClient,
+    app_version: str,
+    run_id: str,
+    *,
+    decide: Callable[[Handoff], JsonObject | None] | None = None,
+) -> HandedOff:
     """Inside the transaction that wrote a decision (or a cancel, a resolution, a
     message, an expiry): if the run is parked, take the park and enqueue its next
     stretch in this same transaction, under ``app_version``, the release of
@@ -351,17 +359,22 @@ def hand_off(conn: Conn, client: DBOSClient, app_version: str, run_id: str) -> H
     as a replay does), so it runs under whatever release is current, not the one
     the run parked under. The workflow id ``RUN_ID:N`` is unique, so a stretch exists once
     whoever hands it off. No stretch when the run was not parked (a stretch that
-    is still running reads the decision when it gets there)."""
+    is still running reads the decision when it gets there). ``decide``: the caller
+    wrote a decision, and takes it here for a run parked with a continuation (its
+    records written in this transaction: the decision's answer for the job, or None
+    to leave it to the stretch)."""
     taken = take(conn, run_id)
     handoff = taken.handoff
     if handoff is None:
         return taken
+    decided = None if decide is None or handoff.continuation is None else decide(handoff)
     job = StretchJob(
         run_id=run_id,
         stretch=handoff.stretch,
         resume_wait=handoff.wait,
         until=handoff.until,
         continuation=handoff.continuation,
+        decided=decided,
     )
     options = enqueue_options(STRETCH_WORKFLOW, handoff.workflow_id, app_version, handoff.partition)
     queue_in_transaction(conn, client, options, job.model_dump(mode="json"))

@@ -30,6 +30,7 @@ from policies.security import classify
 __all__ = [
     "SECURITY_EVENT_NAMESPACE",
     "budget_episode",
+    "decision_episode",
     "episode",
     "episode_id",
     "run_summary_episode",
@@ -122,6 +123,24 @@ def run_summary_episode(
             "error_code": error_code,
             "trace_digest": trace_digest,
         },
+    )
+
+
+def decision_episode(
+    run_id: str, plan_digest: str, decision: str, decided_by: str, recorded_at: str
+) -> Episode:
+    """The record of a decision on a plan, whoever writes it (the worker when the run
+    reads the decision, the shim when it takes one for a parked run)."""
+    return episode(
+        run_id=run_id,
+        kind="decision",
+        subject=plan_digest,
+        episode_type="execution/approval",
+        status="completed",
+        summary=f"plan {decision} by {decided_by}",
+        executor_id=decided_by,
+        recorded_at=recorded_at,
+        details={"plan_digest": plan_digest, "decision": decision, "decided_by": decided_by},
     )
 
 

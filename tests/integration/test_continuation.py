@@ -3,7 +3,10 @@
 A run that parks at a decision writes where it goes on with the park
 (``runs.continuation_json``, ``env.continuation_v1``); whoever decides hands it to
 the next stretch in that stretch's job, and the stretch starts at the decision
-instead of running the flow again from the start against the ledger. A run parked
+instead of running the flow again from the start against the ledger. A decision
+on the plan the run waits on is taken in the approval's own transaction, and the
+stretch goes on from it at once (a plan changed behind Gatehouse's back is left to
+the stretch, which refuses it: ``test_enforcement``). A run parked
 without one (by gatehouse-6, or at another kind of wait) still goes on from its
 ledger. Either way the run ends once and its replay, which runs the whole flow,
 reaches the recorded trace digest. On both databases.
@@ -53,11 +56,29 @@ def test_a_run_parked_at_its_decision_goes_on_from_the_continuation_its_park_wro
     assert then.summary == [] and then.outputs == {}
 
     assert decide(stack, "approve", run_id, digest).status_code == 200
+    # taken in the approval's own transaction: decided before any worker reads it
+    [(status, card)] = stack.sql(
+        "SELECT r.status, c.status FROM runs r JOIN plan_cards c ON c.run_id = r.run_id"
+        " WHERE r.run_id = :r",
+        r=run_id,
+    )
+    assert (status, card) == ("running", "approved")
     assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
-    # the hand-off gave the record to the stretch, which started from it
+    # the hand-off gave the record and the decision to the stretch, which went on from them
     job = _stretch_job(run_id, 1)
     assert Continuation.model_validate(job["continuation"]) == then
+    assert job["decided"] == {"plan_digest": digest, "decision": "approved", "decided_by": "bob"}
     assert _continuation(stack, run_id) is None  # answered: nothing left to go on from
+    _replays(stack, run_id)
+
+
+def test_a_rejection_taken_by_the_shim_ends_the_run_rejected(stack: Stack) -> None:
+    run_id, digest = waiting_run(stack)
+    assert decide(stack, "reject", run_id, digest).status_code == 200
+    assert stack.wait(run_id, {"rejected", "failed"})["status"] == "rejected"
+    assert _stretch_job(run_id, 1)["decided"]["decision"] == "rejected"
+    calls = stack.sql("SELECT COUNT(*) FROM calls WHERE run_id = :r AND kind = 'tool'", r=run_id)
+    assert calls == [(0,)]
     _replays(stack, run_id)
 
 
@@ -72,4 +93,5 @@ def test_a_run_parked_without_a_continuation_goes_on_from_its_ledger(stack: Stac
     assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
     job = _stretch_job(run_id, 1)
     assert job.get("continuation") is None, json.dumps(job)[:300]
+    assert job.get("decided") is None  # without one the stretch takes the decision itself
     _replays(stack, run_id)

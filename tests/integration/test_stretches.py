@@ -129,7 +129,10 @@ def test_waiting_plans_hold_no_slot_and_decisions_wait_for_no_worker(
         assert _workflows(db_url, "ENQUEUED") == 5
         assert _parked(db_url) == 1
         for run_id, _digest in approved:
-            assert _read(client, run_id)["status"] == "waiting_approval"
+            # decided in the approval's transaction (the card approved, the run running);
+            # its next stretch waits in the queue for a worker
+            seen = _read(client, run_id)
+            assert (seen["status"], seen["plan_card"]["status"]) == ("running", "approved"), seen
 
         with _worker(db_url, tmp_path, "second"):
             for run_id, _digest in approved:

@@ -220,6 +220,8 @@ def stretch_ports(
     a fork's fork point, from its job. Stretch 0 of a run that is no fork needs no
     ledger, so nothing is read for it."""
     live = LivePorts(parks=True)
+    if resume is not None and resume.continuation is not None:
+        live.decided = resume.decided
     if fork_from is None and (resume is None or resume.continuation is not None):
         # stretch 0, or a stretch from its continuation: nothing is answered from the ledger
         return StretchPorts(live, None, resume=resume, fork_from=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contracts import Decision, JsonObject, RunStatus
 from ledger import Conn, approvals, calls, evidence, now_iso, plan_cards, runs, stretches
-from policies.episodes import episode
+from policies.episodes import decision_episode, episode
 from worker.records._cancels import observe_cancel
 from worker.records._gate import plan_check
 from worker.runtime import WorkerSettings
@@ -27,26 +27,8 @@ __all__ = [
 def _record_decision(s: Conn, arg: JsonObject) -> None:
     run_id, digest = str(arg["run_id"]), str(arg["plan_digest"])
     decision, decided_by = Decision(str(arg["decision"])), str(arg["decided_by"])
-    approved = decision is Decision.APPROVED
-    plan_cards.set_plan_card_status(s, run_id, decision.value)
-    if approved:
-        runs.set_status(s, run_id, RunStatus.RUNNING, "execute")
-    evidence.put_episode(
-        s,
-        run_id,
-        None,
-        episode(
-            run_id=run_id,
-            kind="decision",
-            subject=digest,
-            episode_type="execution/approval",
-            status="completed",
-            summary=f"plan {decision.value} by {decided_by}",
-            executor_id=decided_by,
-            recorded_at=now_iso(),
-            details={"plan_digest": digest, "decision": decision.value, "decided_by": decided_by},
-        ),
-    )
+    recorded = decision_episode(run_id, digest, decision.value, decided_by, now_iso())
+    runs.record_decision(s, run_id, decision, recorded)
 
 
 def take_decision(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:

@@ -11,10 +11,18 @@ without polling) and the settings: this.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from dbos import DBOS, DBOSClient, DBOSPortableJSONSerializer
 
-from contracts import INTENT_WORKFLOW, ErrorCode, GatehouseError, IntentJob, queue_partition
+from contracts import (
+    INTENT_WORKFLOW,
+    ErrorCode,
+    GatehouseError,
+    IntentJob,
+    JsonObject,
+    queue_partition,
+)
 from ledger import Conn, Database, migrate, open_database, stretches, system_engine
 from shim.api.services.watch import RunWatch
 from shim.settings import ShimSettings
@@ -83,12 +91,19 @@ class Service:
         # The event streams each identity holds open in this shim (services.events).
         self.streams = StreamSlots(settings.max_event_streams)
 
-    def hand_off(self, conn: Conn, run_id: str) -> bool:
+    def hand_off(
+        self,
+        conn: Conn,
+        run_id: str,
+        decide: Callable[[stretches.Handoff], JsonObject | None] | None = None,
+    ) -> bool:
         """Inside the transaction that wrote a decision, a cancel, a resolution or a
         message: a parked run is handed to its next stretch, enqueued in this same
-        transaction. False for a run begun before runs were split: it waits in
-        place, and the caller wakes it with a ``send`` once this commits."""
-        return stretches.hand_off(conn, self._enqueuer, self.settings.app_version, run_id).split
+        transaction (``decide``: a decision's, taken for the stretch here; see
+        ``stretches.hand_off``). False for a run begun before runs were split: it
+        waits in place, and the caller wakes it with a ``send`` once this commits."""
+        version = self.settings.app_version
+        return stretches.hand_off(conn, self._enqueuer, version, run_id, decide=decide).split
 
     def queue_run(self, conn: Conn, job: IntentJob, runs_for: str, *, notify: bool = True) -> None:
         """A new run's first stretch (an intent, a fork, an edit), queued in the

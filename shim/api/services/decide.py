@@ -1,12 +1,15 @@
 """Decisions on a run's plan (``POST /approve|reject/{run_id}``).
 
 The ``plan_approvals`` row is the authority, written in one transaction with
-the checks and with the hand-off of a parked run to its next stretch. A run
-begun before runs were split waits in place; a ``send`` after the commit
-wakes it.
+the checks and with the hand-off of a parked run to its next stretch; for a run
+parked with its continuation, the decision's records too, so that stretch goes
+on from the decision at once (``_taken_here``). A run begun before runs were
+split waits in place; a ``send`` after the commit wakes it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from sqlalchemy.engine import Connection
 
@@ -17,6 +20,7 @@ from contracts import (
     DecisionAccepted,
     ErrorCode,
     GatehouseError,
+    JsonObject,
     JsonValue,
     Mode,
     PolicyProfile,
@@ -27,8 +31,9 @@ from contracts import (
     digest_of,
     with_placeholders,
 )
-from ledger import approvals, edits, intents, plan_cards, stretches
+from ledger import approvals, cancels, edits, intents, now_iso, plan_cards, runs, stretches
 from policies import catalog
+from policies.episodes import decision_episode
 from policies.quorum import approvers_needed, counted, parties
 from shim.api.services.acting import acting_as
 from shim.api.services.cancel import refuse_if_cancelled
@@ -101,6 +106,40 @@ def _answer(
         recorded=on_record.inserted,
         quorum=quorum,
     )
+
+
+def _taken_here(
+    conn: Connection, run_id: str, body: ApprovalRequest, decision: Decision
+) -> Callable[[stretches.Handoff], JsonObject | None]:
+    """For a run parked at this decision with its continuation: the decision taken in
+    the approval's own transaction, so the next stretch goes on at once from it
+    (``StretchJob.decided``). What the worker's ``gatehouse.decision_or_park`` does
+    when the decision is there first, here under the same row lock (the hand-off
+    took it): the decision's records (plan card, run status, episode), the wait
+    answered. Anything it would not simply go on from is left to the stretch: a
+    cancel on record, or a stored plan that is not the one decided on (the stretch
+    refuses it, plan_tampered, with its security record)."""
+
+    def take(handoff: stretches.Handoff) -> JsonObject | None:
+        then = handoff.continuation or {}
+        if then.get("plan_digest") != body.plan_digest or cancels.get(conn, run_id) is not None:
+            return None
+        card = plan_cards.get_plan_card(conn, run_id)
+        stored = None if card is None else digest_of(card.plan.model_dump(mode="json"))
+        if card is None or card.plan_digest != body.plan_digest or stored != body.plan_digest:
+            return None
+        decided = decision_episode(
+            run_id, body.plan_digest, decision.value, body.decided_by, now_iso()
+        )
+        runs.record_decision(conn, run_id, decision, decided)
+        stretches.answered(conn, run_id)
+        return {
+            "plan_digest": body.plan_digest,
+            "decision": decision.value,
+            "decided_by": body.decided_by,
+        }
+
+    return take
 
 
 def decide(
@@ -181,7 +220,7 @@ def decide(
                 comment=body.comment,
                 token_id=who.token_id,
             )
-            split = service.hand_off(conn, run_id)
+            split = service.hand_off(conn, run_id, _taken_here(conn, run_id, body, decision))
     answer = _answer(run_id, body, decision, on_record, quorum)
     if status.terminal or split or not on_record.inserted:
         return answer  # handed to the run's next stretch, or nothing waits for it
