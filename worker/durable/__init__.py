@@ -8,8 +8,9 @@ a planner or tool call's checkpoint is its op_key ledger row.
 
 * ``_workflows`` — the workflows and the one explicit list that registers them;
 * ``_live`` — ``LivePorts``: the flow's ports, live (ledgered calls, records, waits);
-* ``_stretch`` — ``StretchPorts``: a split run's stretch, answered from the
-  ledger up to the decision it resumes at, live after it;
+* ``_stretch`` — ``StretchPorts``: a split run's stretch, live from the
+  continuation its park wrote, or answered from the ledger up to the wait it
+  resumes at and live after it;
 * ``_records`` — each record of a run (``worker.records``) under its durable name;
 * ``_calls`` — the planner and tool calls; the explain, replay and OPA-pack steps;
 * ``_tx`` — how a record runs: one transaction with its checkpoint in it; the

@@ -25,8 +25,9 @@ __all__ = ["BeginResult", "GateResult", "Parked", "RunEnd", "StepRecord"]
 class Parked(Exception):  # noqa: N818 - a way a stretch ends, not an error
     """Raised by a wait port when nobody has decided yet: the run is parked at
     ``at`` (its rows say so) and this stretch of it ends here. Whoever decides
-    hands the run to its next stretch, which runs the flow again from the start
-    with every port before that wait answered from the ledger."""
+    hands the run to its next stretch, which goes on from the continuation the
+    park wrote (at a decision) or runs the flow again from the start with every
+    port before that wait answered from the ledger (at any other wait)."""
 
     def __init__(self, at: str, wait: int) -> None:
         super().__init__(f"parked at {at} (wait {wait})")
