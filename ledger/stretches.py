@@ -11,17 +11,18 @@ the park (and hands the run to a new stretch): never neither, never both.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 
 from contracts import (
     INTENT_QUEUE,
     STRETCH_WORKFLOW,
+    Continuation,
     JsonObject,
     JsonValue,
     StretchJob,
@@ -287,11 +288,7 @@ def take(conn: Conn, run_id: str) -> HandedOff:
         ),
         {"n": nxt, "r": run_id},
     ).first()
-    then = None if row is None or row[0] is None else json.loads(str(row[0]))
-    if not isinstance(then, dict) or then.get("at") != found.at:
-        # Only the continuation of the wait taken goes on (one a release before
-        # gatehouse-7 left behind a later park, which it does not clear, does not).
-        then = None
+    then = None if row is None or row[0] is None else _continuation(str(row[0]), found.at)
     return HandedOff(
         True,
         Handoff(
@@ -304,6 +301,19 @@ def take(conn: Conn, run_id: str) -> HandedOff:
             then,
         ),
     )
+
+
+def _continuation(text: str, at: str) -> JsonObject | None:
+    """The continuation a park wrote, for the next stretch's job: only one written for
+    the wait taken (one a release before gatehouse-7 left behind a later park, which
+    it does not clear, is not) and only one this release reads. Anything else (a
+    record changed behind Gatehouse's back) is dropped: the stretch then goes on from
+    the ledger, as after a park without one."""
+    try:
+        then = Continuation.model_validate_json(text)
+    except ValidationError:
+        return None
+    return then.model_dump(mode="json") if then.at == at else None
 
 
 def answered(conn: Conn, run_id: str) -> None:

@@ -95,3 +95,21 @@ def test_a_run_parked_without_a_continuation_goes_on_from_its_ledger(stack: Stac
     assert job.get("continuation") is None, json.dumps(job)[:300]
     assert job.get("decided") is None  # without one the stretch takes the decision itself
     _replays(stack, run_id)
+
+
+def test_a_continuation_changed_behind_gatehouse_s_back_is_dropped_for_the_ledger(
+    stack: Stack,
+) -> None:
+    """A record this release cannot read (here: cut short) neither stops the decision
+    nor runs from a guess: the stretch goes on from the ledger."""
+    run_id, digest = waiting_run(stack)
+    broken = '{"schema_id": "env.continuation_v1", "at": "@approval", "position": 7}'
+    stack.execute("UPDATE runs SET continuation_json = :c WHERE run_id = :r", c=broken, r=run_id)
+
+    assert decide(stack, "approve", run_id, digest).status_code == 200
+    assert stack.wait(run_id, {"succeeded", "failed"})["status"] == "succeeded"
+    job = _stretch_job(run_id, 1)
+    assert job.get("continuation") is None and job.get("decided") is None, job
+    calls = stack.sql("SELECT COUNT(*) FROM calls WHERE run_id = :r AND kind = 'tool'", r=run_id)
+    assert calls[0][0] >= 1
+    _replays(stack, run_id)
