@@ -590,8 +590,9 @@ def test_with_no_repaired_plan_the_failure_stands() -> None:
     assert fake.ended is not None and "no repair" in (fake.ended.error_message or "")
 
 
-def test_a_run_asks_for_at_most_two_remainders() -> None:
-    fake = ports(
+def out_of_repairs() -> FakePorts:
+    """A run whose every plan fails its one step and asks for a repair."""
+    return ports(
         planner={
             "@compile": planned(plan(step("a", on_error="repair"))),
             "@repair-1": planned(plan(step("a1", on_error="repair"))),
@@ -600,6 +601,10 @@ def test_a_run_asks_for_at_most_two_remainders() -> None:
         planner_target="openai_compat",
         tools={s: [failed(ErrorCode.HANDLER_FAILED, "no")] for s in ("a", "a1", "a2")},
     )
+
+
+def test_a_run_asks_for_at_most_two_remainders() -> None:
+    fake = out_of_repairs()
     out = run(fake)
     assert out["status"] == "failed"
     assert [a.get("call_id", "@compile") for a in fake.asked] == [
@@ -736,18 +741,7 @@ def _scripts() -> dict[str, tuple[FakePorts, IntentJob]]:
             ),
             job(),
         ),
-        "repairs run out": (
-            ports(
-                planner={
-                    "@compile": planned(plan(step("a", on_error="repair"))),
-                    "@repair-1": planned(plan(step("a1", on_error="repair"))),
-                    "@repair-2": planned(plan(step("a2", on_error="repair"))),
-                },
-                planner_target="openai_compat",
-                tools={s: [failed(ErrorCode.HANDLER_FAILED, "no")] for s in ("a", "a1", "a2")},
-            ),
-            job(),
-        ),
+        "repairs run out": (out_of_repairs(), job()),
         "next turn": (
             ports(step("a"), planner=turns, messages={1: {"text": "one more", "ends": False}}),
             job(opa=INTERACTIVE),
