@@ -104,7 +104,7 @@ class LivePorts:
                 {**given, "cancelled": None, "verified": {"ok": True}}, plan_digest, at
             )
         wait = replace(self.wait, timeout_s=profile.approval.timeout_s)
-        taken = rec.decision_or_park(run_id, plan_digest, at, wait, then())
+        taken = rec.decision_or_park(run_id, plan_digest, at, wait, then)
         if taken.get("parked"):
             raise Parked(at, wait.index)
         return self._taken(taken, plan_digest, at)

@@ -7,15 +7,17 @@ writes nothing; none is a DBOS step since gatehouse-6.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dbos import DBOS
 
 from contracts import Continuation, JsonObject, Mode, PolicyProfile, RunStatus, Step, ToolPool
-from ledger import stretches
+from ledger import Conn, stretches
 from worker import records
 from worker.durable._tx import tx
 from worker.flow import BeginResult, GateResult, RunEnd, StepRecord
+from worker.runtime import WorkerSettings
 
 __all__ = [
     "Wait",
@@ -189,18 +191,16 @@ class Wait:
 
 
 def decision_or_park(
-    run_id: str, plan_digest: str, at: str, wait: Wait, then: Continuation
+    run_id: str, plan_digest: str, at: str, wait: Wait, then: Callable[[], Continuation]
 ) -> JsonObject:
-    """``take_decision``'s answer, ``expired``, or ``parked`` with ``then``, where the
-    run goes on once decided (``records.decision_or_park``)."""
-    arg: JsonObject = {
-        "run_id": run_id,
-        "plan_digest": plan_digest,
-        "at": at,
-        **wait.arg(),
-        "continuation": then.model_dump(mode="json"),
-    }
-    return tx(Step.DECISION_OR_PARK, records.decision_or_park, arg)
+    """``take_decision``'s answer, ``expired``, or ``parked`` with ``then()``, where the
+    run goes on once decided, made only if it parks (``records.decision_or_park``)."""
+    arg: JsonObject = {"run_id": run_id, "plan_digest": plan_digest, "at": at, **wait.arg()}
+
+    def body(s: Conn, given: JsonObject, me: WorkerSettings) -> JsonObject:
+        return records.decision_or_park(s, given, me, then=lambda: then().model_dump(mode="json"))
+
+    return tx(Step.DECISION_OR_PARK, body, arg)
 
 
 def message_or_park(run_id: str, turn: int, wait: Wait) -> JsonObject:

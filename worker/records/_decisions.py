@@ -3,6 +3,8 @@ word on a call in doubt."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from contracts import Decision, JsonObject, RunStatus
 from ledger import Conn, approvals, calls, evidence, now_iso, plan_cards, runs, stretches
 from policies.episodes import decision_episode, episode
@@ -60,14 +62,21 @@ def take_decision(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     return out
 
 
-def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
+def decision_or_park(
+    s: Conn,
+    arg: JsonObject,
+    me: WorkerSettings,
+    *,
+    then: Callable[[], JsonObject] | None = None,
+) -> JsonObject:
     """A split run at its approval wait, in one commit with the run's row locked:
     ``take_decision``'s answer when a decision or a cancel is on record; the card
     expired (``expired``) when its wait is over; else the run parked at ``wait``
     (``parked``), for whoever decides to hand it to its next stretch. ``until``:
     the wait's expiry when the stretch resumes at it; a first arrival sets it
-    ``timeout_s`` from now; ``continuation``: where the run goes on once decided
-    (``contracts.Continuation``), parked with it for the next stretch to start from."""
+    ``timeout_s`` from now; ``then()``: where the run goes on once decided
+    (``contracts.Continuation`` as JSON), asked for only when it parks, and parked
+    with it for the next stretch to start from."""
     run_id = str(arg["run_id"])
     if stale(s, arg):  # the row lock: a decision commits wholly before this or after it
         return dict(SUPERSEDED)
@@ -87,7 +96,7 @@ def decision_or_park(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject
         at=str(arg["at"]),
         deadline=deadline,
         version=me.app_version,
-        continuation=then if isinstance(then := arg.get("continuation"), dict) else None,
+        continuation=None if then is None else then(),
     )
     return {**out, "parked": True}
 
