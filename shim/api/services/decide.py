@@ -31,7 +31,7 @@ from contracts import (
     digest_of,
     with_placeholders,
 )
-from ledger import approvals, cancels, edits, intents, now_iso, plan_cards, runs, stretches
+from ledger import approvals, edits, intents, now_iso, plan_cards, runs, stretches
 from policies import catalog
 from policies.episodes import decision_episode
 from policies.quorum import approvers_needed, counted, parties
@@ -109,24 +109,22 @@ def _answer(
 
 
 def _taken_here(
-    conn: Connection, run_id: str, body: ApprovalRequest, decision: Decision
+    conn: Connection, run_id: str, body: ApprovalRequest, decision: Decision, *, intact: bool
 ) -> Callable[[stretches.Handoff], JsonObject | None]:
     """For a run parked at this decision with its continuation: the decision taken in
     the approval's own transaction, so the next stretch goes on at once from it
     (``StretchJob.decided``). What the worker's ``gatehouse.decision_or_park`` does
-    when the decision is there first, here under the same row lock (the hand-off
-    took it): the decision's records (plan card, run status, episode), the wait
-    answered. Anything it would not simply go on from is left to the stretch: a
-    cancel on record, or a stored plan that is not the one decided on (the stretch
-    refuses it, plan_tampered, with its security record)."""
+    when the decision is there first: the decision's records (plan card, run status,
+    episode), the wait answered. The checks it makes first were made by ``decide``
+    in this transaction, holding the run's row lock since ``refuse_if_cancelled``
+    took it: no cancel is on record (one would have been refused), and ``intact``,
+    the stored plan card names the digest decided on and still hashes to it. A card
+    that does not is left to the stretch, which refuses it (plan_tampered) with its
+    security record."""
 
     def take(handoff: stretches.Handoff) -> JsonObject | None:
         then = handoff.continuation or {}
-        if then.get("plan_digest") != body.plan_digest or cancels.get(conn, run_id) is not None:
-            return None
-        card = plan_cards.get_plan_card(conn, run_id)
-        stored = None if card is None else digest_of(card.plan.model_dump(mode="json"))
-        if card is None or card.plan_digest != body.plan_digest or stored != body.plan_digest:
+        if not intact or then.get("plan_digest") != body.plan_digest:
             return None
         decided = decision_episode(
             run_id, body.plan_digest, decision.value, body.decided_by, now_iso()
@@ -220,7 +218,10 @@ def decide(
                 comment=body.comment,
                 token_id=who.token_id,
             )
-            split = service.hand_off(conn, run_id, _taken_here(conn, run_id, body, decision))
+            # the card read above, under the row lock: still the plan decided on?
+            intact = card is not None and digest_of(plan) == card.plan_digest == body.plan_digest
+            taker = _taken_here(conn, run_id, body, decision, intact=intact)
+            split = service.hand_off(conn, run_id, taker)
     answer = _answer(run_id, body, decision, on_record, quorum)
     if status.terminal or split or not on_record.inserted:
         return answer  # handed to the run's next stretch, or nothing waits for it
