@@ -18,6 +18,7 @@ recovered workflow and a replay take exactly the same path.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from contracts import (
     Continuation,
@@ -50,7 +51,13 @@ from worker.flow._step import refusal_outcome, step_call, step_record
 
 __all__ = ["resume_intent", "run_intent"]
 
-Gate = tuple[PolicyProfile, ToolPool, Mode]
+
+class Gate(NamedTuple):
+    """What every plan of the run is gated under."""
+
+    profile: PolicyProfile
+    pool: ToolPool
+    mode: Mode
 
 
 def run_intent(job: IntentJob, run_id: str, ports: Ports) -> JsonObject:
@@ -80,8 +87,7 @@ class _Run:
         # Whose decision let the current plan run (Cedar's ``context.approver``).
         self.approver: str | None = None
         # Set once the plan is gated (``go``) or from a continuation (``resume``):
-        self.compile_call: PlannerCall | None = None  # what the first planner call was asked
-        self.repairs: Repairs | None = None
+        self.repairs: Repairs | None = None  # and through it, what the first planner call was asked
         self.seed = ""  # the run's recorded seed
         self.outputs: dict[str, JsonObject] = {}  # the outputs of the steps that ran
 
@@ -156,7 +162,7 @@ class _Run:
             seed=planner_seed(seed, run_id),
         )
         repairs = Repairs(ports, self.trace, compile_call, spent)
-        self.compile_call, self.repairs, self.seed = compile_call, repairs, seed
+        self.repairs, self.seed = repairs, seed
         repaired = False
         if req.plan is not None:
             raw_plan: JsonObject = req.plan.model_dump(mode="json")
@@ -189,7 +195,7 @@ class _Run:
 
         # 4 durable wait: the plan_approvals row decides; a message only wakes us early
         summary: list[JsonValue] = []
-        gate = (profile, pool, req.mode)
+        gate = Gate(profile, pool, req.mode)
         refused = self.approval(digest, gate, summary, "@approval", plan=plan, position=0)
         if refused is not None:
             return refused
@@ -203,12 +209,12 @@ class _Run:
         self.trace.plan_digest = then.trace_plan_digest
         self.trace.entries = list(then.trace)
         self.spent = spent = Spent.from_state(then.spent)
-        self.compile_call, self.seed = call, then.seed
+        self.seed = then.seed
         self.repairs = Repairs(self.ports, self.trace, call, spent)
         self.repairs.asked = then.repairs_asked
         self.outputs = dict(then.outputs)
         summary = list(then.summary)
-        gate = (call.profile, call.tool_pool, then.mode)
+        gate = Gate(call.profile, call.tool_pool, then.mode)
         refused = self.approval(
             then.plan_digest, gate, summary, then.at, plan=then.plan, position=then.position
         )
@@ -222,9 +228,10 @@ class _Run:
         """5 execute, in order from ``position``, each step re-checked against the policy
         right before it runs; 6 evidence."""
         run_id, ports, outputs = self.run_id, self.ports, self.outputs
-        profile, pool, seed = gate[0], gate[1], self.seed
-        assert self.spent is not None and self.repairs is not None and self.compile_call
-        spent, repairs, compile_call = self.spent, self.repairs, self.compile_call
+        profile, pool, seed = gate.profile, gate.pool, self.seed
+        assert self.spent is not None and self.repairs is not None
+        spent, repairs = self.spent, self.repairs
+        compile_call = repairs.compile_call
         while True:
             if position >= len(plan.steps):
                 # An interactive OPA run goes on with its session's next message:
@@ -334,7 +341,7 @@ class _Run:
         no message within the approval timeout); how the run ended otherwise."""
         if self.opa is None or self.opa.execution_mode != "interactive":
             return None
-        profile = gate[0]
+        profile = gate.profile
         turn = len(self.follow_ups) + 1
         message = self.ports.await_message(self.run_id, turn, profile)
         if (stop := self.stopped(f"@input-{turn}", summary)) is not None:
@@ -386,9 +393,9 @@ class _Run:
         step ``position`` once approved); None when approved and the stored plan is
         still that plan, else how the run ended. A cancel wakes the wait too, and
         wins over whatever the wait found (``at``: the boundary's name)."""
-        profile = gate[0]
+        profile = gate.profile
         then = self.continuation(
-            at, plan=plan, digest=digest, position=position, mode=gate[2], summary=summary
+            at, plan=plan, digest=digest, position=position, mode=gate.mode, summary=summary
         )
         decided = self.ports.await_decision(self.run_id, digest, profile, at, then=then)
         if (stop := self.stopped(at, summary)) is not None:
@@ -418,7 +425,7 @@ class _Run:
         that parks the run there to write down; made only when asked for."""
 
         def then() -> Continuation:
-            assert self.spent is not None and self.repairs is not None and self.compile_call
+            assert self.spent is not None and self.repairs is not None
             return Continuation(
                 at=at,
                 plan=plan,
@@ -429,7 +436,7 @@ class _Run:
                 trace_plan_digest=self.trace.plan_digest,
                 trace=list(self.trace.entries),
                 spent=self.spent.state_json(),
-                compile_call=self.compile_call,
+                compile_call=self.repairs.compile_call,
                 mode=mode,
                 seed=self.seed,
                 repairs_asked=self.repairs.asked,
