@@ -15,6 +15,7 @@ stay answered from the parent's ledger in every stretch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 from contracts import (
@@ -164,11 +165,9 @@ class StretchPorts:
             return self._ask(
                 lambda p: p.await_decision(run_id, plan_digest, profile, at, then=then)
             )
-
-        def forked() -> Continuation:  # a fork's stretches answer its parent's calls too
-            return then().model_copy(update={"fork_from_step": self.fork_from})
-
-        return self.live.await_decision(run_id, plan_digest, profile, at, then=forked)
+        if self.fork_from is not None:  # a fork's stretches answer its parent's calls too
+            then = partial(_forked, then, self.fork_from)
+        return self.live.await_decision(run_id, plan_digest, profile, at, then=then)
 
     def await_message(self, run_id: str, turn: int, profile: PolicyProfile) -> JsonObject | None:
         if self._wait_recorded():
@@ -206,6 +205,12 @@ class StretchPorts:
 
     def finish(self, end: RunEnd) -> None:
         self.live.finish(end)
+
+
+def _forked(then: Callable[[], Continuation], fork_from: int) -> Continuation:
+    """A fork's continuation: it names the fork point, so its next stretch answers the
+    parent's calls before it from the parent's ledger."""
+    return then().model_copy(update={"fork_from_step": fork_from})
 
 
 def stretch_ports(
