@@ -357,7 +357,7 @@ def hand_off(
     app_version: str,
     run_id: str,
     *,
-    decide: Callable[[Handoff], JsonObject | None] | None = None,
+    decide: Callable[[JsonObject], JsonObject | None] | None = None,
 ) -> HandedOff:
     """Inside the transaction that wrote a decision (or a cancel, a resolution, a
     message, an expiry): if the run is parked, take the park and enqueue its next
@@ -370,20 +370,21 @@ def hand_off(
     the run parked under. The workflow id ``RUN_ID:N`` is unique, so a stretch exists once
     whoever hands it off. No stretch when the run was not parked (a stretch that
     is still running reads the decision when it gets there). ``decide``: the caller
-    wrote a decision, and takes it here for a run parked with a continuation (its
-    records written in this transaction: the decision's answer for the job, or None
-    to leave it to the stretch)."""
+    wrote a decision, and takes it here, given the continuation of a run parked with
+    one (its records written in this transaction: the decision's answer for the job,
+    or None to leave it to the stretch)."""
     taken = take(conn, run_id)
     handoff = taken.handoff
     if handoff is None:
         return taken
-    decided = None if decide is None or handoff.continuation is None else decide(handoff)
+    then = handoff.continuation
+    decided = None if decide is None or then is None else decide(then)
     job = StretchJob(
         run_id=run_id,
         stretch=handoff.stretch,
         resume_wait=handoff.wait,
         until=handoff.until,
-        continuation=handoff.continuation,
+        continuation=then,
         decided=decided,
     )
     options = enqueue_options(STRETCH_WORKFLOW, handoff.workflow_id, app_version, handoff.partition)

@@ -95,7 +95,7 @@ class Service:
         self,
         conn: Conn,
         run_id: str,
-        decide: Callable[[stretches.Handoff], JsonObject | None] | None = None,
+        decide: Callable[[JsonObject], JsonObject | None] | None = None,
     ) -> bool:
         """Inside the transaction that wrote a decision, a cancel, a resolution or a
         message: a parked run is handed to its next stretch, enqueued in this same

@@ -110,7 +110,7 @@ def _answer(
 
 def _taken_here(
     conn: Connection, run_id: str, body: ApprovalRequest, decision: Decision, *, intact: bool
-) -> Callable[[stretches.Handoff], JsonObject | None]:
+) -> Callable[[JsonObject], JsonObject | None]:
     """For a run parked at this decision with its continuation: the decision taken in
     the approval's own transaction, so the next stretch goes on at once from it
     (``StretchJob.decided``). What the worker's ``gatehouse.decision_or_park`` does
@@ -122,8 +122,7 @@ def _taken_here(
     that does not is left to the stretch, which refuses it (plan_tampered) with its
     security record."""
 
-    def take(handoff: stretches.Handoff) -> JsonObject | None:
-        then = handoff.continuation or {}
+    def take(then: JsonObject) -> JsonObject | None:
         if not intact or then.get("plan_digest") != body.plan_digest:
             return None
         decided = decision_episode(
