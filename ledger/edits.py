@@ -7,12 +7,16 @@ run came from, back to the run first submitted, since four-eyes holds for all of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contracts import PlanAuthor
 from ledger._db import Conn, now_iso, sql
 
-__all__ = ["CHAIN_LIMIT", "Authors", "Edit", "authors", "edit_of", "insert_edit"]
+__all__ = [
+    "CHAIN_LIMIT", "EDIT_COLUMNS", "Authors", "Edit", "authors", "edit_from", "edit_of",
+    "insert_edit",
+]  # fmt: skip
 
 # How many runs back ``authors`` walks. Each link is a person's edit or fork, so an
 # honest chain never comes near it; a longer one (or a loop, which only a rewritten
@@ -38,13 +42,22 @@ def insert_edit(conn: Conn, run_id: str, edit: Edit) -> None:
     )  # fmt: skip
 
 
+# An edit's columns, as ``edit_from`` reads them (a query may select them with others).
+EDIT_COLUMNS = "parent_run_id, previous_digest, edited_by"
+
+
 def edit_of(conn: Conn, run_id: str) -> Edit | None:
     """The edit the run was started by, if it was."""
     row = conn.execute(
-        sql("SELECT parent_run_id, previous_digest, edited_by FROM plan_edits WHERE run_id = :r"),
+        sql(f"SELECT {EDIT_COLUMNS} FROM plan_edits WHERE run_id = :r"),  # noqa: S608  (fixed columns)
         {"r": run_id},
     ).first()
-    return None if row is None else Edit(str(row[0]), str(row[1]), str(row[2]))
+    return None if row is None else edit_from(row)
+
+
+def edit_from(row: Sequence[object]) -> Edit:
+    """The edit from its ``EDIT_COLUMNS``, in that order."""
+    return Edit(str(row[0]), str(row[1]), str(row[2]))
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ the run's evidence like any other.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -19,6 +20,7 @@ from ledger._db import Conn, now_iso, sql
 from ledger.evidence import get_artifact, put_artifact
 
 __all__ = [
+    "COLUMNS",
     "INPUT_NAME",
     "MEDIA_TYPE",
     "OUTPUT_NAME",
@@ -28,6 +30,7 @@ __all__ = [
     "output_bytes",
     "put_input",
     "put_output",
+    "view_of",
 ]
 
 MEDIA_TYPE = "application/vnd.opa+zip"
@@ -122,26 +125,27 @@ def _fork_row(conn: Conn, run_id: str, output_sha256: str) -> None:
     )
 
 
+# A run's OPA record's columns, as ``view_of`` reads them (a query may select them
+# with others).
+COLUMNS = "archive_name, archive_sha256, opa_version, execution_mode, signer_json, output_sha256"
+
+
 def get(conn: Conn, run_id: str) -> OpaRunView | None:
     row = conn.execute(
-        sql(
-            "SELECT archive_name, archive_sha256, opa_version, execution_mode, signer_json,"
-            " output_sha256 FROM opa_runs WHERE run_id = :r"
-        ),
+        sql(f"SELECT {COLUMNS} FROM opa_runs WHERE run_id = :r"),  # noqa: S608  (fixed columns)
         {"r": run_id},
     ).first()
-    if row is None:
-        return None
+    return None if row is None else view_of(row, run_id)
+
+
+def view_of(row: Sequence[object], run_id: str) -> OpaRunView:
+    """The record from its ``COLUMNS``, in that order."""
     try:
-        signer = None if row[4] is None else OpaSigner.model_validate(json.loads(row[4]))
-        return OpaRunView(
-            archive_name=row[0],
-            archive_sha256=row[1],
-            opa_version=row[2],
-            execution_mode=row[3],
-            signer=signer,
-            output_sha256=row[5],
-        )
+        signer = None if row[4] is None else OpaSigner.model_validate(json.loads(str(row[4])))
+        return OpaRunView.model_validate({
+            "archive_name": row[0], "archive_sha256": row[1], "opa_version": row[2],
+            "execution_mode": row[3], "signer": signer, "output_sha256": row[5],
+        })  # fmt: skip
     except (ValidationError, ValueError) as exc:
         raise GatehouseError(
             ErrorCode.CORRUPT_RECORD,

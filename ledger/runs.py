@@ -83,10 +83,21 @@ def record_decision(conn: Conn, run_id: str, decision: Decision, recorded: Episo
 
 def run_status(conn: Conn, run_id: str) -> RunStatus | None:
     row = conn.execute(sql("SELECT status FROM runs WHERE run_id = :r"), {"r": run_id}).first()
-    if row is None:
-        return None
+    return None if row is None else _status(run_id, row[0])
+
+
+def status_and_submitter(conn: Conn, run_id: str) -> tuple[RunStatus, str] | None:
+    """A run's status and who submitted it (one row): what a reader may be told of
+    it before its whole view is read; None when there is no such run."""
+    row = conn.execute(
+        sql("SELECT status, submitted_by FROM runs WHERE run_id = :r"), {"r": run_id}
+    ).first()
+    return None if row is None else (_status(run_id, row[0]), str(row[1]))
+
+
+def _status(run_id: str, value: object) -> RunStatus:
     try:
-        return RunStatus(row[0])
+        return RunStatus(value)
     except ValueError as exc:
         raise corrupt("runs", run_id, exc) from exc
 
@@ -129,15 +140,33 @@ def _authors(conn: Conn, run_id: str, submitter: str, *, derived: bool) -> list[
     return [PlanAuthor(name=submitter, part="submitted", run_id=run_id)]
 
 
+def _of(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+_N_RUN, _N_CARD, _N_OPA = (len(c.split(",")) for c in
+                           (_RUN_COLUMNS, plan_cards.CARD_COLUMNS, opa_runs.COLUMNS))  # fmt: skip
+# A run's row with the records it has at most one of (its plan card, OPA record and
+# the edit it was started by), in one read: a run's view is read at every poll of it.
+_GET_RUN = (
+    f"SELECT {_of('r', _RUN_COLUMNS)}, c.run_id, {_of('c', plan_cards.CARD_COLUMNS)},"  # noqa: S608  (fixed columns)
+    f" o.run_id, {_of('o', opa_runs.COLUMNS)}, e.run_id, {_of('e', edits.EDIT_COLUMNS)}"
+    " FROM runs r LEFT JOIN plan_cards c ON c.run_id = r.run_id"
+    " LEFT JOIN opa_runs o ON o.run_id = r.run_id LEFT JOIN plan_edits e ON e.run_id = r.run_id"
+    " WHERE r.run_id = :r"
+)
+
+
 def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
-    row = conn.execute(
-        sql(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed column list)
-        {"r": run_id},
-    ).first()
-    if row is None:
+    found = conn.execute(sql(_GET_RUN), {"r": run_id}).first()
+    if found is None:
         return None
-    card, opa = plan_cards.get_plan_card(conn, run_id), opa_runs.get(conn, run_id)
-    edit = edits.edit_of(conn, run_id)
+    row, rest = tuple(found[:_N_RUN]), tuple(found[_N_RUN:])
+    at_opa = 1 + _N_CARD
+    at_edit = at_opa + 1 + _N_OPA
+    card = None if rest[0] is None else plan_cards.card_of(rest[1:at_opa], run_id)
+    opa = None if rest[at_opa] is None else opa_runs.view_of(rest[at_opa + 1 : at_edit], run_id)
+    edit = None if rest[at_edit] is None else edits.edit_from(rest[at_edit + 1 :])
     try:
         return RunView(
             run_id=row[0],

@@ -56,8 +56,10 @@ async def wait_for_run(
         wanted = parse_until(until)
     except ValueError as exc:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, str(exc)) from exc
-    view = await run_in_threadpool(reads.run, service, run_id, who)  # exists, theirs to see
-    if view.status not in wanted:
+    # Exists and is theirs to see: its status alone is read until it is one waited for,
+    # and the whole run (a handful of reads) once, for the answer.
+    now = await run_in_threadpool(reads.seen_status, service, run_id, who)
+    if now not in wanted:
 
         async def status() -> RunStatus | None:
             return await run_in_threadpool(reads.status, service, run_id)
@@ -66,9 +68,11 @@ async def wait_for_run(
             await service.watch.wait(run_id, status, wanted, timeout_s)
         except asyncio.CancelledError:
             # The shim is stopping: its server's graceful shutdown cancels the requests
-            # still open once its grace is over. The wait ends here as a timeout (what
-            # the run was a moment ago), so the client asks again, of the next shim,
-            # instead of hearing an error 500 for a wait nobody failed.
-            return view, False
-        view = await run_in_threadpool(reads.run, service, run_id, who)
+            # still open once its grace is over. The wait ends here as a timeout (the
+            # run as it now is), so the client asks again, of the next shim, instead
+            # of hearing an error 500 for a wait nobody failed. The run is read here,
+            # in the loop's own thread (the request is cancelled: it can await nothing
+            # more), as the server stops.
+            return reads.run(service, run_id, who), False
+    view = await run_in_threadpool(reads.run, service, run_id, who)
     return view, view.status in wanted
