@@ -2,11 +2,11 @@
 
 A run is split at every human decision: the stretch that reaches a decision
 nobody has made yet parks the run (``park``) and its workflow ends. Whoever
-writes the decision takes the park (``take``) in the same transaction and
-enqueues the next stretch with what ``take`` answered. Both lock the run's
-row first (a no-op UPDATE, as ``cancels.lock_run``), so a decision either
-lands before the park (the parking stretch reads it and goes on) or finds
-the park (and hands the run to a new stretch): never neither, never both.
+writes the decision takes the park in the same transaction and enqueues the
+next stretch (``hand_off``). Both lock the run's row first (``lock``, a no-op
+UPDATE), so a decision either lands before the park (the parking stretch reads
+it and goes on) or finds the park (and hands the run to a new stretch): never
+neither, never both.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -23,13 +24,16 @@ from contracts import (
     INTENT_QUEUE,
     STRETCH_WORKFLOW,
     Continuation,
+    ErrorCode,
+    GatehouseError,
     JsonObject,
     JsonValue,
+    RunStatus,
     StretchJob,
     canonical_json,
     queue_partition,
 )
-from ledger._db import Conn, Database, is_postgres, iso, now_iso, sql
+from ledger._db import Conn, Database, dbos_workflows, is_postgres, iso, now_iso, sql
 from ledger._inhost import after_transaction
 from ledger._row_locks import run_held
 
@@ -38,6 +42,7 @@ if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a cli
 
 __all__ = [
     "ANY_PARTITION",
+    "LATEST_WORKFLOW_SQL",
     "WORK_CHANNEL",
     "HandedOff",
     "Handoff",
@@ -56,9 +61,7 @@ __all__ = [
     "queue_in_transaction",
     "run_of",
     "stretch_of",
-    "take",
     "until",
-    "waiting_until",
     "workflow_id",
     "workflow_ids",
 ]
@@ -145,11 +148,21 @@ class Parked:
 class Locked:
     """A run's row, locked: whether it is split at its decisions (False: begun before
     version 18, it waits in place in one workflow), where it is parked, if it is, and
-    the stretch it is in (None: not split)."""
+    the stretch it is in (None: not split); and what a decision's transaction checks
+    under the lock, read with it: the run's status and submitter, the boundary and
+    expiry of the wait it is at (parked, or handed on and not yet answered), the
+    continuation its park wrote, who cancelled it (and through what), if anyone
+    did, and DBOS's status of its latest stretch's workflow (None: DBOS has none)."""
 
     split: bool
     parked: Parked | None
     stretch: int | None = None
+    status: RunStatus = RunStatus.QUEUED
+    submitted_by: str = ""
+    wait: tuple[str, str | None] | None = None
+    continuation: str | None = None
+    cancelled_by: tuple[str, str] | None = None
+    workflow_status: str | None = None
 
     def superseded(self, stretch: int) -> bool:
         """Whether a later stretch than ``stretch`` has the run: a decision handed it
@@ -205,26 +218,31 @@ def deadline_passed(deadline: str | None) -> bool:
     return deadline is not None and deadline <= now_iso()
 
 
+@cache
+def _lock_sql(workflows: str) -> str:
+    """The lock's statement, DBOS's workflow table named as the connection names it."""
+    return (
+        "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"  # noqa: S608  (fixed names)
+        " RETURNING stretch, parked_wait, parked_at, parked_until, parked_version,"
+        " submitted_by, status, continuation_json,"
+        " (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = runs.run_id),"
+        " (SELECT c.source FROM run_cancels c WHERE c.run_id = runs.run_id),"
+        f" (SELECT w.status FROM {workflows} w WHERE w.workflow_uuid = {LATEST_WORKFLOW_SQL})"
+    )
+
+
 def lock(conn: Conn, run_id: str) -> Locked | None:
-    """Take the run's row lock (a no-op UPDATE); None when there is no such run."""
-    found = conn.execute(
-        sql(
-            "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
-            " RETURNING stretch, parked_wait, parked_at, parked_until, parked_version,"
-            " submitted_by"
-        ),
-        {"r": run_id},
-    ).first()
+    """Take the run's row lock (a no-op UPDATE); None when there is no such run. One
+    statement, whatever of the row the caller goes on to check (``Locked``)."""
+    found = conn.execute(sql(_lock_sql(dbos_workflows(conn))), {"r": run_id}).first()
     if found is None:
         return None
     run_held(conn, run_id)
-    stretch, wait, at, deadline, version, submitter = tuple(found)
+    stretch, wait, at, deadline, version, submitter, status, then, by, via, dbos = tuple(found)
     current = None if stretch is None else int(str(stretch))
-    if wait is None:
-        return Locked(stretch is not None, None, current)
-    return Locked(
-        True,
-        Parked(
+    parked = None
+    if wait is not None:
+        parked = Parked(
             run_id,
             current or 0,
             int(str(wait)),
@@ -232,9 +250,29 @@ def lock(conn: Conn, run_id: str) -> Locked | None:
             None if deadline is None else str(deadline),
             None if version is None else str(version),
             queue_partition(str(submitter)),
-        ),
-        current,
+        )
+    return Locked(
+        split=stretch is not None,
+        parked=parked,
+        stretch=current,
+        status=_status(run_id, str(status)),
+        submitted_by=str(submitter),
+        wait=None if at is None else (str(at), None if deadline is None else str(deadline)),
+        continuation=None if then is None else str(then),
+        cancelled_by=None if by is None else (str(by), str(via)),
+        workflow_status=None if dbos is None else str(dbos),
     )
+
+
+def _status(run_id: str, value: str) -> RunStatus:
+    try:
+        return RunStatus(value)
+    except ValueError as exc:
+        raise GatehouseError(
+            ErrorCode.CORRUPT_RECORD,
+            "a runs row failed validation when read back",
+            {"table": "runs", "key": run_id, "problem": str(exc)[:500]},
+        ) from exc
 
 
 def park(
@@ -271,35 +309,28 @@ def park(
     )
 
 
-def take(conn: Conn, run_id: str) -> HandedOff:
-    """Inside the transaction that writes a decision: take the run's park, if it
-    is parked, and answer the next stretch to enqueue in the same transaction."""
-    locked = lock(conn, run_id)
-    found = None if locked is None else locked.parked
+def _next(locked: Locked) -> Handoff | None:
+    """The stretch a parked run is handed to (None: it is not parked)."""
+    found = locked.parked
     if found is None:
-        return HandedOff(locked is not None and locked.split, None)
+        return None
+    then = None if locked.continuation is None else _continuation(locked.continuation, found.at)
     nxt = found.stretch + 1
-    # The wait's boundary and expiry stay until the next stretch has taken what was
-    # decided (``answered``): a decision that comes in meanwhile is held to them.
-    row = conn.execute(
+    return Handoff(found.run_id, nxt, found.wait, found.until, found.version, found.partition, then)
+
+
+def _take(conn: Conn, handoff: Handoff, *, answered: bool) -> None:
+    """The park taken for ``handoff``'s stretch. The wait's boundary and expiry stay
+    until the next stretch has taken what was decided (``answered``): a decision that
+    comes in meanwhile is held to them. ``answered``: it is taken already."""
+    done = (", parked_at = NULL, parked_until = NULL, continuation_json = NULL"
+            if answered else "")  # fmt: skip
+    conn.execute(
         sql(
-            "UPDATE runs SET stretch = :n, parked_wait = NULL, parked_since = NULL"
-            " WHERE run_id = :r RETURNING continuation_json"
+            f"UPDATE runs SET stretch = :n, parked_wait = NULL, parked_since = NULL{done}"  # noqa: S608  (fixed text)
+            " WHERE run_id = :r"
         ),
-        {"n": nxt, "r": run_id},
-    ).first()
-    then = None if row is None or row[0] is None else _continuation(str(row[0]), found.at)
-    return HandedOff(
-        True,
-        Handoff(
-            run_id,
-            nxt,
-            found.wait,
-            found.until,
-            found.version,
-            found.partition,
-            then,
-        ),
+        {"n": handoff.stretch, "r": handoff.run_id},
     )
 
 
@@ -328,17 +359,6 @@ def answered(conn: Conn, run_id: str) -> None:
     )
 
 
-def waiting_until(conn: Conn, run_id: str) -> tuple[str, str | None] | None:
-    """The boundary of the wait the run is at, parked or handed on and not yet
-    answered, and its expiry; None when it is at no wait."""
-    row = conn.execute(
-        sql("SELECT parked_at, parked_until FROM runs WHERE run_id = :r"), {"r": run_id}
-    ).first()
-    if row is None or row[0] is None:
-        return None
-    return str(row[0]), None if row[1] is None else str(row[1])
-
-
 def expired(conn: Conn, limit: int = 100) -> list[str]:
     """Runs parked at a wait whose expiry has passed (for the expiry sweep)."""
     rows = conn.execute(
@@ -358,6 +378,7 @@ def hand_off(
     run_id: str,
     *,
     decide: Callable[[JsonObject], JsonObject | None] | None = None,
+    locked: Locked | None = None,
 ) -> HandedOff:
     """Inside the transaction that wrote a decision (or a cancel, a resolution, a
     message, an expiry): if the run is parked, take the park and enqueue its next
@@ -372,13 +393,16 @@ def hand_off(
     is still running reads the decision when it gets there). ``decide``: the caller
     wrote a decision, and takes it here, given the continuation of a run parked with
     one (its records written in this transaction: the decision's answer for the job,
-    or None to leave it to the stretch)."""
-    taken = take(conn, run_id)
-    handoff = taken.handoff
+    and the wait answered with the park taken; or None to leave it to the stretch).
+    ``locked``: the run's row as the caller locked it in this transaction already."""
+    if locked is None:
+        locked = lock(conn, run_id)
+    handoff = None if locked is None else _next(locked)
     if handoff is None:
-        return taken
+        return HandedOff(locked is not None and locked.split, None)
     then = handoff.continuation
     decided = None if decide is None or then is None else decide(then)
+    _take(conn, handoff, answered=decided is not None)
     job = StretchJob(
         run_id=run_id,
         stretch=handoff.stretch,
@@ -389,7 +413,7 @@ def hand_off(
     )
     options = enqueue_options(STRETCH_WORKFLOW, handoff.workflow_id, app_version, handoff.partition)
     queue_in_transaction(conn, client, options, job.model_dump(mode="json"))
-    return taken
+    return HandedOff(True, handoff)
 
 
 def is_split(conn: Conn, run_id: str) -> bool:
@@ -412,5 +436,13 @@ def workflow_ids(conn: Conn, run_ids: list[str]) -> dict[str, str]:
 
 def workflow_id(run_id: str, stretch: int | None) -> str:
     """The workflow of the run's stretch ``stretch``: ``RUN_ID`` for its first (0) or a
-    run begun before the split (None), ``RUN_ID:N`` after. The one place the id is made."""
+    run begun before the split (None), ``RUN_ID:N`` after. The one place the id is made
+    (and ``LATEST_WORKFLOW_SQL``, the same in SQL, tested to agree)."""
     return run_id if not stretch else f"{run_id}:{stretch}"
+
+
+# ``workflow_id`` of a ``runs`` row's latest stretch, in SQL (in a statement on ``runs``).
+LATEST_WORKFLOW_SQL = (
+    "CASE WHEN runs.stretch IS NULL OR runs.stretch = 0 THEN runs.run_id"
+    " ELSE runs.run_id || ':' || runs.stretch END"
+)

@@ -51,7 +51,8 @@ def expire_waits(rt: Runtime, due: list[str]) -> list[str]:
             found = None if locked is None else locked.parked
             if found is None or not stretches.deadline_passed(found.until):
                 continue
-            taken = stretches.hand_off(conn, _client(rt), rt.settings.app_version, run_id)
+            version = rt.settings.app_version
+            taken = stretches.hand_off(conn, _client(rt), version, run_id, locked=locked)
             if taken.handoff is not None:
                 handed.append(run_id)
     if handed:

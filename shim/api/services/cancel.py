@@ -9,7 +9,6 @@ cancel on one run are serialized on the run's row (``ledger.cancels``).
 
 from __future__ import annotations
 
-from dbos import DBOSClient
 from sqlalchemy.engine import Connection
 
 from contracts import (
@@ -88,31 +87,29 @@ def cancel_run(service: Service, run_id: str, body: CancelRequest, who: Identity
     return _answer(found, run.status, recorded=True)
 
 
-def refuse_if_cancelled(conn: Connection, client: DBOSClient, run_id: str) -> RunStatus | None:
+def refuse_if_cancelled(conn: Connection, run_id: str) -> stretches.Locked | None:
     """Inside a decision's transaction: lock the run, and refuse if a cancel came first;
-    the run's status, as it stays while the lock is held (None: no such run).
+    the run's row as it stays while the lock is held (None: no such run), read with
+    the lock in one statement (``stretches.lock``).
 
     A workflow cancelled through DBOS whose run the sweep has not reached yet
     (within a heartbeat) is refused too, rather than recording a decision
     nothing will act on.
     """
-    locked = cancels.lock_run(conn, run_id)
+    locked = stretches.lock(conn, run_id)
     if locked is None:
         return None  # the caller answers run_not_found
-    found = cancels.get(conn, run_id)
-    if found is not None:
+    if locked.cancelled_by is not None:
+        by, source = locked.cancelled_by
         raise GatehouseError(
             ErrorCode.RUN_CANCELLED,
-            f"run {run_id!r} was cancelled by {found.requested_by}; it takes no decision",
-            {"cancelled_by": found.requested_by, "source": found.source},
+            f"run {run_id!r} was cancelled by {by}; it takes no decision",
+            {"cancelled_by": by, "source": source},
         )
-    latest = stretches.workflow_id(run_id, locked.stretch)  # a split run: its latest stretch
-    if client.list_workflows(
-        workflow_ids=[latest], status="CANCELLED", load_input=False, load_output=False
-    ):
+    if locked.workflow_status == "CANCELLED":  # a split run: its latest stretch's
         raise GatehouseError(
             ErrorCode.RUN_CANCELLED,
             f"the DBOS workflow of run {run_id!r} was cancelled; it takes no decision",
             {"cancelled_by": "dbos", "source": "dbos"},
         )
-    return locked.status
+    return locked

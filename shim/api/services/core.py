@@ -96,14 +96,20 @@ class Service:
         conn: Conn,
         run_id: str,
         decide: Callable[[JsonObject], JsonObject | None] | None = None,
+        *,
+        locked: stretches.Locked | None = None,
     ) -> bool:
         """Inside the transaction that wrote a decision, a cancel, a resolution or a
         message: a parked run is handed to its next stretch, enqueued in this same
         transaction (``decide``: a decision's, taken for the stretch here; see
-        ``stretches.hand_off``). False for a run begun before runs were split: it
+        ``stretches.hand_off``; ``locked``: the run's row as the caller locked it).
+        False for a run begun before runs were split: it
         waits in place, and the caller wakes it with a ``send`` once this commits."""
         version = self.settings.app_version
-        return stretches.hand_off(conn, self._enqueuer, version, run_id, decide=decide).split
+        taken = stretches.hand_off(
+            conn, self._enqueuer, version, run_id, decide=decide, locked=locked
+        )
+        return taken.split
 
     def queue_run(self, conn: Conn, job: IntentJob, runs_for: str, *, notify: bool = True) -> None:
         """A new run's first stretch (an intent, a fork, an edit), queued in the

@@ -31,7 +31,7 @@ from contracts import (
     digest_of,
     with_placeholders,
 )
-from ledger import approvals, edits, intents, now_iso, plan_cards, runs, stretches
+from ledger import approvals, edits, events, intents, now_iso, plan_cards, runs, stretches
 from policies import catalog
 from policies.episodes import decision_episode
 from policies.quorum import approvers_needed, counted, parties
@@ -129,7 +129,6 @@ def _taken_here(
             run_id, body.plan_digest, decision.value, body.decided_by, now_iso()
         )
         runs.record_decision(conn, run_id, decision, decided)
-        stretches.answered(conn, run_id)
         return {
             "plan_digest": body.plan_digest,
             "decision": decision.value,
@@ -150,11 +149,13 @@ def decide(
     """A decision on the run's current plan, as ``who``; a repeat answers as the first."""
     db, client = service.db, service.client
     body = acting_as(body, "decided_by", who)
-    with db.engine.begin() as conn:
+    # The run's events are written at the end, in one statement (``events.batched``).
+    with db.engine.begin() as conn, events.batched(conn):
         # first: cancel and decision race here
-        status = refuse_if_cancelled(conn, client, run_id)
-        if status is None:
+        locked = refuse_if_cancelled(conn, run_id)
+        if locked is None:
             raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+        status = locked.status
         request = intents.request_for_run(conn, run_id)
         if request is None or request.mode is Mode.PLAN_ONLY:
             raise _not_awaiting(run_id, status)
@@ -202,7 +203,7 @@ def decide(
         if on_record is None:
             if status.terminal:
                 raise _not_awaiting(run_id, status)
-            refuse_if_expired(conn, run_id)
+            refuse_if_expired(run_id, locked.wait)
             needed = approvers_needed(profile, plan_model)
             if decision is Decision.APPROVED and needed > 1:
                 fresh, quorum = _endorse(conn, run_id, body, who, needed, barred=barred)
@@ -220,7 +221,7 @@ def decide(
             # the card read above, under the row lock: still the plan decided on?
             intact = card is not None and digest_of(plan) == card.plan_digest == body.plan_digest
             taker = _taken_here(conn, run_id, body, decision, intact=intact)
-            split = service.hand_off(conn, run_id, taker)
+            split = service.hand_off(conn, run_id, taker, locked=locked)
     answer = _answer(run_id, body, decision, on_record, quorum)
     if status.terminal or split or not on_record.inserted:
         return answer  # handed to the run's next stretch, or nothing waits for it
@@ -306,10 +307,9 @@ def why_not(service: Service, view: RunView, who: Identity) -> GatehouseError | 
     return None
 
 
-def refuse_if_expired(conn: Connection, run_id: str) -> None:
+def refuse_if_expired(run_id: str, wait: tuple[str, str | None] | None) -> None:
     """A plan whose wait is over takes no decision, even before the expiry sweep
-    has ended its run."""
-    wait = stretches.waiting_until(conn, run_id)
+    has ended its run. ``wait``: the run's, as locked (``stretches.Locked.wait``)."""
     if wait is None or not wait[0].startswith("@approval"):
         return
     if stretches.deadline_passed(wait[1]):

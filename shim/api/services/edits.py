@@ -50,17 +50,18 @@ def _edited_request(parent: IntentRequest, body: PlanEditRequest) -> IntentReque
 def edit_plan(
     service: Service, run_id: str, *, body: PlanEditRequest, who: Identity
 ) -> PlanEditAccepted:
-    db, client = service.db, service.client
+    db = service.db
     new_digest = digest_of(body.plan.model_dump(mode="json"))
     if new_digest == body.previous_digest:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, "the edited plan changes nothing")
     new_id = new_run_id()
     with db.engine.begin() as conn:
-        status = refuse_if_cancelled(conn, client, run_id)  # first: the run's row lock
+        locked = refuse_if_cancelled(conn, run_id)  # first: the run's row lock
         parent = intents.request_for_run(conn, run_id)
         card = plan_cards.get_plan_card(conn, run_id)
-        if status is None or parent is None:
+        if locked is None or parent is None:
             raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
+        status = locked.status
         if status is not RunStatus.WAITING_APPROVAL or card is None:
             raise GatehouseError(
                 ErrorCode.RUN_NOT_AWAITING_APPROVAL,
@@ -81,7 +82,7 @@ def edit_plan(
             )
         profile = catalog.profile(parent.policy_profile).model
         refuse_a_party(conn, run_id, profile, parent.submitted_by, who)
-        refuse_if_expired(conn, run_id)  # an expired plan takes no edit, as no decision
+        refuse_if_expired(run_id, locked.wait)  # an expired plan takes no edit, as no decision
         request = _edited_request(parent, body)
         check_intent(request)  # the gate, the budgets: as for any intent
         on_record = approvals.insert_decision(
@@ -99,7 +100,7 @@ def edit_plan(
                 f"this plan was already {on_record.decision.value} by {on_record.decided_by}",
                 {"decision": on_record.decision.value, "decided_by": on_record.decided_by},
             )
-        service.hand_off(conn, run_id)
+        service.hand_off(conn, run_id, locked=locked)
         intent_id = "int_" + uuid.uuid4().hex
         intents.insert_intent_and_run(
             conn, intent_id=intent_id, run_id=new_id, request=request, idempotency_key=None
