@@ -56,23 +56,27 @@ async def wait_for_run(
         wanted = parse_until(until)
     except ValueError as exc:
         raise GatehouseError(ErrorCode.INVALID_REQUEST, str(exc)) from exc
-    # Exists and is theirs to see: its status alone is read until it is one waited for,
-    # and the whole run (a handful of reads) once, for the answer.
-    now = await run_in_threadpool(reads.seen_status, service, run_id, who)
-    if now not in wanted:
+    # Exists and is theirs to see (the first look at its status says, once the wait
+    # is registered for its changes): its status alone is read until it is one waited
+    # for, and the whole run (a handful of reads) once, for the answer.
+    looked = False
 
-        async def status() -> RunStatus | None:
+    async def status() -> RunStatus | None:
+        nonlocal looked
+        if looked:
             return await run_in_threadpool(reads.status, service, run_id)
+        looked = True
+        return await run_in_threadpool(reads.seen_status, service, run_id, who)
 
-        try:
-            await service.watch.wait(run_id, status, wanted, timeout_s)
-        except asyncio.CancelledError:
-            # The shim is stopping: its server's graceful shutdown cancels the requests
-            # still open once its grace is over. The wait ends here as a timeout (the
-            # run as it now is), so the client asks again, of the next shim, instead
-            # of hearing an error 500 for a wait nobody failed. The run is read here,
-            # in the loop's own thread (the request is cancelled: it can await nothing
-            # more), as the server stops.
-            return reads.run(service, run_id, who), False
+    try:
+        await service.watch.wait(run_id, status, wanted, timeout_s)
+    except asyncio.CancelledError:
+        # The shim is stopping: its server's graceful shutdown cancels the requests
+        # still open once its grace is over. The wait ends here as a timeout (the
+        # run as it now is), so the client asks again, of the next shim, instead
+        # of hearing an error 500 for a wait nobody failed. The run is read here,
+        # in the loop's own thread (the request is cancelled: it can await nothing
+        # more), as the server stops.
+        return reads.run(service, run_id, who), False
     view = await run_in_threadpool(reads.run, service, run_id, who)
     return view, view.status in wanted
