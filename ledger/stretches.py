@@ -156,13 +156,13 @@ class Locked:
 
     split: bool
     parked: Parked | None
-    stretch: int | None = None
-    status: RunStatus = RunStatus.QUEUED
-    submitted_by: str = ""
-    wait: tuple[str, str | None] | None = None
-    continuation: str | None = None
-    cancelled_by: tuple[str, str] | None = None
-    workflow_status: str | None = None
+    stretch: int | None
+    status: RunStatus
+    submitted_by: str
+    wait: tuple[str, str | None] | None
+    continuation: str | None
+    cancelled_by: tuple[str, str] | None
+    workflow_status: str | None
 
     def superseded(self, stretch: int) -> bool:
         """Whether a later stretch than ``stretch`` has the run: a decision handed it

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy import text as sql
 
 from contracts import JsonObject, digest_of
-from ledger import Database, anchors, chain
+from ledger import Database, anchors, chain, run_records
 from ledger.run_records import FAMILIES, Family
 from tests.support.rows import new_run
 
@@ -153,6 +153,24 @@ def test_every_family_has_a_committed_row_and_the_intact_run_verifies(
     assert records["not_covered"] == [
         "not checked: episodes, artifacts, run events, plan cards, run steps"
     ]
+
+
+def test_the_commitment_read_in_one_statement_is_the_families_read_one_by_one(
+    db: Database, anchor_file: Path
+) -> None:
+    """A checkpoint's commitment is read in one statement (the rows as JSON); what a
+    verification compares it with is read a family at a time. Both must digest every
+    row alike, text (here with characters JSON escapes) and integers as they are."""
+    with db.engine.begin() as conn:
+        conn.execute(
+            sql("UPDATE plan_approvals SET comment = :c WHERE run_id = :r"),
+            {"c": 'ok \u00e9 "quoted" \\ \u2028 \U0001f600 \t', "r": RUN},
+        )
+    with db.engine.connect() as conn:
+        one = run_records.commitment(conn, RUN)
+        each = {f.name: run_records.rows_of(conn, RUN, f, committed=True) for f in FAMILIES}
+    assert one == {"version": run_records.VERSION, **each}
+    assert all(each.values())
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=[f.name for f in FAMILIES])

@@ -16,5 +16,5 @@ def test_the_sql_names_the_workflow_python_names(stretch: int | None) -> None:
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, stretch INTEGER)")
     conn.execute("INSERT INTO runs VALUES ('run_abc', ?)", (stretch,))
-    (made,) = conn.execute(f"SELECT {stretches.LATEST_WORKFLOW_SQL} FROM runs").fetchone()  # noqa: S608
+    (made,) = conn.execute(f"SELECT {stretches.LATEST_WORKFLOW_SQL} FROM runs").fetchone()
     assert made == stretches.workflow_id("run_abc", stretch)
