@@ -151,8 +151,16 @@ class Locked:
     the stretch it is in (None: not split); and what a decision's transaction checks
     under the lock, read with it: the run's status and submitter, the boundary and
     expiry of the wait it is at (parked, or handed on and not yet answered), the
-    continuation its park wrote, who cancelled it (and through what), if anyone
-    did, and DBOS's status of its latest stretch's workflow (None: DBOS has none)."""
+    continuation its park wrote, and DBOS's status of its latest stretch's workflow
+    (None: DBOS has none).
+
+    All but the last are the run's own row, as it is once the lock is held: on
+    PostgreSQL an UPDATE that waited for another transaction's lock returns the row
+    that transaction committed. Another table read in the same statement is read as
+    it was when the statement began, before the wait: a cancel on record (which its
+    writer commits under this lock) is read by a statement of its own after the lock
+    (``ledger.cancels.get``). DBOS's status is no record of ours and takes no lock of
+    ours: read here, it is as late as it is anywhere."""
 
     split: bool
     parked: Parked | None
@@ -161,7 +169,6 @@ class Locked:
     submitted_by: str
     wait: tuple[str, str | None] | None
     continuation: str | None
-    cancelled_by: tuple[str, str] | None
     workflow_status: str | None
 
     def superseded(self, stretch: int) -> bool:
@@ -225,8 +232,6 @@ def _lock_sql(workflows: str) -> str:
         "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"  # noqa: S608  (fixed names)
         " RETURNING stretch, parked_wait, parked_at, parked_until, parked_version,"
         " submitted_by, status, continuation_json,"
-        " (SELECT c.requested_by FROM run_cancels c WHERE c.run_id = runs.run_id),"
-        " (SELECT c.source FROM run_cancels c WHERE c.run_id = runs.run_id),"
         f" (SELECT w.status FROM {workflows} w WHERE w.workflow_uuid = {LATEST_WORKFLOW_SQL})"
     )
 
@@ -238,7 +243,7 @@ def lock(conn: Conn, run_id: str) -> Locked | None:
     if found is None:
         return None
     run_held(conn, run_id)
-    stretch, wait, at, deadline, version, submitter, status, then, by, via, dbos = tuple(found)
+    stretch, wait, at, deadline, version, submitter, status, then, dbos = tuple(found)
     current = None if stretch is None else int(str(stretch))
     parked = None
     if wait is not None:
@@ -259,7 +264,6 @@ def lock(conn: Conn, run_id: str) -> Locked | None:
         submitted_by=str(submitter),
         wait=None if at is None else (str(at), None if deadline is None else str(deadline)),
         continuation=None if then is None else str(then),
-        cancelled_by=None if by is None else (str(by), str(via)),
         workflow_status=None if dbos is None else str(dbos),
     )
 

@@ -90,7 +90,7 @@ def cancel_run(service: Service, run_id: str, body: CancelRequest, who: Identity
 def refuse_if_cancelled(conn: Connection, run_id: str) -> stretches.Locked | None:
     """Inside a decision's transaction: lock the run, and refuse if a cancel came first;
     the run's row as it stays while the lock is held (None: no such run), read with
-    the lock in one statement (``stretches.lock``).
+    the lock (``stretches.lock``).
 
     A workflow cancelled through DBOS whose run the sweep has not reached yet
     (within a heartbeat) is refused too, rather than recording a decision
@@ -99,12 +99,12 @@ def refuse_if_cancelled(conn: Connection, run_id: str) -> stretches.Locked | Non
     locked = stretches.lock(conn, run_id)
     if locked is None:
         return None  # the caller answers run_not_found
-    if locked.cancelled_by is not None:
-        by, source = locked.cancelled_by
+    found = cancels.get(conn, run_id)  # after the lock: one that came first is seen
+    if found is not None:
         raise GatehouseError(
             ErrorCode.RUN_CANCELLED,
-            f"run {run_id!r} was cancelled by {by}; it takes no decision",
-            {"cancelled_by": by, "source": source},
+            f"run {run_id!r} was cancelled by {found.requested_by}; it takes no decision",
+            {"cancelled_by": found.requested_by, "source": found.source},
         )
     if locked.workflow_status == "CANCELLED":  # a split run: its latest stretch's
         raise GatehouseError(
