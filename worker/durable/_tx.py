@@ -128,7 +128,10 @@ def _checkpointed(body: Body, arg: JsonObject, key: StepKey | None) -> JsonObjec
             recorded = None if key is None else step_start(conn, ds, key)
             if recorded is not None:
                 return recorded
-            with events.batched(conn):  # the run's events in one statement, not one each
+            # The run's events, and the writes the ledger holds back (``events.later``:
+            # episodes, step rows, budgets; no record reads them back), in one statement
+            # at the body's end on PostgreSQL, not one each.
+            with events.batched(conn, writes=True):
                 out = body(conn, arg, rt.settings)
             if key is None or checkpoint_step(conn, ds, key, out):
                 return out
