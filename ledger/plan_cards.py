@@ -26,6 +26,15 @@ __all__ = [
 ]
 
 
+_ADD_REVISION = sql(
+    "INSERT INTO plan_revisions (run_id, revision, plan_json, plan_digest, previous_digest,"
+    " changes_json, created_at) SELECT :r,"
+    " (SELECT COALESCE(MAX(revision), 0) + 1 FROM plan_revisions WHERE run_id = :r),"
+    " :j, :d, :p, :c, :t WHERE NOT EXISTS"
+    " (SELECT 1 FROM plan_revisions WHERE run_id = :r AND plan_digest = :d) RETURNING revision"
+)
+
+
 def add_revision(
     conn: Conn,
     run_id: str,
@@ -38,35 +47,21 @@ def add_revision(
     """Record ``plan`` as the run's next revision and put it on the card; its number.
 
     The first revision is the one ``write_plan_card`` created the card with."""
-    now = now_iso()
-    plan_json = canonical_json(plan.model_dump(mode="json"))
-    changes_json = None if changes is None else canonical_json(changes)
-    # In one read: this plan's revision, if it has one, and the run's latest.
-    found, latest = conn.execute(
-        sql(
-            "SELECT MAX(CASE WHEN plan_digest = :d THEN revision END), MAX(revision)"
-            " FROM plan_revisions WHERE run_id = :r"
-        ),
-        {"r": run_id, "d": digest},
-    ).one()
-    if found is not None:  # re-executed step: the revision is already there
-        return int(found)
-    revision = int(latest or 0) + 1
-    conn.execute(
-        sql(
-            "INSERT INTO plan_revisions (run_id, revision, plan_json, plan_digest,"
-            " previous_digest, changes_json, created_at) VALUES (:r, :n, :j, :d, :p, :c, :t)"
-        ),
-        {
-            "r": run_id,
-            "n": revision,
-            "j": plan_json,
-            "d": digest,
-            "p": previous_digest,
-            "c": changes_json,
-            "t": now,
-        },
-    )
+    values = {
+        "r": run_id, "j": canonical_json(plan.model_dump(mode="json")), "d": digest,
+        "p": previous_digest, "c": None if changes is None else canonical_json(changes),
+        "t": now_iso(),
+    }  # fmt: skip
+    # The next revision, unless this plan has one (a re-executed step): one statement
+    # where the revision is new, the common case.
+    added = conn.execute(_ADD_REVISION, values).first()
+    if added is None:
+        found = conn.execute(
+            sql("SELECT MAX(revision) FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
+            {"r": run_id, "d": digest},
+        ).scalar()
+        return int(str(found))
+    revision = int(str(added[0]))
     if previous_digest is not None:
         conn.execute(
             sql(
@@ -74,15 +69,7 @@ def add_revision(
                 " revision = :n, previous_digest = :p, changes_json = :c, updated_at = :t"
                 " WHERE run_id = :r"
             ),
-            {
-                "r": run_id,
-                "n": revision,
-                "j": plan_json,
-                "d": digest,
-                "p": previous_digest,
-                "c": changes_json,
-                "t": now,
-            },
+            {**values, "n": revision},
         )
     return revision
 
