@@ -25,7 +25,7 @@ from contracts import (
     JsonObject,
     RunStatus,
 )
-from ledger._db import Conn, dbos_workflows, iso, now_iso, sql
+from ledger._db import Conn, corrupt, dbos_workflows, iso, now_iso, sql
 from ledger._row_locks import run_held
 from ledger.executors import full_disk_error
 
@@ -81,11 +81,7 @@ def lock_run(conn: Conn, run_id: str) -> LockedRun | None:
     try:
         return LockedRun(RunStatus(row[0]), str(row[1]), None if row[2] is None else int(row[2]))
     except ValueError as exc:
-        raise GatehouseError(
-            ErrorCode.CORRUPT_RECORD,
-            "a runs row failed validation when read back",
-            {"table": "runs", "key": run_id, "problem": str(exc)[:500]},
-        ) from exc
+        raise corrupt("runs", run_id, exc) from exc
 
 
 def _source(value: str, run_id: str) -> CancelSource:

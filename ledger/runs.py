@@ -46,6 +46,7 @@ __all__ = [
     "set_budgets",
     "set_seed",
     "set_status",
+    "status_of",
 ]
 
 _RUN_COLUMNS = (
@@ -82,7 +83,7 @@ def record_decision(conn: Conn, run_id: str, decision: Decision, recorded: Episo
 
 def run_status(conn: Conn, run_id: str) -> RunStatus | None:
     row = conn.execute(sql("SELECT status FROM runs WHERE run_id = :r"), {"r": run_id}).first()
-    return None if row is None else _status(run_id, str(row[0]))
+    return None if row is None else status_of(run_id, str(row[0]))
 
 
 def status_and_submitter(conn: Conn, run_id: str) -> tuple[RunStatus, str] | None:
@@ -91,10 +92,11 @@ def status_and_submitter(conn: Conn, run_id: str) -> tuple[RunStatus, str] | Non
     row = conn.execute(
         sql("SELECT status, submitted_by FROM runs WHERE run_id = :r"), {"r": run_id}
     ).first()
-    return None if row is None else (_status(run_id, str(row[0])), str(row[1]))
+    return None if row is None else (status_of(run_id, str(row[0])), str(row[1]))
 
 
-def _status(run_id: str, value: str) -> RunStatus:
+def status_of(run_id: str, value: str) -> RunStatus:
+    """A runs row's status as read back (``corrupt_record`` when it is none)."""
     try:
         return RunStatus(value)
     except ValueError as exc:

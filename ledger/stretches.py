@@ -24,8 +24,6 @@ from contracts import (
     INTENT_QUEUE,
     STRETCH_WORKFLOW,
     Continuation,
-    ErrorCode,
-    GatehouseError,
     JsonObject,
     JsonValue,
     RunStatus,
@@ -33,6 +31,7 @@ from contracts import (
     canonical_json,
     queue_partition,
 )
+from ledger import runs
 from ledger._db import Conn, Database, dbos_workflows, is_postgres, iso, now_iso, sql
 from ledger._inhost import after_transaction
 from ledger._row_locks import run_held
@@ -260,23 +259,12 @@ def lock(conn: Conn, run_id: str) -> Locked | None:
         split=stretch is not None,
         parked=parked,
         stretch=current,
-        status=_status(run_id, str(status)),
+        status=runs.status_of(run_id, str(status)),
         submitted_by=str(submitter),
         wait=None if at is None else (str(at), None if deadline is None else str(deadline)),
         continuation=None if then is None else str(then),
         workflow_status=None if dbos is None else str(dbos),
     )
-
-
-def _status(run_id: str, value: str) -> RunStatus:
-    try:
-        return RunStatus(value)
-    except ValueError as exc:
-        raise GatehouseError(
-            ErrorCode.CORRUPT_RECORD,
-            "a runs row failed validation when read back",
-            {"table": "runs", "key": run_id, "problem": str(exc)[:500]},
-        ) from exc
 
 
 def park(
