@@ -46,6 +46,7 @@ __all__ = [
     "set_budgets",
     "set_seed",
     "set_status",
+    "set_trace_digest",
     "status_of",
 ]
 
@@ -278,7 +279,7 @@ def queued(conn: Conn) -> tuple[int, str | None]:
 _SET = (
     "status = :s, phase = :p, updated_at = :t,"
     " error_code = COALESCE(:ec, error_code), error_message = COALESCE(:em, error_message),"
-    " plan_digest = COALESCE(:pd, plan_digest), trace_digest = COALESCE(:td, trace_digest),"
+    " plan_digest = COALESCE(:pd, plan_digest),"
     " finished_at = CASE WHEN :term THEN :t ELSE finished_at END"
 )
 _SET_STATUS = sa.text(
@@ -307,10 +308,7 @@ def set_status(
     error_code: str | None = None,
     error_message: str | None = None,
     plan_digest: str | None = None,
-    trace_digest: str | None = None,
 ) -> None:
-    """The run's status and phase (each change with its ``run.phase`` event); a finished
-    run's stays as it is. ``trace_digest``: its end's, set with its terminal status."""
     values = {
         "s": status.value,
         "p": phase,
@@ -318,7 +316,6 @@ def set_status(
         "ec": error_code,
         "em": error_message,
         "pd": plan_digest,
-        "td": trace_digest,
         "term": status.terminal,
         "r": run_id,
         "done": _TERMINAL,
@@ -380,6 +377,13 @@ def set_budgets(conn: Conn, run_id: str, budgets: JsonObject) -> None:
         conn,
         "UPDATE runs SET budgets_json = :b WHERE run_id = :r",
         {"b": canonical_json(budgets), "r": run_id},
+    )
+
+
+def set_trace_digest(conn: Conn, run_id: str, trace_digest: str) -> None:
+    conn.execute(
+        sql("UPDATE runs SET trace_digest = :d WHERE run_id = :r"),
+        {"d": trace_digest, "r": run_id},
     )
 
 

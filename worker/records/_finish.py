@@ -83,9 +83,9 @@ def close_run(
     run its workflow could not end): its trace digest, its terminal status, its summary
     episode and its chain's head anchored (``ledger/anchors.py``), in the caller's
     transaction."""
-    runs.set_status(
-        s, run_id, status, "done", error_code=code, error_message=message, trace_digest=trace
-    )
+    if trace is not None:
+        runs.set_trace_digest(s, run_id, trace)
+    runs.set_status(s, run_id, status, "done", error_code=code, error_message=message)
     evidence.put_episode(
         s,
         run_id,
