@@ -33,11 +33,12 @@ class PeerSystem(Protocol):
 
 
 class Peer:
-    def __init__(self, module: str, url: str, log: Path) -> None:
+    def __init__(self, module: str, url: str, log: Path, *args: str) -> None:
+        """The peer ``module`` started on database ``url``, given ``args`` after it."""
         self.name, self.url = module.rsplit(".", 1)[-1], url
         with log.open("ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", module, url],
+                [sys.executable, "-m", module, url, *args],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,

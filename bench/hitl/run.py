@@ -35,6 +35,9 @@ from tests.support.stack import drop_database, fresh_database_url, postgres_avai
 
 __all__ = ["main"]
 
+# Bare DBOS with a queued workflow per stretch, as Gatehouse splits a run at its decision
+# (``peer_dbos`` ``handoff``): timed in the phases pass only.
+HANDOFF = "dbos-handoff/postgres"
 SYSTEMS = [
     "gatehouse/postgres",
     "gatehouse/sqlite",
@@ -185,6 +188,14 @@ def main(argv: list[str] | None = None) -> int:
                 if peer is not dbos:
                     peer.ask(op="seq", n=args.count_runs, variant=variant)
                 phases[name] = peer.ask(op="phases", since=since, variant=variant)["phases"]
+            # The floor of Gatehouse's hand-off at a decision: bare DBOS queueing the next
+            # stretch (its own process, started now: its fast queue poll costs nothing above)
+            handoff = Peer("bench.hitl.peer_dbos", url("postgres"), tmp / "handoff.log", "handoff")
+            closers.append(handoff.close)
+            handoff.ask(op="seq", n=1)  # warm-up
+            warm = time.time() * 1000
+            handoff.ask(op="seq", n=args.count_runs)
+            phases[HANDOFF] = handoff.ask(op="phases", since=warm)["phases"]
             per_step = {
                 "gatehouse/postgres": call_times(gh["postgres"].url, since),
                 "dbos/postgres": step_times(dbos.url, DBOS_STEP, since),
