@@ -115,7 +115,8 @@ def _taken_here(
     the approval's own transaction, so the next stretch goes on at once from it
     (``StretchJob.decided``). What the worker's ``gatehouse.decision_or_park`` does
     when the decision is there first: the decision's records (plan card, run status,
-    episode), the wait answered. The checks it makes first were made by ``decide``
+    episode), the wait answered (by the hand-off, with the park taken, when this
+    answers the decision). The checks it makes first were made by ``decide``
     in this transaction, holding the run's row lock since ``refuse_if_cancelled``
     took it: no cancel is on record (one would have been refused), and ``intact``,
     the stored plan card names the digest decided on and still hashes to it. A card
