@@ -13,6 +13,7 @@ with attributes) and what ``jarsigner`` produces (detached).
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -22,6 +23,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, padding, rsa
 from cryptography.hazmat.primitives.serialization import pkcs7
+from cryptography.utils import CryptographyDeprecationWarning
 
 from contracts import ErrorCode
 from opa_format._refuse import refuse
@@ -34,6 +36,13 @@ _HASHES: dict[str, type[hashes.HashAlgorithm]] = {
     "sha512": hashes.SHA512,
 }
 _WEAK = ("md2", "md5", "sha1")
+# cryptography 51 deprecates DSA, and says so on every use of it, printed on stderr of
+# every command that imports this module. The archive format still allows a ``.DSA``
+# block (as jarsigner writes one), which is verified until cryptography drops DSA;
+# only that one warning is silenced.
+warnings.filterwarnings(
+    "ignore", message="DSA is deprecated", category=CryptographyDeprecationWarning
+)
 _BLOCK_KEYS = {"RSA": rsa.RSAPublicKey, "EC": ec.EllipticCurvePublicKey, "DSA": dsa.DSAPublicKey}
 
 
