@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import accumulate, pairwise
 
 import sqlalchemy as sa
 from pydantic import ValidationError
@@ -146,8 +147,14 @@ def _of(alias: str, columns: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
 
 
-_N_RUN, _N_CARD, _N_OPA = (len(c.split(",")) for c in
-                           (_RUN_COLUMNS, plan_cards.CARD_COLUMNS, opa_runs.COLUMNS))  # fmt: skip
+# How many columns each part of ``_GET_RUN`` has: the run's, then each joined record's
+# key (None: the run has none) and its columns.
+_PARTS = tuple(
+    len(c.split(",")) + (0 if i == 0 else 1)
+    for i, c in enumerate(
+        (_RUN_COLUMNS, plan_cards.CARD_COLUMNS, opa_runs.COLUMNS, edits.EDIT_COLUMNS)
+    )
+)
 # A run's row with the records it has at most one of (its plan card, OPA record and
 # the edit it was started by), in one read: a run's view is read at every poll of it.
 _GET_RUN = (
@@ -163,12 +170,12 @@ def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
     found = conn.execute(sql(_GET_RUN), {"r": run_id}).first()
     if found is None:
         return None
-    row, rest = tuple(found[:_N_RUN]), tuple(found[_N_RUN:])
-    at_opa = 1 + _N_CARD
-    at_edit = at_opa + 1 + _N_OPA
-    card = None if rest[0] is None else plan_cards.card_of(rest[1:at_opa], run_id)
-    opa = None if rest[at_opa] is None else opa_runs.view_of(rest[at_opa + 1 : at_edit], run_id)
-    edit = None if rest[at_edit] is None else edits.edit_from(rest[at_edit + 1 :])
+    row, has_card, has_opa, has_edit = (
+        tuple(found[start:end]) for start, end in pairwise([0, *accumulate(_PARTS)])
+    )
+    card = None if has_card[0] is None else plan_cards.card_of(has_card[1:], run_id)
+    opa = None if has_opa[0] is None else opa_runs.view_of(has_opa[1:], run_id)
+    edit = None if has_edit[0] is None else edits.edit_from(has_edit[1:])
     try:
         return RunView(
             run_id=row[0],
