@@ -41,7 +41,7 @@ def send_message(
     body = acting_as(body, "sent_by", who)
     with db.engine.begin() as conn:
         run = lock_own_run(conn, run_id, who, "write to")
-        refuse_if_cancelled(conn, run_id)
+        locked = refuse_if_cancelled(conn, run_id)
         job = opa_runs.job(conn, run_id)
         if job is None or job.execution_mode != "interactive":
             raise _not_awaiting(run_id, "it is not an interactive OPA run")
@@ -68,7 +68,7 @@ def send_message(
                 details={"turn": message.turn, "end": body.end, "sent_by": who.name},
             ),
         )
-        split = service.hand_off(conn, run_id)
+        split = service.hand_off(conn, run_id, locked=locked)  # as locked: no park since
     if not split:  # a run from before the split waits in place: wake it
         client.send(
             run_id,
