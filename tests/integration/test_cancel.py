@@ -17,12 +17,8 @@ from typing import Any
 from dbos import DBOSClient
 from dbos._serialization import DBOSPortableJSON
 
-from contracts import ErrorCode, GatehouseError
-from ledger import cancels, open_database
-from shim.api.services.cancel import refuse_if_cancelled
 from tests.integration.test_approval import HeldService, decide, echo_intent, waiting_run
 from tests.support.mova import Upstream, load_upstream, vendor_errors
-from tests.support.rows import new_run
 from tests.support.stack import Stack, run_workflow_status, wait_workflow_status
 
 
@@ -306,39 +302,3 @@ def test_fifty_cancel_approve_races_each_end_one_way(stack: Stack) -> None:
             want = "CANCELLED" if done["status"] == "cancelled" else "SUCCESS"
             assert wait_workflow_status(run_id, want) == want
     assert sum(outcomes.values()) == 50, outcomes
-
-
-def test_an_approval_waiting_for_the_row_sees_the_cancel_committed_meanwhile(
-    stack: Stack,
-) -> None:
-    """A cancel takes the run's row lock, then writes its row; an approval that waited
-    for that lock must see the cancel once it has the lock. (On PostgreSQL a statement
-    that waited for a row lock reads other tables as they were when it began: the
-    cancel is read by a statement after the lock, not with it. On SQLite the approval's
-    transaction cannot begin before the cancel's ends.)"""
-    db = open_database(stack.database_url)
-    run_id = f"run_{uuid.uuid4().hex}"
-    new_run(db, run_id)
-    cancel_in = threading.Event()
-    seen: dict[str, object] = {}
-
-    def approve() -> None:
-        cancel_in.wait(10)
-        with db.engine.begin() as conn:
-            try:
-                seen["locked"] = refuse_if_cancelled(conn, run_id)
-            except GatehouseError as exc:
-                seen["code"] = exc.code
-
-    approver = threading.Thread(target=approve)
-    approver.start()
-    try:
-        with db.engine.begin() as conn:
-            assert cancels.lock_run(conn, run_id) is not None
-            cancels.request(conn, run_id, requested_by="carol", reason=None, source="gatehouse")
-            cancel_in.set()
-            threading.Event().wait(0.3)  # the approval waits for the run's row meanwhile
-        approver.join(10)
-    finally:
-        db.dispose()
-    assert seen == {"code": ErrorCode.RUN_CANCELLED}

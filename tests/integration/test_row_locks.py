@@ -14,8 +14,9 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from contracts import RunStatus
-from ledger import Database, calls, chain, events, runs
+from contracts import ErrorCode, GatehouseError, RunStatus
+from ledger import Database, calls, cancels, chain, events, runs, stretches
+from shim.api.services.cancel import refuse_if_cancelled
 from tests.support.rows import new_run, statements_seen
 
 
@@ -152,3 +153,74 @@ def test_a_completion_whose_chain_head_moved_while_it_waited_is_refused_then_lin
         report = chain.verify(conn, "run_h")
     assert [tuple(r) for r in links] == [(first, 1), (second, 2)]
     assert report.ok and report.entries == 2, report
+
+
+def _dbos_status_table(db: Database) -> str:
+    """DBOS's workflow table, as the run's lock reads it (``stretches.lock``: DBOS's
+    status of the latest stretch), made here with the two columns it reads: this
+    database has Gatehouse's tables and no DBOS (no worker either, whose sweep would
+    end the runs made below)."""
+    table = "workflow_status" if db.is_sqlite else "dbos.workflow_status"
+    with db.engine.begin() as conn:
+        if not db.is_sqlite:
+            conn.execute(sa.text("CREATE SCHEMA IF NOT EXISTS dbos"))
+        conn.execute(sa.text(f"CREATE TABLE {table} (workflow_uuid TEXT PRIMARY KEY, status TEXT)"))
+    return table
+
+
+def test_an_approval_waiting_for_the_row_sees_the_cancel_committed_meanwhile(
+    db: Database,
+) -> None:
+    """A cancel takes the run's row lock, then writes its row; an approval that waited
+    for that lock must see the cancel once it has the lock. (On PostgreSQL a statement
+    that waited for a row lock reads other tables as they were when it began: the
+    cancel is read by a statement after the lock, not with it. On SQLite the approval's
+    transaction cannot begin before the cancel's ends.)"""
+    _dbos_status_table(db)
+    new_run(db, "run_x")
+    cancel_in = threading.Event()
+    seen: dict[str, object] = {}
+
+    def approve() -> None:
+        cancel_in.wait(10)
+        with db.engine.begin() as conn:
+            try:
+                seen["locked"] = refuse_if_cancelled(conn, "run_x")
+            except GatehouseError as exc:
+                seen["code"] = exc.code
+
+    approver = threading.Thread(target=approve)
+    approver.start()
+    with db.engine.begin() as conn:
+        assert cancels.lock_run(conn, "run_x") is not None
+        cancels.request(conn, "run_x", requested_by="carol", reason=None, source="gatehouse")
+        cancel_in.set()
+        time.sleep(0.3)  # the approval waits for the run's row meanwhile
+    approver.join(10)
+    assert seen == {"code": ErrorCode.RUN_CANCELLED}
+
+
+@pytest.mark.parametrize("stretch", [None, 0, 2], ids=["unsplit", "first", "third"])
+def test_an_approval_is_refused_while_dbos_holds_the_latest_stretch_cancelled(
+    db: Database, stretch: int | None
+) -> None:
+    """A stretch cancelled through DBOS before the sweep has reached its run refuses a
+    decision. The run's lock reads DBOS's status of the latest stretch's workflow, its
+    id made in SQL (``stretches.LATEST_WORKFLOW_SQL``): here on each database, for a
+    run begun before the split, its first stretch and a later one."""
+    table = _dbos_status_table(db)
+    new_run(db, "run_y")
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE runs SET stretch = :s WHERE run_id = 'run_y'"), {"s": stretch})
+        conn.execute(
+            sa.text(f"INSERT INTO {table} VALUES (:w, 'CANCELLED')"),
+            {"w": stretches.workflow_id("run_y", stretch)},
+        )
+        # another stretch's workflow, not the latest: it decides nothing
+        conn.execute(
+            sa.text(f"INSERT INTO {table} VALUES ('run_y:1', 'SUCCESS')"),
+        )
+    with db.engine.begin() as conn, pytest.raises(GatehouseError) as refused:
+        refuse_if_cancelled(conn, "run_y")
+    assert refused.value.code is ErrorCode.RUN_CANCELLED
+    assert refused.value.details == {"cancelled_by": "dbos", "source": "dbos"}
