@@ -116,8 +116,13 @@ def rows_of(conn: Conn, run_id: str, family: Family, *, committed: bool) -> dict
         sql(f"SELECT {columns} FROM {family.table} WHERE {where}"),  # noqa: S608  (fixed names)
         {"r": run_id},
     ).all()
+    return _digests(family, found)
+
+
+def _digests(family: Family, rows: Sequence[Sequence[JsonValue]]) -> dict[str, str]:
+    """Each of ``family``'s rows (its key, then its fields) as key → digest of fields."""
     n = len(family.key)
-    return {_key(row[:n]): digest_of([family.name, list[JsonValue](row[n:])]) for row in found}
+    return {_key(row[:n]): digest_of([family.name, list[JsonValue](row[n:])]) for row in rows}
 
 
 def _committed_where(family: Family) -> str:
@@ -151,10 +156,7 @@ def commitment(conn: Conn, run_id: str) -> JsonObject:
         rows = json.loads(value) if isinstance(value, str | bytes) else value
         if not isinstance(rows, list):
             raise ValueError(f"the {family.name} of run {run_id} read back as {type(rows)}")
-        n = len(family.key)
-        out[family.name] = {
-            _key(row[:n]): digest_of([family.name, list[JsonValue](row[n:])]) for row in rows
-        }
+        out[family.name] = dict(_digests(family, rows))
     return out
 
 
