@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from contracts import ErrorCode, GatehouseError, RunStatus
+from contracts import ErrorCode, GatehouseError, JsonObject, RunStatus
 from ledger import Database, calls, cancels, chain, events, runs, stretches
 from shim.api.services.cancel import refuse_if_cancelled
 from tests.support.rows import new_run, statements_seen
+from worker import records
+from worker.runtime import WorkerSettings
 
 
 def test_appends_in_one_transaction_lock_the_run_once(db: Database, backend: str) -> None:
@@ -198,6 +201,51 @@ def test_an_approval_waiting_for_the_row_sees_the_cancel_committed_meanwhile(
         time.sleep(0.3)  # the approval waits for the run's row meanwhile
     approver.join(10)
     assert seen == {"code": ErrorCode.RUN_CANCELLED}
+
+
+def test_a_run_finishing_while_a_cancel_holds_its_row_ends_cancelled(
+    db: Database, tmp_path: Path
+) -> None:
+    """A cancel answered "cancelling" (it found the run running under the run's row
+    lock) is seen by the finish that would have made the run succeeded, though that
+    finish began while the cancel had not committed: the finish reads the cancel after
+    taking the run's row lock. Read before it, the cancel was missed and the run ended
+    succeeded (seen in the cancel-approve race test). On SQLite the finish's
+    transaction cannot begin before the cancel's ends."""
+    new_run(db, "run_f")
+    me = WorkerSettings.from_env(
+        {
+            "GATEHOUSE_DATABASE_URL": db.url,
+            "GATEHOUSE_WORKSPACE_ROOT": str(tmp_path / "ws"),
+            "GATEHOUSE_ANCHOR_FILE": str(tmp_path / "anchors.jsonl"),
+        }
+    )
+    cancel_in = threading.Event()
+    ended: dict[str, object] = {}
+
+    def finish() -> None:
+        cancel_in.wait(10)
+        arg: JsonObject = {
+            "run_id": "run_f",
+            "status": "succeeded",
+            "steps": [],
+            "trace_digest": None,
+        }
+        with db.engine.begin() as conn:
+            ended.update(records.finish(conn, arg, me))
+
+    finisher = threading.Thread(target=finish)
+    finisher.start()
+    with db.engine.begin() as conn:
+        locked = cancels.lock_run(conn, "run_f")
+        assert locked is not None and not locked.status.terminal
+        cancels.request(conn, "run_f", requested_by="carol", reason=None, source="gatehouse")
+        cancel_in.set()
+        time.sleep(0.3)  # the finish waits for the run's row meanwhile
+    finisher.join(10)
+    assert ended == {"status": "cancelled"}
+    with db.engine.connect() as conn:
+        assert runs.run_status(conn, "run_f") is RunStatus.CANCELLED
 
 
 @pytest.mark.parametrize("stretch", [None, 0, 2], ids=["unsplit", "first", "third"])

@@ -8,7 +8,7 @@ from contracts import (
     JsonValue,
     RunStatus,
 )
-from ledger import Conn, anchors, evidence, now_iso, runs
+from ledger import Conn, anchors, cancels, evidence, now_iso, runs
 from policies.episodes import budget_episode, run_summary_episode
 from worker.records._cancels import observe_cancel
 from worker.runtime import WorkerSettings
@@ -29,7 +29,11 @@ def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     message = arg.get("error_message")
     if status is RunStatus.SUCCEEDED:
         # A cancel accepted after the last step's boundary still wins: it is seen
-        # here, in the commit that would have made the run succeeded.
+        # here, in the commit that would have made the run succeeded. It is read
+        # after the run's row lock, which a cancel holds until it commits: read
+        # before it, a cancel committing meanwhile was missed, and the run ended
+        # succeeded though the cancel had been answered "cancelling".
+        cancels.lock_run(s, run_id)
         found = observe_cancel(s, run_id, FINISH, me.executor_id)
         if found is not None:
             status, code = RunStatus.CANCELLED, ErrorCode.RUN_CANCELLED.value
