@@ -203,8 +203,9 @@ def test_an_approval_waiting_for_the_row_sees_the_cancel_committed_meanwhile(
     assert seen == {"code": ErrorCode.RUN_CANCELLED}
 
 
+@pytest.mark.parametrize("trace", [None, "sha256:" + "0" * 64], ids=["no-trace", "trace"])
 def test_a_run_finishing_while_a_cancel_holds_its_row_ends_cancelled(
-    db: Database, tmp_path: Path
+    db: Database, tmp_path: Path, trace: str | None
 ) -> None:
     """A cancel answered "cancelling" (it found the run running under the run's row
     lock) is seen by the finish that would have made the run succeeded, though that
@@ -229,7 +230,7 @@ def test_a_run_finishing_while_a_cancel_holds_its_row_ends_cancelled(
             "run_id": "run_f",
             "status": "succeeded",
             "steps": [],
-            "trace_digest": None,
+            "trace_digest": trace,
         }
         with db.engine.begin() as conn:
             ended.update(records.finish(conn, arg, me))
@@ -246,6 +247,8 @@ def test_a_run_finishing_while_a_cancel_holds_its_row_ends_cancelled(
     assert ended == {"status": "cancelled"}
     with db.engine.connect() as conn:
         assert runs.run_status(conn, "run_f") is RunStatus.CANCELLED
+        digest = conn.execute(sa.text("SELECT trace_digest FROM runs WHERE run_id = 'run_f'"))
+        assert digest.scalar_one() == trace
 
 
 @pytest.mark.parametrize("stretch", [None, 0, 2], ids=["unsplit", "first", "third"])

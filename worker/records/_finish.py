@@ -27,13 +27,19 @@ def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     status = RunStatus(str(arg["status"]))
     code = arg.get("error_code")
     message = arg.get("error_message")
+    trace = arg.get("trace_digest")
     if status is RunStatus.SUCCEEDED:
         # A cancel accepted after the last step's boundary still wins: it is seen
         # here, in the commit that would have made the run succeeded. It is read
         # after the run's row lock, which a cancel holds until it commits: read
         # before it, a cancel committing meanwhile was missed, and the run ended
-        # succeeded though the cancel had been answered "cancelling".
-        cancels.lock_run(s, run_id)
+        # succeeded though the cancel had been answered "cancelling". The trace
+        # digest (whatever the status) is written first: its UPDATE takes the lock.
+        if isinstance(trace, str):
+            runs.set_trace_digest(s, run_id, trace)
+            trace = None  # written: close_run does not write it again
+        else:
+            cancels.lock_run(s, run_id)
         found = observe_cancel(s, run_id, FINISH, me.executor_id)
         if found is not None:
             status, code = RunStatus.CANCELLED, ErrorCode.RUN_CANCELLED.value
@@ -41,7 +47,6 @@ def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
             message = f"cancelled by {found.get('cancelled_by')} at {FINISH}" + (
                 f": {reason}" if reason else ""
             )
-    trace = arg.get("trace_digest")
     budgets = arg.get("budgets")
     if isinstance(budgets, dict):
         runs.set_budgets(s, run_id, budgets)
