@@ -26,6 +26,7 @@ from contracts import ErrorCode, GatehouseError
 from ledger._config_file import DEFAULT_DATABASE_URL
 from ledger._inhost import send_pending, wake_folder
 from ledger._net import PgTimeouts, connect_args, still_open, timed_connect
+from ledger._statement import rows_changed
 
 __all__ = [
     "APP_SCHEMA",
@@ -70,11 +71,6 @@ def sql(text: str) -> TextClause:
     the ledger's statements) that was CPU spent for nothing. A statement's text is
     fixed (values are bound, never written in), so the texts are few."""
     return sa.text(text)
-
-
-def rows_changed(result: object) -> int:
-    """How many rows a write touched."""
-    return result.rowcount if isinstance(result, sa.CursorResult) else 0
 
 
 def now_iso() -> str:

@@ -21,6 +21,7 @@ import weakref
 from sqlalchemy.engine import Transaction
 
 from ledger._db import Conn, is_postgres, sql
+from ledger._statement import execute
 
 __all__ = ["hold_run", "run_held"]
 
@@ -44,7 +45,7 @@ def hold_run(conn: Conn, run_id: str) -> None:
     outer = _outer(conn)
     if outer is not None and run_id in _held.get(outer, ()):
         return
-    conn.execute(_LOCK, {"r": run_id})
+    execute(conn, _LOCK, {"r": run_id})
     _remember(outer, run_id)
 
 

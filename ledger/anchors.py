@@ -28,6 +28,7 @@ from pathlib import Path
 from contracts import JsonObject, JsonValue, canonical_json
 from ledger import run_records
 from ledger._db import Conn, no_space, now_iso, sql, storage_full
+from ledger._statement import execute
 from ledger.signing import SigningKey, jcs_digest, sign_envelope
 
 __all__ = [
@@ -66,7 +67,8 @@ class Anchor:
 
 def chain_head(conn: Conn, run_id: str) -> tuple[int, str]:
     """(entries, head hash) of the run's chain as stored: (0, genesis) without entries."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "SELECT chain_seq, entry_hash FROM calls WHERE run_id = :r AND chain_seq IS NOT NULL"
             " ORDER BY chain_seq DESC LIMIT 1"
@@ -92,7 +94,8 @@ def record_checkpoint(
         "records": run_records.commitment(conn, run_id),
     }
     envelope = None if key is None else sign_envelope(key, CHECKPOINT_PAYLOAD_TYPE, body)
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO chain_checkpoints (checkpoint_id, run_id, entries, head, recorded_at,"
             " body_json, envelope_json) VALUES (:i, :r, :n, :h, :t, :b, :e)"
@@ -170,7 +173,8 @@ def _anchor(body: JsonValue, envelope: JsonValue, source: str) -> Anchor | None:
 
 
 def _stored(conn: Conn, run_id: str) -> list[tuple[str, str | None]]:
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT body_json, envelope_json FROM chain_checkpoints WHERE run_id = :r"
             " ORDER BY entries, recorded_at"

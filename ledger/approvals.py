@@ -7,6 +7,7 @@ from pydantic import ValidationError
 from contracts import ApprovalView, Decision, ErrorCode, GatehouseError, JsonValue, digest_of
 from ledger import chain, events
 from ledger._db import Conn, corrupt, now_iso, sql
+from ledger._statement import execute
 
 __all__ = [
     "Decided",
@@ -21,7 +22,8 @@ __all__ = [
 
 
 def approvals_of(conn: Conn, run_id: str) -> list[ApprovalView]:
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT plan_digest, decision, decided_by, comment, decided_at"
             " FROM plan_approvals WHERE run_id = :r ORDER BY decided_at, approval_id"
@@ -85,7 +87,8 @@ def insert_decision(
         "decided_at": now_iso(),
     }
     sealed_json, sealed_hash = chain.seal_decision(row)
-    inserted = conn.execute(
+    inserted = execute(
+        conn,
         sql(
             "INSERT INTO plan_approvals (approval_id, run_id, plan_digest, decision, decided_by,"
             " comment, decided_at, sealed_json, sealed_hash) VALUES (:approval_id, :run_id,"
@@ -111,7 +114,8 @@ def insert_decision(
 
 
 def decision_for(conn: Conn, run_id: str, plan_digest: str) -> Decided | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "SELECT decision, decided_by FROM plan_approvals WHERE run_id = :r AND plan_digest = :d"
         ),
@@ -136,7 +140,8 @@ def endorse(
 ) -> bool:
     """Record one person's approval of a plan that needs several (the caller holds
     the run's row lock); False when they had approved it already."""
-    inserted = conn.execute(
+    inserted = execute(
+        conn,
         sql(
             "INSERT INTO plan_endorsements (run_id, plan_digest, endorsed_by, comment,"
             " endorsed_at) VALUES (:r, :d, :b, :c, :t)"
@@ -158,7 +163,8 @@ def endorse(
 
 def endorsers(conn: Conn, run_id: str, plan_digest: str) -> list[str]:
     """Who approved the plan so far, in the order they did."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT endorsed_by FROM plan_endorsements WHERE run_id = :r AND plan_digest = :d"
             " ORDER BY endorsed_at, endorsed_by"
@@ -170,7 +176,8 @@ def endorsers(conn: Conn, run_id: str, plan_digest: str) -> list[str]:
 
 def endorsements_of(conn: Conn, run_id: str) -> list[ApprovalView]:
     """Every approval on the way to a quorum, of any of the run's plans."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT plan_digest, endorsed_by, comment, endorsed_at FROM plan_endorsements"
             " WHERE run_id = :r ORDER BY endorsed_at, endorsed_by"

@@ -29,6 +29,7 @@ from in_toto_attestation.v1.statement import Statement
 from contracts import JsonObject, JsonValue
 from ledger import anchors, approvals, calls, evidence
 from ledger._db import Conn, now_iso, sql
+from ledger._statement import execute
 from ledger.chain import ENTRY_FIELDS, GENESIS
 from ledger.signing import RFC8785, SigningKey, jcs_digest, sign_envelope
 
@@ -62,7 +63,8 @@ _RUN = (
 
 
 def _run(conn: Conn, run_id: str) -> JsonObject | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(f"SELECT {', '.join(_RUN)} FROM runs WHERE run_id = :r"),  # noqa: S608  (fixed columns)
         {"r": run_id},
     ).first()
@@ -70,7 +72,8 @@ def _run(conn: Conn, run_id: str) -> JsonObject | None:
 
 
 def _plans(conn: Conn, run_id: str) -> list[JsonValue]:
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT revision, plan_digest, previous_digest, plan_json FROM plan_revisions"
             " WHERE run_id = :r ORDER BY revision"
@@ -85,7 +88,8 @@ def _plans(conn: Conn, run_id: str) -> list[JsonValue]:
 
 def _entries(conn: Conn, run_id: str) -> tuple[list[JsonValue], list[JsonValue]]:
     """(the chain's entries in order, the unfinished entries that are not on it)."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             f"SELECT {', '.join(ENTRY_FIELDS)}, chain_seq, prev_hash, entry_hash,"  # noqa: S608
             " request_json, response_json, sealed_json, chain_version FROM calls"

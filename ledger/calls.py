@@ -38,6 +38,7 @@ from contracts import (
 from ledger import cancels, chain, events
 from ledger._db import Conn, dbos_workflows, is_postgres, now_iso, rows_changed, sql
 from ledger._row_locks import run_held
+from ledger._statement import execute
 
 __all__ = [
     "RESOLVED",
@@ -122,7 +123,7 @@ def _call_row(row: Sequence[object]) -> CallRow:
 
 
 def lookup(conn: Conn, key: str) -> CallRow | None:
-    row = conn.execute(sql(f"{_ROW} WHERE op_key = :k"), {"k": key}).first()
+    row = execute(conn, sql(f"{_ROW} WHERE op_key = :k"), {"k": key}).first()
     return None if row is None else _call_row(tuple(row))
 
 
@@ -158,7 +159,7 @@ def look(conn: Conn, key: str, run_id: str, workflow_id: str | None) -> Look:
     call's row and the cancel are as the statement began, as two reads before the
     lock would have found them)."""
     text = _look_sql(dbos_workflows(conn), is_postgres(conn))
-    found = conn.execute(sql(text), {"k": key, "r": run_id, "w": workflow_id}).first()
+    found = execute(conn, sql(text), {"k": key, "r": run_id, "w": workflow_id}).first()
     if found is None:
         return Look(None)
     run_held(conn, run_id)
@@ -171,7 +172,7 @@ def look(conn: Conn, key: str, run_id: str, workflow_id: str | None) -> Look:
 def of_runs(conn: Conn, run_ids: list[str]) -> dict[str, CallRow]:
     """Every entry of these runs by op_key, in one read (a replay serves from it)."""
     stmt = sql(f"{_ROW} WHERE run_id IN :r").bindparams(sa.bindparam("r", expanding=True))
-    return {c.op_key: c for c in (_call_row(tuple(r)) for r in conn.execute(stmt, {"r": run_ids}))}
+    return {c.op_key: c for c in (_call_row(tuple(r)) for r in execute(conn, stmt, {"r": run_ids}))}
 
 
 def claim(
@@ -210,7 +211,7 @@ def claim(
              "op_key": key},
         ),
     )  # fmt: skip
-    return write.changed(conn, conn.execute(write.statement, write.values))
+    return write.changed(conn, execute(conn, write.statement, write.values))
 
 
 def complete(
@@ -243,8 +244,10 @@ def complete(
     written = None
     if entry.fields["status"] == "started" and entry.chain_seq is None:
         columns = entry.link(**outcome)
-        written = conn.execute(
-            _COMPLETE, {**outcome, **columns, "response_json": canonical_json(response), "k": key}
+        written = execute(
+            conn,
+            _COMPLETE,
+            {**outcome, **columns, "response_json": canonical_json(response), "k": key},
         ).first()
     if written is None:  # finished by another execution: as it stands, chained
         chain.append(conn, key, run_id)
@@ -269,7 +272,8 @@ def _written(conn: Conn, row: CallRow, **extra: str | None) -> None:
 
 def mark_in_doubt(conn: Conn, key: str) -> None:
     """An interrupted call to a callee without idempotency keys: wait for a person."""
-    result = conn.execute(
+    result = execute(
+        conn,
         sql("UPDATE calls SET status = 'in_doubt' WHERE op_key = :k AND status = 'started'"),
         {"k": key},
     )
@@ -289,7 +293,8 @@ def resolve(
         raise ValueError(f"unknown resolution {outcome!r}")
     response: JsonObject = {"resolution": outcome, "resolved_by": resolved_by, "note": note}
     now = now_iso()
-    changed = conn.execute(
+    changed = execute(
+        conn,
         sql(
             "UPDATE calls SET status = :st, response_json = :rs, response_digest = :rd,"
             " resolved_by = :by, resolved_at = :t, finished_at = :t"
@@ -316,7 +321,8 @@ def resolve(
 
 def in_doubt(conn: Conn, run_id: str) -> list[str]:
     """The run's op_keys waiting for an operator."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql("SELECT op_key FROM calls WHERE run_id = :r AND status = 'in_doubt' ORDER BY op_key"),
         {"r": run_id},
     ).all()
@@ -326,7 +332,8 @@ def in_doubt(conn: Conn, run_id: str) -> list[str]:
 def resent(conn: Conn, key: str, why: str, executor_id: str) -> int:
     """Record that the call ``key`` is sent again now (its claim was interrupted), before
     it is: how many times it will have been sent (1 + its re-sends)."""
-    found = conn.execute(
+    found = execute(
+        conn,
         sql("SELECT resends_json FROM calls WHERE op_key = :k FOR UPDATE")
         if is_postgres(conn)
         else sql("SELECT resends_json FROM calls WHERE op_key = :k"),
@@ -339,7 +346,8 @@ def resent(conn: Conn, key: str, why: str, executor_id: str) -> int:
     earlier = _resends(key, found[0])
     again = CallResend(at=now_iso(), why=why, executor_id=executor_id)
     listed: list[JsonValue] = [r.model_dump(mode="json") for r in (*earlier, again)]
-    conn.execute(
+    execute(
+        conn,
         sql("UPDATE calls SET resends_json = :j WHERE op_key = :k"),
         {"j": canonical_json(listed), "k": key},
     )
@@ -358,7 +366,8 @@ def _resends(key: str, raw: object) -> list[CallResend]:
 
 
 def list_calls(conn: Conn, run_id: str) -> list[CallView]:
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
             " response_digest, error_code, started_at, finished_at, duration_ms, resends_json"

@@ -27,6 +27,7 @@ from contracts import (
 )
 from ledger._db import Conn, corrupt, dbos_workflows, iso, now_iso, sql
 from ledger._row_locks import run_held
+from ledger._statement import execute
 from ledger.executors import full_disk_error
 
 __all__ = [
@@ -68,7 +69,8 @@ class LockedRun:
 
 def lock_run(conn: Conn, run_id: str) -> LockedRun | None:
     """Take the run's row lock for the rest of the transaction; None if no such run."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "UPDATE runs SET updated_at = updated_at WHERE run_id = :r"
             " RETURNING status, submitted_by, stretch"
@@ -101,7 +103,8 @@ COLUMNS = ("run_id", "requested_by", "reason", "source", "requested_at", "observ
 
 
 def get(conn: Conn, run_id: str) -> Cancel | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(f"SELECT {', '.join(COLUMNS)} FROM run_cancels WHERE run_id = :r"),  # noqa: S608
         {"r": run_id},
     ).first()
@@ -125,7 +128,8 @@ def request(
     conn: Conn, run_id: str, *, requested_by: str, reason: str | None, source: CancelSource
 ) -> tuple[Cancel, bool]:
     """The first cancellation per run wins: (the one on record, whether this one was it)."""
-    inserted = conn.execute(
+    inserted = execute(
+        conn,
         sql(
             "INSERT INTO run_cancels (run_id, requested_by, reason, source, requested_at)"
             " VALUES (:r, :by, :why, :src, :t) ON CONFLICT (run_id) DO NOTHING RETURNING run_id"
@@ -154,7 +158,8 @@ def observed(conn: Conn, found: Cancel | None, at: str) -> Cancel | None:
     if found is None:
         return None
     if found.observed_at is None:
-        conn.execute(
+        execute(
+            conn,
             sql(
                 "UPDATE run_cancels SET observed_at = :at WHERE run_id = :r AND observed_at IS NULL"
             ),
@@ -166,7 +171,8 @@ def observed(conn: Conn, found: Cancel | None, at: str) -> Cancel | None:
 
 def rejected(conn: Conn, run_id: str) -> bool:
     """Whether the run's plan was rejected: it ends rejected, a cancel has nothing to stop."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "SELECT 1 FROM plan_approvals a JOIN runs r ON r.run_id = a.run_id"
             " WHERE a.run_id = :r AND a.decision = 'rejected'"
@@ -234,7 +240,7 @@ def stopped(conn: Conn, run_id: str | None = None, limit: int = 100) -> list[Sto
         " OR (w.status = 'ENQUEUED' AND c.requested_at < :asked_before))))"
         " ORDER BY r.created_at LIMIT :lim"
     ).bindparams(sa.bindparam("live", expanding=True))
-    rows = conn.execute(
+    rows = execute(conn,
         query,
         {"intent": INTENT_WORKFLOW, "stretch": STRETCH_WORKFLOW, "lim": limit,
          "asked_before": iso(datetime.now(UTC) - timedelta(seconds=QUEUED_CANCEL_GRACE_S)),

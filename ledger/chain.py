@@ -38,6 +38,7 @@ from contracts import JsonObject, JsonValue, canonical_json, digest_of
 from ledger import run_records
 from ledger._db import Conn, is_postgres, sql
 from ledger._row_locks import hold_run, run_held
+from ledger._statement import execute
 from ledger.anchors import Anchor, problem
 
 __all__ = [
@@ -170,11 +171,11 @@ def head_and_entry(conn: Conn, op_key: str, run_id: str, *, at_once: bool = Fals
     refuses the stale one and the caller's transaction is tried again
     (``head_moved``); the chain never forks either way."""
     if at_once and is_postgres(conn):
-        found = conn.execute(_ENTRY_AND_HEAD_LOCKED, {"k": op_key, "r": run_id}).first()
+        found = execute(conn, _ENTRY_AND_HEAD_LOCKED, {"k": op_key, "r": run_id}).first()
         run_held(conn, run_id)
     else:
         hold_run(conn, run_id)
-        found = conn.execute(_ENTRY_AND_HEAD, {"k": op_key, "r": run_id}).first()
+        found = execute(conn, _ENTRY_AND_HEAD, {"k": op_key, "r": run_id}).first()
     if found is None:
         return None
     width = len(SEALED_FIELDS)
@@ -193,7 +194,8 @@ def append(conn: Conn, op_key: str, run_id: str) -> None:
     entry = head_and_entry(conn, op_key, run_id)
     if entry is None or entry.chain_seq is not None or entry.fields["status"] in UNCHAINED:
         return
-    conn.execute(
+    execute(
+        conn,
         sql(
             "UPDATE calls SET chain_seq = :chain_seq, prev_hash = :prev_hash,"
             " entry_hash = :entry_hash, sealed_json = :sealed_json,"
@@ -308,7 +310,8 @@ def _problem(e: Mapping[str, Any], prev: str, expected_seq: int) -> str | None:
 def _decisions(conn: Conn, run_id: str) -> tuple[str | None, int]:
     """(the first of the run's decisions whose row no longer matches its seal, how
     many carry no seal at all)."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             f"SELECT {', '.join(DECISION_FIELDS)}, sealed_json, sealed_hash"  # noqa: S608
             " FROM plan_approvals WHERE run_id = :r ORDER BY decided_at, approval_id"
@@ -377,7 +380,8 @@ def verify(conn: Conn, run_id: str, anchors: Sequence[Anchor] = ()) -> ChainRepo
     first decision that no longer matches its seal, then the first of ``anchors``
     (the run's checkpoints) it does not match, then the first of the run's other
     records a checkpoint committed to that was deleted, changed or added."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             f"SELECT {', '.join(_VERIFIED)} FROM calls WHERE run_id = :r"  # noqa: S608
             " ORDER BY chain_seq IS NULL, chain_seq, op_key"

@@ -10,6 +10,7 @@ serializes and keys them.
 from __future__ import annotations
 
 from ledger._db import Conn, dbos_workflows, is_postgres, rows_changed, sql
+from ledger._statement import execute
 
 __all__ = ["Row", "drop_finished", "look", "read", "write"]
 
@@ -24,7 +25,8 @@ def _table(conn: Conn) -> str:
 
 def read(conn: Conn, workflow_id: str, step_id: int) -> Row | None:
     """The step's checkpoint: (output, error, serialization); None when it has none."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             f"SELECT output, error, serialization FROM {_table(conn)}"  # noqa: S608  (fixed name)
             " WHERE workflow_id = :w AND step_id = :s"
@@ -41,7 +43,8 @@ def look(
     the workflow ``workflow_id`` (None: DBOS holds no such workflow) and the step's
     checkpoint, keyed by ``checkpoint_of`` and ``step_id`` (None: it has none)."""
     workflows, table = dbos_workflows(conn), _table(conn)
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "SELECT w.status, c.output, c.error, c.serialization, c.workflow_id"  # noqa: S608
             f" FROM (SELECT 1 AS one) k LEFT JOIN {workflows} w ON w.workflow_uuid = :w"
@@ -60,7 +63,8 @@ def write(
     execution of the step wrote one first (on PostgreSQL, found once that one
     commits): the caller must roll back."""
     table = _table(conn)
-    written = conn.execute(
+    written = execute(
+        conn,
         sql(
             f"INSERT INTO {table} (workflow_id, step_id, output, serialization)"  # noqa: S608
             " VALUES (:w, :s, :o, :z) ON CONFLICT (workflow_id, step_id) DO NOTHING"
@@ -78,7 +82,8 @@ def drop_finished(conn: Conn, limit: int = 500) -> int:
     checkpoint), and so do those of workflows ended ``ERROR`` or ``CANCELLED``, which
     may be put back on the queue. How many rows went."""
     ck, wf = _table(conn), dbos_workflows(conn)
-    done = conn.execute(
+    done = execute(
+        conn,
         sql(
             f"DELETE FROM {ck} WHERE workflow_id IN (SELECT w.workflow_uuid"  # noqa: S608
             f" FROM {wf} w WHERE w.workflow_uuid IN (SELECT c.workflow_id FROM {ck} c)"

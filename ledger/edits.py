@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from contracts import PlanAuthor
 from ledger._db import Conn, now_iso, sql
+from ledger._statement import execute
 
 __all__ = [
     "CHAIN_LIMIT", "EDIT_COLUMNS", "Authors", "Edit", "authors", "edit_from", "edit_of",
@@ -32,7 +33,7 @@ class Edit:
 
 
 def insert_edit(conn: Conn, run_id: str, edit: Edit) -> None:
-    conn.execute(
+    execute(conn,
         sql(
             "INSERT INTO plan_edits (run_id, parent_run_id, previous_digest, edited_by,"
             " edited_at) VALUES (:r, :p, :d, :b, :t)"
@@ -48,7 +49,8 @@ EDIT_COLUMNS = "parent_run_id, previous_digest, edited_by"
 
 def edit_of(conn: Conn, run_id: str) -> Edit | None:
     """The edit the run was started by, if it was."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(f"SELECT {EDIT_COLUMNS} FROM plan_edits WHERE run_id = :r"),  # noqa: S608  (fixed columns)
         {"r": run_id},
     ).first()
@@ -95,7 +97,7 @@ ORDER BY c.depth DESC
 def authors(conn: Conn, run_id: str) -> Authors:
     """Everyone who wrote part of the run's plan: each run's submitter (and its intent's),
     every editor, every fork's requester, from the first run of the chain to this one."""
-    rows = conn.execute(sql(_CHAIN_SQL), {"r": run_id, "limit": CHAIN_LIMIT}).all()
+    rows = execute(conn, sql(_CHAIN_SQL), {"r": run_id, "limit": CHAIN_LIMIT}).all()
     # No such run, a link to a run that is gone, or a run both edited and forked (no
     # code makes one: it would have two pasts, and the walk follows only one).
     if not rows or any(row[2] is None or (row[4] and row[5]) for row in rows):
@@ -124,7 +126,8 @@ def authors(conn: Conn, run_id: str) -> Authors:
 
 def _is_first(conn: Conn, run_id: str) -> bool:
     """The run came from no other (neither an edit nor a fork)."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "SELECT r.parent_run_id, e.parent_run_id FROM runs r"
             " LEFT JOIN plan_edits e ON e.run_id = r.run_id WHERE r.run_id = :r"

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final, get_args
 
-import sqlalchemy as sa
 from sqlalchemy.sql.elements import TextClause
 
 from contracts import JsonObject, RunEventKind, canonical_json
 from ledger._db import Conn, is_postgres, now_iso, rows_changed, sql
 from ledger._row_locks import hold_run
+from ledger._statement import execute, returned_a_row
 
 __all__ = [
     "FIRST_SQL",
@@ -147,7 +147,7 @@ def later(conn: Conn, text: str, params: dict[str, object], emits: Emits | None 
     made now otherwise. Nothing in the transaction may read what it writes."""
     held: list[_Held] | None = conn.info.get(_HELD)
     if held is None:
-        if rows_changed(conn.execute(sql(text), params)) and emits is not None:
+        if rows_changed(execute(conn, sql(text), params)) and emits is not None:
             emit(conn, emits.run_id, emits.kind, emits.body, notify=emits.notify)
         return
     held.append(_Held(text, params))
@@ -169,7 +169,7 @@ class Together:
         """Whether the write changed a row, ``result`` being the statement's; the event
         is emitted now if it did and the statement did not hold it (SQLite)."""
         if self.joined:
-            return isinstance(result, sa.CursorResult) and result.first() is not None
+            return returned_a_row(result)
         if not rows_changed(result):
             return False
         e = self.emits
@@ -196,7 +196,7 @@ def _flush(conn: Conn) -> None:
     held: list[_Held] | None = conn.info.get(_HELD)
     if held:
         conn.info[_HELD], conn.info[_PENDING] = [], []
-        conn.execute(*_together(held, pending or []))
+        execute(conn, *_together(held, pending or []))
         return
     if not pending:
         return
@@ -207,12 +207,12 @@ def _flush(conn: Conn) -> None:
     for run_id, items in by_run.items():  # each run's row is locked already (``emit``)
         if len(items) == 1 or not is_postgres(conn):  # SQLite: no round trips to save
             for _, kind, body, at, notify, _after in items:
-                conn.execute(_INSERT, {"r": run_id, "k": kind, "b": body, "t": at, "n": notify})
+                execute(conn, _INSERT, {"r": run_id, "k": kind, "b": body, "t": at, "n": notify})
             continue
         values: dict[str, str | int | None] = {"r": run_id}
         for i, (_, kind, body, at, notify, _after) in enumerate(items):
             values |= {f"k{i}": kind, f"b{i}": body, f"t{i}": at, f"n{i}": notify}
-        conn.execute(_insert_many(len(items)), values)
+        execute(conn, _insert_many(len(items)), values)
 
 
 def _together(
@@ -288,13 +288,13 @@ def emit(conn: Conn, run_id: str, kind: str, body: JsonObject, *, notify: bool =
         raise ValueError(f"unknown run event kind {kind!r}")
     hold_run(conn, run_id)
     event = _event(emits, None)
-    conn.execute(_INSERT, dict(zip(("r", "k", "b", "t", "n"), event[:5], strict=True)))
+    execute(conn, _INSERT, dict(zip(("r", "k", "b", "t", "n"), event[:5], strict=True)))
 
 
 def emit_first(conn: Conn, run_id: str, kind: str, body: JsonObject) -> None:
     """A new run's first event, in the transaction that inserted the run's row: seq 1,
     with nothing to lock or count (no other transaction sees the run yet)."""
-    conn.execute(sql(FIRST_SQL), first_values(run_id, kind, body))
+    execute(conn, sql(FIRST_SQL), first_values(run_id, kind, body))
 
 
 def first_values(run_id: str, kind: str, body: JsonObject) -> dict[str, str]:
@@ -308,7 +308,8 @@ def first_values(run_id: str, kind: str, body: JsonObject) -> dict[str, str]:
 def after(conn: Conn, run_id: str, seq: int, limit: int = 500) -> list[Event]:
     """The run's events numbered above ``seq``, oldest first."""
     _flush(conn)
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT seq, kind, body_json, at FROM run_events WHERE run_id = :r AND seq > :s"
             " ORDER BY seq LIMIT :n"

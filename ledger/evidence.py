@@ -17,6 +17,7 @@ from contracts import (
 )
 from ledger import events
 from ledger._db import Conn, now_iso, rows_changed, sql
+from ledger._statement import execute
 
 __all__ = [
     "get_artifact",
@@ -34,14 +35,16 @@ def put_artifact(
 ) -> str:
     """Store bytes under their SHA-256 (once) and link them to the run; return the digest."""
     digest = sha256_hex(content)
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO artifacts (sha256, media_type, size_bytes, content, created_at)"
             " VALUES (:d, :m, :n, :c, :t) ON CONFLICT (sha256) DO NOTHING"
         ),
         {"d": digest, "m": media_type, "n": len(content), "c": content, "t": now_iso()},
     )
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO run_artifacts (run_id, sha256, step_id, name) VALUES (:r, :d, :s, :n)"
             " ON CONFLICT (run_id, step_id, name) DO NOTHING"
@@ -52,8 +55,8 @@ def put_artifact(
 
 
 def get_artifact(conn: Conn, digest: str) -> tuple[str, bytes] | None:
-    row = conn.execute(
-        sql("SELECT media_type, content FROM artifacts WHERE sha256 = :d"), {"d": digest}
+    row = execute(
+        conn, sql("SELECT media_type, content FROM artifacts WHERE sha256 = :d"), {"d": digest}
     ).first()
     if row is None:
         return None
@@ -68,7 +71,8 @@ def get_artifact(conn: Conn, digest: str) -> tuple[str, bytes] | None:
 
 
 def run_artifacts(conn: Conn, run_id: str) -> list[dict[str, str | int]]:
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT ra.step_id, ra.name, ra.sha256, a.media_type, a.size_bytes"
             " FROM run_artifacts ra JOIN artifacts a ON a.sha256 = ra.sha256"
@@ -108,7 +112,8 @@ def put_episode(conn: Conn, run_id: str, step_id: str | None, episode: Episode) 
 
 
 def list_episodes(conn: Conn, run_id: str) -> list[EpisodeView]:
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT episode_id, run_id, step_id, episode_type, result_status, body_json,"
             " recorded_at FROM episodes WHERE run_id = :r ORDER BY recorded_at, episode_id"
@@ -153,7 +158,8 @@ def put_security_event(
     ``open_since`` is open, the refusal (``repeats`` of it) is counted on that row instead
     (``repeat_count``, ``last_seen_at``), so repeats leave no new row. True: a row was added."""
     if fingerprint is not None and open_since is not None:
-        counted = conn.execute(
+        counted = execute(
+            conn,
             sql(
                 "UPDATE security_events SET repeat_count = repeat_count + :n, last_seen_at = :t"
                 " WHERE episode_id = (SELECT episode_id FROM security_events"
@@ -164,7 +170,8 @@ def put_security_event(
         )
         if rows_changed(counted):
             return False
-    added = conn.execute(
+    added = execute(
+        conn,
         sql(
             "INSERT INTO security_events (episode_id, run_id, error_code, category, severity,"
             " body_json, recorded_at, fingerprint, repeat_count, last_seen_at)"
@@ -192,13 +199,14 @@ def list_security_events(conn: Conn, limit: int = 100) -> list[JsonObject]:
     the row in its ``result_details`` (where MOVA keeps an emitter's own facts, so the
     episode as served still validates): ``repeat_count`` (how many refusals the row
     stands for) and ``last_seen_at`` (the latest of them)."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT body_json, repeat_count, COALESCE(last_seen_at, recorded_at)"
             " FROM security_events"
             " UNION ALL SELECT body_json, 1, recorded_at FROM episodes"
             " WHERE episode_type LIKE 'security_event/%'"
-        )
+        ),
     ).all()
     bodies: list[tuple[str, JsonObject]] = []  # (last seen, the episode as served)
     for raw, repeats, last_seen in rows:

@@ -15,6 +15,7 @@ from ledger._db import (
     rows_changed,
     sql,
 )
+from ledger._statement import execute
 from ledger.stretches import run_of
 
 
@@ -95,7 +96,8 @@ def heartbeat(
     ``now`` None (what workers pass) stamps the row with the database's clock, so
     ages read from it do not depend on the wall clock of the worker that wrote it."""
     stamp = ":t" if now is not None else now_sql(not is_postgres(conn))
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO executors (executor_id, app_version, hostname, pid, started_at,"  # noqa: S608  (stamp is one of two constant SQL expressions)
             f" heartbeat_at, planners) VALUES (:e, :v, :h, :p, {stamp}, {stamp}, :pl)"
@@ -124,7 +126,7 @@ class Lease:
 
 
 def lease(conn: Conn, name: str) -> Lease | None:
-    row = conn.execute(sql("SELECT holder, beat FROM leases WHERE name = :n"), {"n": name}).first()
+    row = execute(conn, sql("SELECT holder, beat FROM leases WHERE name = :n"), {"n": name}).first()
     return None if row is None else Lease(str(row[0]), int(row[1]))
 
 
@@ -132,7 +134,8 @@ def renew_lease(conn: Conn, *, name: str, holder: str, until: str) -> bool:
     """Take lease ``name`` if nobody holds it, or renew it if ``holder`` does (its
     counter moves). ``until`` is informational: expiry is judged by the contenders,
     from the counter (see ``seize_lease``), never from a clock."""
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO leases (name, holder, expires_at, beat) VALUES (:n, :h, :u, 1)"
             " ON CONFLICT (name) DO UPDATE SET expires_at = excluded.expires_at,"
@@ -147,7 +150,8 @@ def renew_lease(conn: Conn, *, name: str, holder: str, until: str) -> bool:
 def seize_lease(conn: Conn, *, name: str, holder: str, seen: Lease, until: str) -> bool:
     """Take over lease ``name`` from a holder that stopped renewing it: only if it
     is still exactly as the caller saw it (same holder, same counter)."""
-    done = conn.execute(
+    done = execute(
+        conn,
         sql(
             "UPDATE leases SET holder = :h, expires_at = :u, beat = beat + 1"
             " WHERE name = :n AND holder = :old AND beat = :b RETURNING name"
@@ -159,7 +163,8 @@ def seize_lease(conn: Conn, *, name: str, holder: str, seen: Lease, until: str) 
 
 def beats(conn: Conn, *, app_version: str, me: str) -> dict[str, int]:
     """The heartbeat counter of every other unreaped executor of this version."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT executor_id, beat FROM executors WHERE reaped_at IS NULL"
             " AND app_version = :v AND executor_id <> :me ORDER BY executor_id"
@@ -172,7 +177,8 @@ def beats(conn: Conn, *, app_version: str, me: str) -> dict[str, int]:
 def mark_reaped(conn: Conn, *, executor_id: str, beat: int, now: str) -> bool:
     """Mark a dead executor handed over; False if it sent a heartbeat meanwhile
     (its counter moved past ``beat``)."""
-    done = conn.execute(
+    done = execute(
+        conn,
         sql(
             "UPDATE executors SET reaped_at = :t WHERE executor_id = :e AND beat = :b"
             " AND reaped_at IS NULL RETURNING executor_id"
@@ -185,7 +191,8 @@ def mark_reaped(conn: Conn, *, executor_id: str, beat: int, now: str) -> bool:
 def mark_stopped(conn: Conn, *, executor_id: str, pid: int) -> bool:
     """This worker process stops cleanly now (the database's clock); False when the row
     is another process's by now (the same executor id started again elsewhere)."""
-    done = conn.execute(
+    done = execute(
+        conn,
         sql(
             f"UPDATE executors SET stopped_at = {now_sql(not is_postgres(conn))}"  # noqa: S608  (one of two constant SQL expressions)
             " WHERE executor_id = :e AND pid = :p RETURNING executor_id"
@@ -200,11 +207,12 @@ def list_executors(conn: Conn) -> list[Executor]:
     against the database's clock, never the reader's: a shim whose host clock was
     stepped an hour ahead must not see every worker as an hour silent."""
     now = db_clock(conn)
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT executor_id, app_version, hostname, pid, started_at, heartbeat_at, reaped_at,"
             " planners, stopped_at FROM executors ORDER BY heartbeat_at DESC, executor_id"
-        )
+        ),
     ).all()
     return [
         Executor(
@@ -232,17 +240,18 @@ def unfinished_by_version(conn: Conn) -> list[VersionLoad]:
         if postgres
         else "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'workflow_status'"
     )
-    if not conn.execute(sql(probe)).scalar():
+    if not execute(conn, sql(probe)).scalar():
         return []
     wf = dbos_workflows(conn)
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT COALESCE(application_version, ''),"  # noqa: S608  (a fixed table name)
             " SUM(CASE WHEN status = 'PENDING' THEN 1 ELSE 0 END),"
             " SUM(CASE WHEN status = 'ENQUEUED' THEN 1 ELSE 0 END)"
             f" FROM {wf} WHERE status IN ('PENDING', 'ENQUEUED')"
             " GROUP BY COALESCE(application_version, '') ORDER BY 1"
-        )
+        ),
     ).all()
     return [VersionLoad(str(r[0]), int(r[1]), int(r[2])) for r in rows]
 
@@ -260,7 +269,8 @@ def requeue_errored(conn: Conn, workflow_id: str, queue_name: str) -> bool:
         if is_postgres(conn)
         else ("CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)")
     )
-    done = conn.execute(
+    done = execute(
+        conn,
         sql(
             f"UPDATE {wf} SET status = 'ENQUEUED', queue_name = :q, owner_xid = NULL,"  # noqa: S608
             " recovery_attempts = 0, workflow_deadline_epoch_ms = NULL,"
@@ -302,7 +312,8 @@ def errored_on_full_disk(conn: Conn, app_version: str, limit: int = 50) -> list[
         " ELSE w.workflow_uuid END"
     )
     full, texts = full_disk_error("w.error")
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             f"SELECT w.workflow_uuid FROM {wf} w JOIN runs r ON r.run_id = {run}"  # noqa: S608  (fixed names; the texts are parameters)
             " WHERE w.status = 'ERROR' AND r.finished_at IS NULL"
@@ -353,7 +364,7 @@ def waiting(
     looks = ", ".join(f"EXISTS (SELECT 1 FROM {wf} WHERE {c}{ours})" for c in conditions)  # noqa: S608  (fixed names)
     params: dict[str, object] = {f"q{i}": q for i, q in enumerate(queue_names)}
     params |= {"now": now_ms, "app": application}
-    row = conn.execute(sql(f"SELECT {looks}"), params).one()
+    row = execute(conn, sql(f"SELECT {looks}"), params).one()
     *queued, delay_over, deadline_passed = (bool(x) for x in row)
     return Waiting(
         queues=frozenset(q for q, yes in zip(queue_names, queued, strict=True) if yes),
@@ -366,7 +377,7 @@ def unkeyed(conn: Conn, queue_name: str) -> bool:
     never claims one from a partitioned queue (``key_unkeyed`` gives them one)."""
     wf = dbos_workflows(conn)
     query = f"SELECT 1 FROM {wf}{_UNKEYED} LIMIT 1"  # noqa: S608  (fixed names)
-    found = conn.execute(sql(query), {"q": queue_name}).first()
+    found = execute(conn, sql(query), {"q": queue_name}).first()
     return found is not None
 
 
@@ -374,7 +385,8 @@ def key_unkeyed(conn: Conn, queue_name: str, partition: str) -> int:
     """Put the unfinished workflows of ``queue_name`` that have no partition key in
     ``partition``; how many. Work an older release queued is claimed again."""
     wf = dbos_workflows(conn)
-    done = conn.execute(
+    done = execute(
+        conn,
         sql(f"UPDATE {wf} SET queue_partition_key = :p{_UNKEYED}"),  # noqa: S608  (fixed names)
         {"q": queue_name, "p": partition},
     )

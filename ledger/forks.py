@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from contracts import RunStatus
 from ledger import events
 from ledger._db import Conn, corrupt, now_iso, sql
+from ledger._statement import execute
 
 __all__ = ["Lineage", "insert_fork", "lineage"]
 
@@ -30,7 +31,8 @@ class Lineage:
 
 
 def lineage(conn: Conn, run_id: str) -> Lineage | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "SELECT run_id, status, intent_id, trace_digest, random_seed, profile_digest,"
             " tool_pool_digest, parent_run_id, fork_from_step FROM runs WHERE run_id = :r"
@@ -70,7 +72,8 @@ def insert_fork(
     """
     now = now_iso()
     params = {"r": run_id, "p": parent_run_id, "t": now}
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO runs (run_id, intent_id, recipe, objective, mode, status, phase,"
             " submitted_by, policy_profile, tool_pool, plan_digest, profile_digest,"
@@ -86,7 +89,8 @@ def insert_fork(
         conn, run_id, "run.accepted",
         {"parent_run_id": parent_run_id, "from_step": from_step, "submitted_by": requested_by},
     )  # fmt: skip
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO run_steps (run_id, step_id, position, driver_kind, connector_id, status,"
             " op_key, output_json, error_code, error_message, finished_at)"

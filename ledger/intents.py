@@ -18,6 +18,7 @@ from contracts import (
 )
 from ledger import events, stretches
 from ledger._db import Conn, is_postgres, now_iso, sql
+from ledger._statement import execute
 
 __all__ = [
     "ExistingIntent",
@@ -52,7 +53,8 @@ def scoped_key(submitter: str, key: str) -> str:
 def find_by_idempotency_key(conn: Conn, submitter: str, key: str) -> ExistingIntent | None:
     """The intent ``submitter`` made under ``key``. A key stored before keys were scoped
     (bare) counts only for the submitter who used it."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "SELECT i.intent_id, r.run_id, i.request_digest, r.status"
             " FROM intents i JOIN runs r ON r.intent_id = i.intent_id"
@@ -110,10 +112,10 @@ def take_intent(
     told. On PostgreSQL all of this is one statement (the intake's hot path)."""
     values = _values(intent_id, run_id, request, idempotency_key)
     if is_postgres(conn):
-        row = conn.execute(_TAKEN, {**values, "wc": stretches.WORK_CHANNEL, "wp": partition})
+        row = execute(conn, _TAKEN, {**values, "wc": stretches.WORK_CHANNEL, "wp": partition})
         total, theirs, _ = row.one()
         return int(total), int(theirs)
-    total, theirs = conn.execute(sql(_BACKLOG_SQL), {"s": request.submitted_by}).one()
+    total, theirs = execute(conn, sql(_BACKLOG_SQL), {"s": request.submitted_by}).one()
     _insert_each(conn, values)
     stretches.notify_work(conn, partition)
     return int(total), int(theirs)
@@ -130,14 +132,14 @@ def insert_intent_and_run(
     """A new run's rows: its intent, the run (queued) and its ``run.accepted`` event."""
     values = _values(intent_id, run_id, request, idempotency_key)
     if is_postgres(conn):
-        conn.execute(_ALL_IN_ONE, values)
+        execute(conn, _ALL_IN_ONE, values)
         return
     _insert_each(conn, values)
 
 
 def _insert_each(conn: Conn, values: dict[str, str | None]) -> None:
     for text in (_INTENT_SQL, _RUN_SQL, events.FIRST_SQL):
-        conn.execute(sql(text), values)
+        execute(conn, sql(text), values)
 
 
 def _values(
@@ -172,7 +174,8 @@ def _values(
 
 def request_for_run(conn: Conn, run_id: str) -> IntentRequest | None:
     """The intent a run was started from, parsed back into its contract."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "SELECT i.request_json FROM intents i JOIN runs r ON r.intent_id = i.intent_id"
             " WHERE r.run_id = :r"

@@ -9,6 +9,7 @@ from typing import Any
 from contracts import JsonObject
 from ledger import events
 from ledger._db import Conn, now_iso, sql
+from ledger._statement import execute
 
 __all__ = ["Message", "add", "get", "last"]
 
@@ -40,7 +41,8 @@ _COLUMNS = "run_id, turn, text, ends, sent_by, sent_at"
 
 
 def last(conn: Conn, run_id: str) -> Message | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             f"SELECT {_COLUMNS} FROM run_messages WHERE run_id = :r"  # noqa: S608  (fixed columns)
             " ORDER BY turn DESC LIMIT 1"
@@ -51,7 +53,8 @@ def last(conn: Conn, run_id: str) -> Message | None:
 
 
 def get(conn: Conn, run_id: str, turn: int) -> Message | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(f"SELECT {_COLUMNS} FROM run_messages WHERE run_id = :r AND turn = :t"),  # noqa: S608
         {"r": run_id, "t": turn},
     ).first()
@@ -64,7 +67,8 @@ def add(conn: Conn, run_id: str, text: str | None, ends: bool, sent_by: str) -> 
     message = Message(
         run_id, 1 if previous is None else previous.turn + 1, text, ends, sent_by, now_iso()
     )
-    conn.execute(
+    execute(
+        conn,
         sql(
             f"INSERT INTO run_messages ({_COLUMNS}) VALUES (:r, :t, :x, :e, :b, :a)"  # noqa: S608
         ),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from contracts import INTENT_QUEUE
 from ledger import executors
 from ledger._db import Conn, dbos_workflows, epoch_sql, is_postgres, sql
+from ledger._statement import execute
 
 __all__ = ["Snapshot", "snapshot"]
 
@@ -33,7 +34,7 @@ class Snapshot:
 
 def snapshot(conn: Conn) -> Snapshot:
     def rows(text: str) -> list[tuple[object, ...]]:
-        return [tuple(r) for r in conn.execute(sql(text)).all()]
+        return [tuple(r) for r in execute(conn, sql(text)).all()]
 
     wf = dbos_workflows(conn)
     ages = [

@@ -16,6 +16,7 @@ from datetime import timedelta
 
 from contracts import JsonObject, canonical_json, sha256_hex
 from ledger._db import Conn, db_clock, is_postgres, iso, now_iso, now_sql, rows_changed, sql
+from ledger._statement import execute
 
 __all__ = [
     "Delivery",
@@ -53,7 +54,8 @@ class PendingEvent:
 
 
 def pending_events(conn: Conn, limit: int = 100) -> list[PendingEvent]:
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT e.run_id, e.seq, e.kind, e.body_json, e.at, r.recipe, r.objective,"
             " r.submitted_by, r.plan_digest FROM run_events e JOIN runs r ON r.run_id = e.run_id"
@@ -69,7 +71,8 @@ def pending_events(conn: Conn, limit: int = 100) -> list[PendingEvent]:
 
 
 def clear_pending(conn: Conn, run_id: str, seq: int) -> None:
-    conn.execute(
+    execute(
+        conn,
         sql("UPDATE run_events SET notify_pending = NULL WHERE run_id = :r AND seq = :s"),
         {"r": run_id, "s": seq},
     )
@@ -81,7 +84,7 @@ def add_delivery(
     """One delivery row, due now by the database's clock; False when it is already
     there (fanned out before)."""
     now = now_sql(not is_postgres(conn))  # in the statement: no round trip for the clock
-    result = conn.execute(
+    result = execute(conn,
         sql(
             "INSERT INTO notification_deliveries (delivery_id, run_id, seq, event, sink_id,"  # noqa: S608  (now is one of two constant SQL expressions)
             " payload_json, status, attempts, next_attempt_at, created_at)"
@@ -126,7 +129,8 @@ def claim_due(conn: Conn, owner: str, lease_s: float, limit: int = 20) -> list[D
     now, lease_until = iso(clock), iso(clock + timedelta(seconds=lease_s))
     ids = [
         str(r[0])
-        for r in conn.execute(
+        for r in execute(
+            conn,
             sql(
                 "SELECT delivery_id FROM notification_deliveries WHERE status = 'pending'"
                 " AND next_attempt_at <= :now AND (lease_until IS NULL OR lease_until < :now)"
@@ -137,7 +141,8 @@ def claim_due(conn: Conn, owner: str, lease_s: float, limit: int = 20) -> list[D
     ]
     claimed: list[Delivery] = []
     for d in ids:  # each claim re-checks, so two workers never hold one delivery
-        row = conn.execute(
+        row = execute(
+            conn,
             sql(
                 "UPDATE notification_deliveries SET lease_owner = :o, lease_until = :u"  # noqa: S608
                 " WHERE delivery_id = :d AND status = 'pending'"
@@ -152,7 +157,8 @@ def claim_due(conn: Conn, owner: str, lease_s: float, limit: int = 20) -> list[D
 
 
 def mark_delivered(conn: Conn, delivery: str, owner: str) -> None:
-    conn.execute(
+    execute(
+        conn,
         sql(
             "UPDATE notification_deliveries SET status = 'delivered', attempts = attempts + 1,"
             " delivered_at = :t, lease_owner = NULL, lease_until = NULL, last_error = NULL"
@@ -168,7 +174,7 @@ def mark_failed(
     """Record a failed attempt; the next is due ``retry_in_s`` from now by the
     database's clock (or never, when given up)."""
     next_attempt_at = iso(db_clock(conn) + timedelta(seconds=retry_in_s))
-    conn.execute(
+    execute(conn,
         sql(
             "UPDATE notification_deliveries SET attempts = attempts + 1, last_error = :e,"
             " next_attempt_at = :n, status = :s, lease_owner = NULL, lease_until = NULL"
@@ -180,7 +186,8 @@ def mark_failed(
 
 
 def deliveries_of(conn: Conn, run_id: str) -> list[Delivery]:
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             f"SELECT {_COLUMNS} FROM notification_deliveries WHERE run_id = :r"  # noqa: S608
             " ORDER BY created_at, delivery_id"
@@ -207,7 +214,8 @@ class WaitingApproval:
 
 def waiting_approvals(conn: Conn) -> list[WaitingApproval]:
     """Runs waiting for a decision now, with the event that began the wait."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT r.run_id, r.policy_profile, e.seq, e.at, r.recipe, r.objective,"
             " r.submitted_by, r.plan_digest, r.parked_until"
@@ -215,7 +223,7 @@ def waiting_approvals(conn: Conn) -> list[WaitingApproval]:
             " WHERE r.status = 'waiting_approval' AND e.kind = 'run.phase'"
             " AND e.seq = (SELECT MAX(seq) FROM run_events x"
             "  WHERE x.run_id = r.run_id AND x.kind = 'run.phase')"
-        )
+        ),
     ).all()
     return [
         WaitingApproval(str(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), str(r[5]),

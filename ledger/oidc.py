@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from ledger._db import Conn, iso, now_iso, rows_changed, sql
+from ledger._statement import execute
 
 __all__ = ["LOGIN_TTL_S", "Login", "Session", "end_session", "find_session", "start_login",
            "start_session", "take_id_token", "take_login"]  # fmt: skip
@@ -45,8 +46,8 @@ def start_login(conn: Conn, state: str, login: Login) -> None:
     """Keep a sign-in the browser was just sent off with (older ones past their
     time go on the way)."""
     old = iso(datetime.now(UTC) - timedelta(seconds=LOGIN_TTL_S))
-    conn.execute(sql("DELETE FROM oidc_logins WHERE created_at < :old"), {"old": old})
-    conn.execute(
+    execute(conn, sql("DELETE FROM oidc_logins WHERE created_at < :old"), {"old": old})
+    execute(conn,
         sql(
             "INSERT INTO oidc_logins (state_sha256, nonce, verifier, next_path, created_at)"
             " VALUES (:s, :n, :v, :p, :t)"
@@ -59,7 +60,8 @@ def start_login(conn: Conn, state: str, login: Login) -> None:
 def take_login(conn: Conn, state: str) -> Login | None:
     """The sign-in ``state`` names, taken (a second callback finds nothing); None
     when there is none, or it is older than ``LOGIN_TTL_S``."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "DELETE FROM oidc_logins WHERE state_sha256 = :s"
             " RETURNING nonce, verifier, next_path, created_at"
@@ -74,8 +76,8 @@ def take_login(conn: Conn, state: str) -> Login | None:
 
 def start_session(conn: Conn, token: str, session: Session, *, issuer: str, hours: float) -> None:
     now = datetime.now(UTC)
-    conn.execute(sql("DELETE FROM dashboard_sessions WHERE expires_at < :t"), {"t": iso(now)})
-    conn.execute(
+    execute(conn, sql("DELETE FROM dashboard_sessions WHERE expires_at < :t"), {"t": iso(now)})
+    execute(conn,
         sql(
             "INSERT INTO dashboard_sessions (session_sha256, identity, roles_json, issuer,"
             " created_at, expires_at) VALUES (:s, :i, :r, :u, :c, :e)"
@@ -86,7 +88,8 @@ def start_session(conn: Conn, token: str, session: Session, *, issuer: str, hour
 
 
 def find_session(conn: Conn, token: str) -> Session | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(
             "SELECT identity, roles_json FROM dashboard_sessions"
             " WHERE session_sha256 = :s AND expires_at > :t"
@@ -102,8 +105,8 @@ def find_session(conn: Conn, token: str) -> Session | None:
 def end_session(conn: Conn, token: str) -> bool:
     """The session's row gone (its token is worth nothing from now on); False when
     there was none (never opened, ended already, or swept after it expired)."""
-    gone = conn.execute(
-        sql("DELETE FROM dashboard_sessions WHERE session_sha256 = :s"), {"s": _digest(token)}
+    gone = execute(
+        conn, sql("DELETE FROM dashboard_sessions WHERE session_sha256 = :s"), {"s": _digest(token)}
     )
     return rows_changed(gone) > 0
 
@@ -113,8 +116,9 @@ def take_id_token(conn: Conn, token_key: str, *, identity: str, expires_at: date
     ``expires_at``; False when it had already (the row was there). Rows of tokens
     past their expiry go on the way: no token is taken after it expires."""
     now = now_iso()
-    conn.execute(sql("DELETE FROM oidc_id_tokens WHERE expires_at < :t"), {"t": now})
-    taken = conn.execute(
+    execute(conn, sql("DELETE FROM oidc_id_tokens WHERE expires_at < :t"), {"t": now})
+    taken = execute(
+        conn,
         sql(
             "INSERT INTO oidc_id_tokens (token_sha256, identity, used_at, expires_at)"
             " VALUES (:k, :i, :u, :e) ON CONFLICT (token_sha256) DO NOTHING"

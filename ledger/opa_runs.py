@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from contracts import ErrorCode, GatehouseError
 from contracts.opa_run import OPA_STEP, OpaJob, OpaRunView, OpaSigner
 from ledger._db import Conn, now_iso, sql
+from ledger._statement import execute
 from ledger.evidence import get_artifact, put_artifact
 
 __all__ = [
@@ -60,7 +61,8 @@ def put_input(conn: Conn, run_id: str, intake: Intake) -> None:
     )
     if digest != job.archive_sha256:
         raise GatehouseError(ErrorCode.INTERNAL_ERROR, "the stored archive is not the one checked")
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO opa_runs (run_id, archive_name, archive_sha256, opa_version,"
             " execution_mode, signer_json, job_json, created_at)"
@@ -89,7 +91,8 @@ def put_output(conn: Conn, run_id: str, content: bytes) -> str:
         media_type=MEDIA_TYPE,
         content=content,
     )
-    updated = conn.execute(
+    updated = execute(
+        conn,
         sql("UPDATE opa_runs SET output_sha256 = :d WHERE run_id = :r RETURNING run_id"),
         {"d": digest, "r": run_id},
     ).first()
@@ -100,12 +103,13 @@ def put_output(conn: Conn, run_id: str, content: bytes) -> str:
 
 def _fork_row(conn: Conn, run_id: str, output_sha256: str) -> None:
     """A fork runs its parent's archive: it gets the parent's row (and input artifact)."""
-    parent = conn.execute(
-        sql("SELECT parent_run_id FROM runs WHERE run_id = :r"), {"r": run_id}
+    parent = execute(
+        conn, sql("SELECT parent_run_id FROM runs WHERE run_id = :r"), {"r": run_id}
     ).scalar()
     if parent is None:
         return
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO opa_runs (run_id, archive_name, archive_sha256, opa_version,"
             " execution_mode, signer_json, job_json, output_sha256, created_at)"
@@ -114,7 +118,8 @@ def _fork_row(conn: Conn, run_id: str, output_sha256: str) -> None:
         ),
         {"r": run_id, "p": parent, "d": output_sha256, "t": now_iso()},
     )
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO run_artifacts (run_id, sha256, step_id, name)"
             " SELECT :r, sha256, step_id, name FROM run_artifacts"
@@ -131,7 +136,8 @@ COLUMNS = "archive_name, archive_sha256, opa_version, execution_mode, signer_jso
 
 
 def get(conn: Conn, run_id: str) -> OpaRunView | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(f"SELECT {COLUMNS} FROM opa_runs WHERE run_id = :r"),  # noqa: S608  (fixed columns)
         {"r": run_id},
     ).first()
@@ -156,8 +162,8 @@ def view_of(row: Sequence[object], run_id: str) -> OpaRunView:
 
 def job(conn: Conn, run_id: str) -> OpaJob | None:
     """The OpaJob the run's workflow was given (None: not an OPA run)."""
-    row = conn.execute(
-        sql("SELECT job_json FROM opa_runs WHERE run_id = :r"), {"r": run_id}
+    row = execute(
+        conn, sql("SELECT job_json FROM opa_runs WHERE run_id = :r"), {"r": run_id}
     ).first()
     if row is None:
         return None

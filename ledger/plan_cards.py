@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from contracts import JsonValue, Plan, PlanCardView, canonical_json
 from ledger._db import Conn, corrupt, now_iso, sql
+from ledger._statement import execute
 
 __all__ = [
     "CARD_COLUMNS",
@@ -54,16 +55,18 @@ def add_revision(
     }  # fmt: skip
     # The next revision, unless this plan has one (a re-executed step): one statement
     # where the revision is new, the common case.
-    added = conn.execute(_ADD_REVISION, values).first()
+    added = execute(conn, _ADD_REVISION, values).first()
     if added is None:
-        found = conn.execute(
+        found = execute(
+            conn,
             sql("SELECT MAX(revision) FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
             {"r": run_id, "d": digest},
         ).scalar()
         return int(str(found))
     revision = int(str(added[0]))
     if previous_digest is not None:
-        conn.execute(
+        execute(
+            conn,
             sql(
                 "UPDATE plan_cards SET plan_json = :j, plan_digest = :d, status = 'waiting_input',"
                 " revision = :n, previous_digest = :p, changes_json = :c, updated_at = :t"
@@ -76,7 +79,8 @@ def add_revision(
 
 def revision_plan(conn: Conn, run_id: str, digest: str) -> str | None:
     """The stored JSON of the run's revision with this digest, if there is one."""
-    row = conn.execute(
+    row = execute(
+        conn,
         sql("SELECT plan_json FROM plan_revisions WHERE run_id = :r AND plan_digest = :d"),
         {"r": run_id, "d": digest},
     ).first()
@@ -85,8 +89,8 @@ def revision_plan(conn: Conn, run_id: str, digest: str) -> str | None:
 
 def card_digest(conn: Conn, run_id: str) -> str | None:
     """The digest the run's plan card names, or None (no card)."""
-    row = conn.execute(
-        sql("SELECT plan_digest FROM plan_cards WHERE run_id = :r"), {"r": run_id}
+    row = execute(
+        conn, sql("SELECT plan_digest FROM plan_cards WHERE run_id = :r"), {"r": run_id}
     ).first()
     return None if row is None else str(row[0])
 
@@ -109,7 +113,8 @@ def card_of(row: Sequence[object], run_id: str) -> PlanCardView:
 
 
 def get_plan_card(conn: Conn, run_id: str) -> PlanCardView | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql(f"SELECT {CARD_COLUMNS} FROM plan_cards WHERE run_id = :r"),  # noqa: S608  (fixed columns)
         {"r": run_id},
     ).first()
@@ -118,7 +123,8 @@ def get_plan_card(conn: Conn, run_id: str) -> PlanCardView | None:
 
 def write_plan_card(conn: Conn, run_id: str, plan: Plan, digest: str, status: str) -> None:
     now = now_iso()
-    conn.execute(
+    execute(
+        conn,
         sql(
             "INSERT INTO plan_cards (run_id, plan_json, plan_digest, status, created_at,"
             " updated_at) VALUES (:r, :j, :d, :s, :t, :t)"
@@ -138,7 +144,8 @@ def write_plan_card(conn: Conn, run_id: str, plan: Plan, digest: str, status: st
 def set_plan_card_status(conn: Conn, run_id: str, status: str) -> None:
     """A card's decision (or expiry) is written once: a card already decided or
     expired keeps its status (a revision puts a new plan on it, waiting again)."""
-    conn.execute(
+    execute(
+        conn,
         sql(
             "UPDATE plan_cards SET status = :s, updated_at = :t WHERE run_id = :r"
             " AND status NOT IN ('approved', 'rejected', 'expired')"

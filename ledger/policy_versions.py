@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ledger._db import Conn, now_iso, rows_changed, sql
+from ledger._statement import execute
 
 __all__ = [
     "PolicyVersion",
@@ -32,7 +33,8 @@ def keep(conn: Conn, versions: list[PolicyVersion]) -> int:
     """Store the versions not stored yet; how many were new."""
     added = 0
     for v in versions:
-        result = conn.execute(
+        result = execute(
+            conn,
             sql(
                 "INSERT INTO policy_versions (digest, kind, policy_id, body, stored_at)"
                 " VALUES (:d, :k, :p, :b, :t) ON CONFLICT (digest) DO NOTHING"
@@ -44,7 +46,8 @@ def keep(conn: Conn, versions: list[PolicyVersion]) -> int:
 
 
 def version(conn: Conn, digest: str) -> PolicyVersion | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql("SELECT digest, kind, policy_id, body FROM policy_versions WHERE digest = :d"),
         {"d": digest},
     ).first()
@@ -62,7 +65,8 @@ class RunPrincipal:
 
 
 def run_principal(conn: Conn, run_id: str) -> RunPrincipal | None:
-    row = conn.execute(
+    row = execute(
+        conn,
         sql("SELECT submitted_by, cedar_digest FROM runs WHERE run_id = :r"),
         {"r": run_id},
     ).first()
@@ -73,5 +77,5 @@ def run_principal(conn: Conn, run_id: str) -> RunPrincipal | None:
 
 def all_versions(conn: Conn) -> dict[str, PolicyVersion]:
     """Every kept version, by digest."""
-    rows = conn.execute(sql("SELECT digest, kind, policy_id, body FROM policy_versions"))
+    rows = execute(conn, sql("SELECT digest, kind, policy_id, body FROM policy_versions"))
     return {str(r[0]): PolicyVersion(str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows}

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ledger._db import APP_SCHEMA, Database, sql
+from ledger._statement import execute
 
 __all__ = ["LEGACY_ROLE", "create_readonly_role", "grant_views", "readonly_role"]
 
@@ -44,14 +45,15 @@ def readonly_role(database: str) -> str:
 
 
 def _exists(conn: Connection, role: str) -> bool:
-    found = conn.execute(sql("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role})
+    found = execute(conn, sql("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role})
     return found.first() is not None
 
 
 def _legacy_connects_here(conn: Connection) -> bool:
     """The single role of older releases holds CONNECT on this database (granted by
     their ``readonly-role`` here, not merely by PUBLIC's default)."""
-    found = conn.execute(
+    found = execute(
+        conn,
         sql(
             "SELECT 1 FROM pg_database d, aclexplode(d.datacl) a"
             " JOIN pg_roles r ON r.oid = a.grantee"

@@ -20,6 +20,7 @@ from contracts import (
     RecordedStep,
 )
 from ledger._db import Conn, sql
+from ledger._statement import execute
 
 __all__ = ["recorded_plans"]
 
@@ -64,7 +65,7 @@ def _steps(conn: Conn, where: str, params: dict[str, object], profiles: list[str
         f" FROM run_steps s JOIN runs r ON r.run_id = s.run_id WHERE 1 = 1{where}",
         profiles,
     )
-    for row in conn.execute(statement, params):
+    for row in execute(conn, statement, params):
         step = RecordedStep.model_construct(status=str(row[2]), output=_output(row[3]))
         out.setdefault(str(row[0]), {})[str(row[1])] = step
     return out
@@ -79,7 +80,7 @@ def _approvers(
         f" WHERE a.decision = :approved{where}",
         profiles,
     )
-    rows = conn.execute(statement, {**params, "approved": Decision.APPROVED.value})
+    rows = execute(conn, statement, {**params, "approved": Decision.APPROVED.value})
     return {(str(row[0]), str(row[1])): str(row[2]) for row in rows}
 
 
@@ -97,7 +98,7 @@ def _revisions(
         profiles,
     )
     out: dict[str, list[_Revision]] = {}
-    for row in conn.execute(statement, params):
+    for row in execute(conn, statement, params):
         out.setdefault(str(row[0]), []).append((str(row[1]), row[2]))
     return out
 
@@ -118,7 +119,7 @@ def recorded_plans(
         " ORDER BY r.created_at, r.run_id",
         profiles,
     )
-    for row in conn.execute(statement, params):
+    for row in execute(conn, statement, params):
         run_id = str(row[0])
         found = revised.get(run_id) or [(str(row[9]), None)]
         revisions = [

@@ -28,6 +28,7 @@ from functools import cache
 
 from contracts import JsonObject, JsonValue, canonical_json, digest_of
 from ledger._db import Conn, is_postgres, sql
+from ledger._statement import execute
 
 __all__ = ["FAMILIES", "NOT_COVERED", "VERSION", "Family", "commitment", "problem", "rows_of"]
 
@@ -112,7 +113,8 @@ def rows_of(conn: Conn, run_id: str, family: Family, *, committed: bool) -> dict
     those the checkpoint commits to."""
     where = _committed_where(family) if committed else family.where
     columns = ", ".join((*family.key, *family.fields))
-    found = conn.execute(
+    found = execute(
+        conn,
         sql(f"SELECT {columns} FROM {family.table} WHERE {where}"),  # noqa: S608  (fixed names)
         {"r": run_id},
     ).all()
@@ -150,7 +152,7 @@ def _commitment_sql(postgres: bool) -> str:
 def commitment(conn: Conn, run_id: str) -> JsonObject:
     """What a run's checkpoint commits to: per family, each row's key and digest; read
     in one statement (a checkpoint is made at the end of every run)."""
-    found = conn.execute(sql(_commitment_sql(is_postgres(conn))), {"r": run_id}).one()
+    found = execute(conn, sql(_commitment_sql(is_postgres(conn))), {"r": run_id}).one()
     out: JsonObject = {"version": VERSION}
     for family, value in zip(FAMILIES, found, strict=True):
         rows = json.loads(value) if isinstance(value, str | bytes) else value

@@ -33,6 +33,7 @@ from contracts import (
 from ledger import approvals, edits, events, evidence, opa_runs, plan_cards
 from ledger._db import Conn, corrupt, is_postgres, now_iso, rows_changed, sql
 from ledger._row_locks import run_held
+from ledger._statement import execute
 
 __all__ = [
     "STATUS_CHANNEL",
@@ -61,6 +62,9 @@ _RUN_COLUMNS = (
 
 # A finished run's status never changes again (a late or repeated write keeps it).
 _TERMINAL = [s.value for s in RunStatus if s.terminal]
+# the terminal statuses as the SQL literals a status change is refused past (the
+# enum's own values, fixed: a plain statement, which the ledger's runner sends as is)
+_DONE = ", ".join(f"'{v}'" for v in _TERMINAL)
 
 # PostgreSQL: every change of a run's status is announced on this channel
 # (payload: the run id), so the shim can answer clients waiting on a run.
@@ -84,15 +88,15 @@ def record_decision(conn: Conn, run_id: str, decision: Decision, recorded: Episo
 
 
 def run_status(conn: Conn, run_id: str) -> RunStatus | None:
-    row = conn.execute(sql("SELECT status FROM runs WHERE run_id = :r"), {"r": run_id}).first()
+    row = execute(conn, sql("SELECT status FROM runs WHERE run_id = :r"), {"r": run_id}).first()
     return None if row is None else status_of(run_id, str(row[0]))
 
 
 def status_and_submitter(conn: Conn, run_id: str) -> tuple[RunStatus, str] | None:
     """A run's status and who submitted it (one row): what a reader may be told of
     it before its whole view is read; None when there is no such run."""
-    row = conn.execute(
-        sql("SELECT status, submitted_by FROM runs WHERE run_id = :r"), {"r": run_id}
+    row = execute(
+        conn, sql("SELECT status, submitted_by FROM runs WHERE run_id = :r"), {"r": run_id}
     ).first()
     return None if row is None else (status_of(run_id, str(row[0])), str(row[1]))
 
@@ -106,7 +110,8 @@ def status_of(run_id: str, value: str) -> RunStatus:
 
 
 def _steps(conn: Conn, run_id: str) -> list[StepView]:
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT step_id, position, driver_kind, connector_id, status, op_key, output_json,"
             " error_code, error_message, finished_at FROM run_steps WHERE run_id = :r"
@@ -167,7 +172,7 @@ _GET_RUN = (
 
 
 def get_run(conn: Conn, run_id: str, links: dict[str, str]) -> RunView | None:
-    found = conn.execute(sql(_GET_RUN), {"r": run_id}).first()
+    found = execute(conn, sql(_GET_RUN), {"r": run_id}).first()
     if found is None:
         return None
     row, has_card, has_opa, has_edit = (
@@ -251,7 +256,8 @@ def list_runs(
         " submitted_by, error_code FROM runs"
         f" {where} ORDER BY created_at DESC, run_id DESC LIMIT :lim"
     )
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(query),
         params,
     ).all()
@@ -277,8 +283,8 @@ def list_runs(
 
 def queued(conn: Conn) -> tuple[int, str | None]:
     """How many runs wait in the queue, and when the oldest of them was submitted."""
-    row = conn.execute(
-        sql("SELECT COUNT(*), MIN(created_at) FROM runs WHERE status = 'queued'")
+    row = execute(
+        conn, sql("SELECT COUNT(*), MIN(created_at) FROM runs WHERE status = 'queued'")
     ).one()
     return int(row[0]), None if row[1] is None else str(row[1])
 
@@ -289,21 +295,21 @@ _SET = (
     " plan_digest = COALESCE(:pd, plan_digest),"
     " finished_at = CASE WHEN :term THEN :t ELSE finished_at END"
 )
-_SET_STATUS = sa.text(
-    f"UPDATE runs SET {_SET} WHERE run_id = :r AND status NOT IN :done"  # noqa: S608
-).bindparams(sa.bindparam("done", expanding=True))
+_SET_STATUS = sql(
+    f"UPDATE runs SET {_SET} WHERE run_id = :r AND status NOT IN ({_DONE})"  # noqa: S608
+)
 _WAS = sql("SELECT status, phase FROM runs WHERE run_id = :r")
 # PostgreSQL, in one round trip: the update, the status and phase it replaced (read under
 # the row lock the subquery takes, so the newest committed, as the update itself sees
 # them), and the word to the shim's waiting clients (delivered when the transaction
 # commits, whether or not a row changed).
-_SET_STATUS_TOLD = sa.text(
+_SET_STATUS_TOLD = sql(
     f"WITH u AS (UPDATE runs r SET {_SET}"  # noqa: S608
     " FROM (SELECT run_id, status, phase FROM runs WHERE run_id = :r FOR UPDATE) o"
-    " WHERE r.run_id = o.run_id AND o.status NOT IN :done RETURNING o.status, o.phase)"
+    f" WHERE r.run_id = o.run_id AND o.status NOT IN ({_DONE}) RETURNING o.status, o.phase)"
     " SELECT (SELECT COUNT(*) FROM u), (SELECT status FROM u), (SELECT phase FROM u),"
     " pg_notify(:c, :r)"
-).bindparams(sa.bindparam("done", expanding=True))
+)
 
 
 def set_status(
@@ -325,17 +331,16 @@ def set_status(
         "pd": plan_digest,
         "term": status.terminal,
         "r": run_id,
-        "done": _TERMINAL,
     }
     was: tuple[str, str] | None  # the status and phase it replaced
     if is_postgres(conn):  # the notice wakes the shim's waiting clients when this commits
-        row = conn.execute(_SET_STATUS_TOLD, {**values, "c": STATUS_CHANNEL}).one()
+        row = execute(conn, _SET_STATUS_TOLD, {**values, "c": STATUS_CHANNEL}).one()
         changed = int(row[0])
         was = (str(row[1]), str(row[2])) if changed else None
     else:
-        found = conn.execute(_WAS, {"r": run_id}).first()
+        found = execute(conn, _WAS, {"r": run_id}).first()
         was = None if found is None else (str(found[0]), str(found[1]))
-        changed = rows_changed(conn.execute(_SET_STATUS, values))
+        changed = rows_changed(execute(conn, _SET_STATUS, values))
     if changed:
         run_held(conn, run_id)  # the UPDATE holds the row: the event below needs no lock
     # Only a real change is a phase event: a records step run again (after a crash before
@@ -361,10 +366,11 @@ def set_seed(
     pool and Cedar policy set files (None: its profile names no policy set) the run is
     held to, recorded in the same statement."""
     if held_to is None:
-        found = conn.execute(sql(_SEED + _RETURNING_SEED), {"s": seed, "r": run_id})
+        found = execute(conn, sql(_SEED + _RETURNING_SEED), {"s": seed, "r": run_id})
     else:
         profile, pool, cedar = held_to
-        found = conn.execute(
+        found = execute(
+            conn,
             sql(
                 f"{_SEED}, profile_digest = :p, tool_pool_digest = :t, cedar_digest = :c"
                 + _RETURNING_SEED
@@ -388,7 +394,8 @@ def set_budgets(conn: Conn, run_id: str, budgets: JsonObject) -> None:
 
 
 def set_trace_digest(conn: Conn, run_id: str, trace_digest: str) -> None:
-    conn.execute(
+    execute(
+        conn,
         sql("UPDATE runs SET trace_digest = :d WHERE run_id = :r"),
         {"d": trace_digest, "r": run_id},
     )
@@ -455,7 +462,8 @@ def awaiting_decision(conn: Conn, limit: int) -> list[Awaiting]:
     """The runs waiting for approval, the longest waiting first, at most ``limit``: in
     two reads whatever their number (the runs with their cards, the approvals toward
     their quorums), and a walk of the chain of edits and forks for each run that has one."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT r.run_id, r.recipe, r.mode, r.status, r.phase, r.created_at, r.updated_at,"  # noqa: S608  (fixed columns)
             " r.objective, r.submitted_by, r.error_code, r.policy_profile, r.tool_pool,"
@@ -469,7 +477,8 @@ def awaiting_decision(conn: Conn, limit: int) -> list[Awaiting]:
     ).all()
     endorsed: dict[tuple[str, str], list[str]] = {}
     if rows:
-        found = conn.execute(
+        found = execute(
+            conn,
             sql(
                 "SELECT run_id, plan_digest, endorsed_by FROM plan_endorsements"
                 " WHERE run_id IN :r ORDER BY endorsed_at, endorsed_by"

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from contracts import JsonObject, canonical_json
 from ledger import approvals
 from ledger._db import Conn, now_iso, rows_changed, sql
+from ledger._statement import execute
 
 __all__ = ["Closing", "SlackMessage", "Why", "close", "closings", "messages_of", "record_posted"]
 
@@ -64,7 +65,7 @@ def record_posted(
     message: JsonObject,
 ) -> bool:
     """Keep a message just posted (False: it was kept already)."""
-    result = conn.execute(
+    result = execute(conn,
         sql(
             "INSERT INTO slack_messages (sink_id, channel, ts, run_id, plan_digest, seq,"
             " delivery_id, message_json, posted_at) VALUES (:k, :c, :ts, :r, :d, :s, :dl, :m, :t)"
@@ -131,13 +132,14 @@ def _closing(conn: Conn, r: Sequence[object]) -> Closing:
 
 def closings(conn: Conn, limit: int = 100) -> list[Closing]:
     """Open messages whose plan can no longer be decided, oldest first, with why."""
-    rows = conn.execute(_CLOSING, {"done": _TERMINAL, "now": now_iso(), "n": limit}).all()
+    rows = execute(conn, _CLOSING, {"done": _TERMINAL, "now": now_iso(), "n": limit}).all()
     return [_closing(conn, tuple(r)) for r in rows]
 
 
 def close(conn: Conn, message: SlackMessage, line: str) -> bool:
     """Mark the message closed with ``line``; False when another notifier did first."""
-    result = conn.execute(
+    result = execute(
+        conn,
         sql(
             "UPDATE slack_messages SET closed_at = :t, closed_line = :l"
             " WHERE sink_id = :k AND channel = :c AND ts = :ts AND closed_at IS NULL"
@@ -149,7 +151,8 @@ def close(conn: Conn, message: SlackMessage, line: str) -> bool:
 
 def messages_of(conn: Conn, run_id: str) -> list[SlackMessage]:
     """The run's messages, in the order they were posted."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT sink_id, channel, ts, run_id, plan_digest, seq, message_json, closed_at,"
             " closed_line FROM slack_messages WHERE run_id = :r ORDER BY posted_at, ts"

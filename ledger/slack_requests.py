@@ -12,6 +12,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 
 from ledger._db import Conn, iso, rows_changed, sql
+from ledger._statement import execute
 
 __all__ = ["KEEP_S", "first_sight"]
 
@@ -22,11 +23,13 @@ def first_sight(conn: Conn, signature: str, now: datetime | None = None) -> bool
     """Record the request signed ``signature``: True the first time, False when it
     was already taken (a replay). Rows past ``KEEP_S`` are removed on the way."""
     at = now or datetime.now(UTC)
-    conn.execute(
+    execute(
+        conn,
         sql("DELETE FROM slack_requests WHERE received_at < :old"),
         {"old": iso(at - timedelta(seconds=KEEP_S))},
     )
-    done = conn.execute(
+    done = execute(
+        conn,
         sql(
             "INSERT INTO slack_requests (signature_sha256, received_at) VALUES (:s, :t)"
             " ON CONFLICT (signature_sha256) DO NOTHING"

@@ -35,6 +35,7 @@ from ledger import runs
 from ledger._db import Conn, Database, dbos_workflows, is_postgres, iso, now_iso, sql
 from ledger._inhost import after_transaction
 from ledger._row_locks import run_held
+from ledger._statement import execute
 
 if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
     from dbos import DBOSClient, EnqueueOptions
@@ -125,7 +126,7 @@ def notify_work(conn: Conn, partition: str) -> None:
     datagram to each worker on the host once the transaction is over,
     ``ledger._inhost``)."""
     if is_postgres(conn):
-        conn.execute(_NOTIFY, {"c": WORK_CHANNEL, "w": partition})
+        execute(conn, _NOTIFY, {"c": WORK_CHANNEL, "w": partition})
         return
     after_transaction(conn.info, partition)
 
@@ -238,7 +239,7 @@ def _lock_sql(workflows: str) -> str:
 def lock(conn: Conn, run_id: str) -> Locked | None:
     """Take the run's row lock (a no-op UPDATE); None when there is no such run. One
     statement, whatever of the row the caller goes on to check (``Locked``)."""
-    found = conn.execute(sql(_lock_sql(dbos_workflows(conn))), {"r": run_id}).first()
+    found = execute(conn, sql(_lock_sql(dbos_workflows(conn))), {"r": run_id}).first()
     if found is None:
         return None
     run_held(conn, run_id)
@@ -283,7 +284,8 @@ def park(
     run goes on once the wait is answered (``contracts.Continuation``, at a decision
     wait), handed to the next stretch in its job; None, at any other wait, clears
     what an earlier park wrote."""
-    conn.execute(
+    execute(
+        conn,
         sql(
             "UPDATE runs SET parked_wait = :w, parked_at = :a, parked_until = :u,"
             " parked_since = :t, parked_version = :v, stretch = COALESCE(stretch, 0),"
@@ -317,7 +319,8 @@ def _take(conn: Conn, handoff: Handoff, *, answered: bool) -> None:
     comes in meanwhile is held to them. ``answered``: it is taken already."""
     done = (", parked_at = NULL, parked_until = NULL, continuation_json = NULL"
             if answered else "")  # fmt: skip
-    conn.execute(
+    execute(
+        conn,
         sql(
             f"UPDATE runs SET stretch = :n, parked_wait = NULL, parked_since = NULL{done}"  # noqa: S608  (fixed text)
             " WHERE run_id = :r"
@@ -341,7 +344,8 @@ def _continuation(text: str, at: str) -> JsonObject | None:
 
 def answered(conn: Conn, run_id: str) -> None:
     """The run's wait got its answer: it no longer has a boundary or an expiry."""
-    conn.execute(
+    execute(
+        conn,
         sql(
             "UPDATE runs SET parked_wait = NULL, parked_at = NULL, parked_until = NULL,"
             " parked_since = NULL, continuation_json = NULL"
@@ -353,7 +357,8 @@ def answered(conn: Conn, run_id: str) -> None:
 
 def expired(conn: Conn, limit: int = 100) -> list[str]:
     """Runs parked at a wait whose expiry has passed (for the expiry sweep)."""
-    rows = conn.execute(
+    rows = execute(
+        conn,
         sql(
             "SELECT run_id FROM runs WHERE parked_wait IS NOT NULL AND parked_until <= :t"
             " ORDER BY parked_until LIMIT :n"
@@ -411,7 +416,7 @@ def hand_off(
 def is_split(conn: Conn, run_id: str) -> bool:
     """Whether the run is split at its decisions (False: begun before version 18, it
     waits in place in its one workflow, woken by a message)."""
-    found = conn.execute(sql("SELECT stretch FROM runs WHERE run_id = :r"), {"r": run_id}).first()
+    found = execute(conn, sql("SELECT stretch FROM runs WHERE run_id = :r"), {"r": run_id}).first()
     return found is not None and found[0] is not None
 
 
@@ -423,7 +428,7 @@ def workflow_ids(conn: Conn, run_ids: list[str]) -> dict[str, str]:
     stmt = sql("SELECT run_id, stretch FROM runs WHERE run_id IN :r").bindparams(
         sa.bindparam("r", expanding=True)
     )
-    return {workflow_id(str(r), s): str(r) for r, s in conn.execute(stmt, {"r": run_ids})}
+    return {workflow_id(str(r), s): str(r) for r, s in execute(conn, stmt, {"r": run_ids})}
 
 
 def workflow_id(run_id: str, stretch: int | None) -> str:
