@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from contracts import ErrorCode, GatehouseError, JsonObject, RunStatus
-from ledger import Database, calls, cancels, chain, events, runs, stretches
+from ledger import Database, calls, cancels, chain, events, evidence, runs, stretches
 from shim.api.services.cancel import refuse_if_cancelled
 from tests.support.rows import new_run, statements_seen
 from worker import records
@@ -249,6 +249,13 @@ def test_a_run_finishing_while_a_cancel_holds_its_row_ends_cancelled(
         assert runs.run_status(conn, "run_f") is RunStatus.CANCELLED
         digest = conn.execute(sa.text("SELECT trace_digest FROM runs WHERE run_id = 'run_f'"))
         assert digest.scalar_one() == trace
+        [summary] = [
+            e for e in evidence.list_episodes(conn, "run_f")
+            if e.episode_type == "execution/run_summary"
+        ]  # fmt: skip
+    assert isinstance(summary.body, dict)
+    details = summary.body["result_details"]
+    assert isinstance(details, dict) and details["trace_digest"] == trace  # the episode says it too
 
 
 @pytest.mark.parametrize("stretch", [None, 0, 2], ids=["unsplit", "first", "third"])

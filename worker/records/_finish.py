@@ -22,31 +22,11 @@ FINISH = "@finish"
 
 def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
     """How the run ended (``{status}``): a succeeded run that a cancel reached after its
-    last step ends cancelled."""
+    last step ends cancelled (``close_run``, ``cancel_wins``)."""
     run_id = str(arg["run_id"])
-    status = RunStatus(str(arg["status"]))
     code = arg.get("error_code")
     message = arg.get("error_message")
     trace = arg.get("trace_digest")
-    if status is RunStatus.SUCCEEDED:
-        # A cancel accepted after the last step's boundary still wins: it is seen
-        # here, in the commit that would have made the run succeeded. It is read
-        # after the run's row lock, which a cancel holds until it commits: read
-        # before it, a cancel committing meanwhile was missed, and the run ended
-        # succeeded though the cancel had been answered "cancelling". The trace
-        # digest (whatever the status) is written first: its UPDATE takes the lock.
-        if isinstance(trace, str):
-            runs.set_trace_digest(s, run_id, trace)
-            trace = None  # written: close_run does not write it again
-        else:
-            cancels.lock_run(s, run_id)
-        found = observe_cancel(s, run_id, FINISH, me.executor_id)
-        if found is not None:
-            status, code = RunStatus.CANCELLED, ErrorCode.RUN_CANCELLED.value
-            reason = found.get("reason")
-            message = f"cancelled by {found.get('cancelled_by')} at {FINISH}" + (
-                f": {reason}" if reason else ""
-            )
     budgets = arg.get("budgets")
     if isinstance(budgets, dict):
         runs.set_budgets(s, run_id, budgets)
@@ -63,15 +43,16 @@ def finish(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
                     recorded_at=now_iso(),
                 ),
             )
-    close_run(
+    status = close_run(
         s,
         run_id,
-        status,
+        RunStatus(str(arg["status"])),
         me,
         code=code if isinstance(code, str) else None,
         message=message if isinstance(message, str) else None,
         trace=trace if isinstance(trace, str) else None,
         steps=arg["steps"] if isinstance(arg["steps"], list) else [],
+        cancel_wins=True,
     )
     return {"status": status.value}
 
@@ -87,13 +68,31 @@ def close_run(
     trace: str | None,
     steps: list[JsonValue],
     summary: str | None = None,
-) -> None:
+    cancel_wins: bool = False,
+) -> RunStatus:
     """The end of every run, whoever ends it (its flow's ``finish``, or the reaper for a
     run its workflow could not end): its trace digest, its terminal status, its summary
     episode and its chain's head anchored (``ledger/anchors.py``), in the caller's
-    transaction."""
+    transaction; the status it ended with.
+
+    ``cancel_wins``: a cancel accepted after the last step's boundary still wins over
+    ``succeeded``, seen here, in the commit that would have made the run succeeded. It
+    is read after the run's row lock (the trace digest's ``UPDATE``, written first, or
+    a lock of its own), which a cancel holds until it commits: read before it, a cancel
+    committing meanwhile was missed, and the run ended succeeded though the cancel had
+    been answered "cancelling"."""
     if trace is not None:
         runs.set_trace_digest(s, run_id, trace)
+    if cancel_wins and status is RunStatus.SUCCEEDED:
+        if trace is None:
+            cancels.lock_run(s, run_id)
+        found = observe_cancel(s, run_id, FINISH, me.executor_id)
+        if found is not None:
+            status, code = RunStatus.CANCELLED, ErrorCode.RUN_CANCELLED.value
+            reason = found.get("reason")
+            message = f"cancelled by {found.get('cancelled_by')} at {FINISH}" + (
+                f": {reason}" if reason else ""
+            )
     runs.set_status(s, run_id, status, "done", error_code=code, error_message=message)
     evidence.put_episode(
         s,
@@ -111,3 +110,4 @@ def close_run(
         ),
     )
     anchors.anchor_run(s, run_id, me.executor_id, me.signing_key, me.anchor_file)
+    return status
