@@ -1,124 +1,86 @@
-"""The ledger's statements (``ledger._statement.execute``) on both databases.
+"""The ledger's statements on both databases, through the ledger's own functions.
 
 On PostgreSQL they bypass SQLAlchemy's per-statement machinery for psycopg's
-cursor on the same connection; what the callers rely on must not change with it:
-the transaction their caller holds (begun if none is, committed or rolled back by
-it), SQLAlchemy's errors (a duplicate key, a dropped connection invalidated in its
-pool), the engine's cursor events, and the rows.
+cursor on the same connection (``ledger/_statement.py``); what the callers rely on
+must not change with it: the transaction their caller holds (begun if none is,
+committed or rolled back by it), SQLAlchemy's errors (a duplicate key, a dropped
+connection invalidated in its pool), the engine's cursor events, a statement whose
+parameters SQLAlchemy must expand, and a percent sign that is the SQL's own.
 """
 
 from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
 
-from ledger import Database
-from ledger._db import sql
-from ledger._statement import execute, rows_changed
-
-_MAKE = sql("CREATE TABLE t_statement (k TEXT PRIMARY KEY, n INTEGER)")
-_ADD = sql("INSERT INTO t_statement (k, n) VALUES (:k, :n)")
-_ALL = sql("SELECT k, n FROM t_statement ORDER BY k")
+from ledger import Database, calls, events, evidence, now_iso, runs
+from tests.support.rows import new_run, statements_seen
 
 
-@pytest.fixture
-def table(db: Database) -> Database:
-    with db.engine.begin() as conn:
-        execute(conn, _MAKE)
-    return db
-
-
-def test_rows_and_counts(table: Database) -> None:
-    with table.engine.begin() as conn:
-        assert rows_changed(execute(conn, _ADD, {"k": "a", "n": 1})) == 1
-        execute(conn, _ADD, {"k": "b", "n": 2})
-        rows = execute(conn, _ALL)
-        assert rows.all() == [("a", 1), ("b", 2)]
-        assert list(rows) == [("a", 1), ("b", 2)]
-        assert rows.first() == ("a", 1)
-        assert rows.scalar() == "a"
-        assert rows.scalars() == ["a", "b"]
-        with pytest.raises(sa.exc.NoResultFound):
-            rows.one()
-        with pytest.raises(sa.exc.MultipleResultsFound):
-            rows.one_or_none()
-        none = execute(conn, sql("SELECT k FROM t_statement WHERE k = :k"), {"k": "z"})
-        assert (none.first(), none.scalar(), none.one_or_none()) == (None, None, None)
-        changed = execute(conn, sql("UPDATE t_statement SET n = n + 1"))
-        assert rows_changed(changed) == 2 and changed.all() == []
-        # a percent sign in the text is the database's, not a parameter's
-        like = execute(conn, sql("SELECT COUNT(*) FROM t_statement WHERE k LIKE 'a%'"))
-        assert like.scalar_one() == 1
-
-
-def test_a_connection_with_no_transaction_gets_one_its_caller_commits(table: Database) -> None:
-    with table.engine.connect() as conn:
-        execute(conn, _ADD, {"k": "kept", "n": 1})
+def test_a_connection_with_no_transaction_gets_one_its_caller_commits(db: Database) -> None:
+    new_run(db, "run_t")
+    with db.engine.connect() as conn:
+        events.emit(conn, "run_t", "message", {"n": "kept"})
         assert conn.in_transaction()
         conn.commit()
-        execute(conn, _ADD, {"k": "dropped", "n": 2})
+        events.emit(conn, "run_t", "message", {"n": "dropped"})
         conn.rollback()
-    with table.engine.connect() as conn:
-        assert execute(conn, _ALL).all() == [("kept", 1)]
+    with db.engine.connect() as conn:
+        kept = [e.body for e in events.after(conn, "run_t", 0) if e.kind == "message"]
+    assert kept == [{"n": "kept"}]
 
 
-def test_a_duplicate_key_is_sqlalchemys_error_and_the_transaction_rolls_back(
-    table: Database,
+def test_a_duplicate_key_is_sqlalchemys_error_and_its_transaction_rolls_back(
+    db: Database,
 ) -> None:
-    with pytest.raises(sa.exc.IntegrityError), table.engine.begin() as conn:
-        execute(conn, _ADD, {"k": "a", "n": 1})
-        execute(conn, _ADD, {"k": "a", "n": 2})
-    with table.engine.connect() as conn:
-        assert execute(conn, _ALL).all() == []
+    new_run(db, "run_d")
+    with pytest.raises(sa.exc.IntegrityError):
+        new_run(db, "run_d")
+    with db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM runs")).scalar_one() == 1
+        assert runs.run_status(conn, "run_d") is not None
 
 
-def test_the_engines_cursor_events_see_each_statement(table: Database) -> None:
-    seen: list[str] = []
-    done: list[str] = []
-
-    def before(_c: object, _cur: object, statement: str, *_rest: object) -> None:
-        seen.append(statement)
-
-    def after(_c: object, _cur: object, statement: str, *_rest: object) -> None:
-        done.append(statement)
-
-    event.listen(table.engine, "before_cursor_execute", before)
-    event.listen(table.engine, "after_cursor_execute", after)
-    try:
-        with table.engine.begin() as conn:
-            execute(conn, _ADD, {"k": "a", "n": 1})
-            execute(conn, _ALL)
-    finally:
-        event.remove(table.engine, "before_cursor_execute", before)
-        event.remove(table.engine, "after_cursor_execute", after)
-    ours = [s for s in seen if "t_statement" in s]
-    assert len(ours) == 2 and ours[0].startswith("INSERT") and ours[1].startswith("SELECT")
-    assert [s for s in done if "t_statement" in s] == ours
+def test_the_engines_cursor_events_see_each_statement(db: Database) -> None:
+    new_run(db, "run_e")
+    seen = statements_seen(db, "SELECT status FROM runs WHERE run_id")
+    with db.engine.connect() as conn:
+        runs.run_status(conn, "run_e")
+        runs.run_status(conn, "run_e")
+    assert len(seen) == 2
 
 
-def test_an_expanding_parameter_goes_through_sqlalchemy(table: Database) -> None:
-    some = sql("SELECT k FROM t_statement WHERE k IN :ks ORDER BY k").bindparams(
-        sa.bindparam("ks", expanding=True)
-    )
-    with table.engine.begin() as conn:
-        for k in "abc":
-            execute(conn, _ADD, {"k": k, "n": 0})
-        assert execute(conn, some, {"ks": ["a", "c"]}).scalars() == ["a", "c"]
+def test_an_expanding_parameter_and_a_percent_sign_read_right(db: Database) -> None:
+    for run_id in ("run_a", "run_b", "run_c"):
+        new_run(db, run_id)
+        with db.engine.begin() as conn:
+            key = calls.op_key(run_id, "s1", 1)
+            assert calls.claim(conn, key=key, run_id=run_id, step_id="s1", attempt=1,
+                               kind="tool", target="noop", request={"n": 1})  # fmt: skip
+    with db.engine.begin() as conn:
+        found = calls.of_runs(conn, ["run_a", "run_c"])
+        assert sorted(c.run_id for c in found.values()) == ["run_a", "run_c"]
+        # ``LIKE 'security_event/%'``: sent as written, the row is found
+        evidence.put_security_event(
+            conn, episode_id="ep_1", run_id=None, error_code="forbidden", category="auth",
+            severity="low", body={"episode_id": "ep_1"}, recorded_at=now_iso(),
+        )  # fmt: skip
+        assert [e["episode_id"] for e in evidence.list_security_events(conn)] == ["ep_1"]
 
 
 def test_a_dropped_connection_is_invalidated_and_the_next_one_works(
-    table: Database, backend: str
+    db: Database, backend: str
 ) -> None:
     if backend != "postgres":
         pytest.skip("a SQLite file has no server session to drop")
-    with table.engine.connect() as conn:
-        pid = execute(conn, sql("SELECT pg_backend_pid()")).scalar()
+    new_run(db, "run_x")
+    with db.engine.connect() as conn:
+        pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
         conn.commit()
-        with table.engine.connect() as killer:
+        with db.engine.connect() as killer:
             killer.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
         with pytest.raises(sa.exc.DBAPIError) as raised:
-            execute(conn, _ALL)
+            runs.run_status(conn, "run_x")
         assert raised.value.connection_invalidated
-    with table.engine.connect() as conn:
-        assert execute(conn, _ALL).all() == []
+    with db.engine.connect() as conn:
+        assert runs.run_status(conn, "run_x") is not None
