@@ -26,7 +26,6 @@ from contracts import ErrorCode, GatehouseError
 from ledger._config_file import DEFAULT_DATABASE_URL
 from ledger._inhost import send_pending, wake_folder
 from ledger._net import PgTimeouts, connect_args, still_open, timed_connect
-from ledger._statement import rows_changed
 
 __all__ = [
     "APP_SCHEMA",
@@ -45,7 +44,6 @@ __all__ = [
     "now_iso",
     "now_sql",
     "open_database",
-    "rows_changed",
     "sql",
     "storage_full",
     "system_engine",

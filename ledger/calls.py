@@ -36,9 +36,9 @@ from contracts import (
     sha256_hex,
 )
 from ledger import cancels, chain, events
-from ledger._db import Conn, dbos_workflows, is_postgres, now_iso, rows_changed, sql
+from ledger._db import Conn, dbos_workflows, is_postgres, now_iso, sql
 from ledger._row_locks import run_held
-from ledger._statement import execute
+from ledger._statement import execute, rows_changed
 
 __all__ = [
     "RESOLVED",

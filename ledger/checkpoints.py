@@ -9,8 +9,8 @@ serializes and keys them.
 
 from __future__ import annotations
 
-from ledger._db import Conn, dbos_workflows, is_postgres, rows_changed, sql
-from ledger._statement import execute
+from ledger._db import Conn, dbos_workflows, is_postgres, sql
+from ledger._statement import execute, rows_changed
 
 __all__ = ["Row", "drop_finished", "look", "read", "write"]
 

@@ -26,9 +26,9 @@ from typing import Final, get_args
 from sqlalchemy.sql.elements import TextClause
 
 from contracts import JsonObject, RunEventKind, canonical_json
-from ledger._db import Conn, is_postgres, now_iso, rows_changed, sql
+from ledger._db import Conn, is_postgres, now_iso, sql
 from ledger._row_locks import hold_run
-from ledger._statement import execute, returned_a_row
+from ledger._statement import execute, returned_a_row, rows_changed
 
 __all__ = [
     "FIRST_SQL",

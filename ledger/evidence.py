@@ -16,8 +16,8 @@ from contracts import (
     sha256_hex,
 )
 from ledger import events
-from ledger._db import Conn, now_iso, rows_changed, sql
-from ledger._statement import execute
+from ledger._db import Conn, now_iso, sql
+from ledger._statement import execute, rows_changed
 
 __all__ = [
     "get_artifact",

@@ -12,10 +12,9 @@ from ledger._db import (
     instant,
     is_postgres,
     now_sql,
-    rows_changed,
     sql,
 )
-from ledger._statement import execute
+from ledger._statement import execute, rows_changed
 from ledger.stretches import run_of
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from contracts import JsonObject, canonical_json, sha256_hex
-from ledger._db import Conn, db_clock, is_postgres, iso, now_iso, now_sql, rows_changed, sql
-from ledger._statement import execute
+from ledger._db import Conn, db_clock, is_postgres, iso, now_iso, now_sql, sql
+from ledger._statement import execute, rows_changed
 
 __all__ = [
     "Delivery",

@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ledger._db import Conn, iso, now_iso, rows_changed, sql
-from ledger._statement import execute
+from ledger._db import Conn, iso, now_iso, sql
+from ledger._statement import execute, rows_changed
 
 __all__ = ["LOGIN_TTL_S", "Login", "Session", "end_session", "find_session", "start_login",
            "start_session", "take_id_token", "take_login"]  # fmt: skip

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger._db import Conn, now_iso, rows_changed, sql
-from ledger._statement import execute
+from ledger._db import Conn, now_iso, sql
+from ledger._statement import execute, rows_changed
 
 __all__ = [
     "PolicyVersion",

@@ -31,9 +31,9 @@ from contracts import (
     canonical_json,
 )
 from ledger import approvals, edits, events, evidence, opa_runs, plan_cards
-from ledger._db import Conn, corrupt, is_postgres, now_iso, rows_changed, sql
+from ledger._db import Conn, corrupt, is_postgres, now_iso, sql
 from ledger._row_locks import run_held
-from ledger._statement import execute
+from ledger._statement import execute, rows_changed
 
 __all__ = [
     "STATUS_CHANNEL",

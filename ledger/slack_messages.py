@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 from contracts import JsonObject, canonical_json
 from ledger import approvals
-from ledger._db import Conn, now_iso, rows_changed, sql
-from ledger._statement import execute
+from ledger._db import Conn, now_iso, sql
+from ledger._statement import execute, rows_changed
 
 __all__ = ["Closing", "SlackMessage", "Why", "close", "closings", "messages_of", "record_posted"]
 

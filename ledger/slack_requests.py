@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
-from ledger._db import Conn, iso, rows_changed, sql
-from ledger._statement import execute
+from ledger._db import Conn, iso, sql
+from ledger._statement import execute, rows_changed
 
 __all__ = ["KEEP_S", "first_sight"]
 
