@@ -60,11 +60,10 @@ _RUN_COLUMNS = (
 )
 
 
-# A finished run's status never changes again (a late or repeated write keeps it).
-_TERMINAL = [s.value for s in RunStatus if s.terminal]
-# the terminal statuses as the SQL literals a status change is refused past (the
-# enum's own values, fixed: a plain statement, which the ledger's runner sends as is)
-_DONE = ", ".join(f"'{v}'" for v in _TERMINAL)
+# A finished run's status never changes again (a late or repeated write keeps it): the
+# terminal statuses as SQL literals in the status change's text (the enum's own fixed
+# values; a plain statement, which the ledger's runner sends as is).
+_DONE = ", ".join(f"'{s.value}'" for s in RunStatus if s.terminal)
 
 # PostgreSQL: every change of a run's status is announced on this channel
 # (payload: the run id), so the shim can answer clients waiting on a run.
