@@ -84,13 +84,14 @@ class _Rows:
 
 
 def rows_changed(result: object) -> int:
-    """How many rows a write (``execute``'s answer) touched."""
-    return max(result.rowcount, 0) if isinstance(result, _Rows) else 0
+    """How many rows a write touched (``execute``'s answer, or SQLAlchemy's)."""
+    return max(result.rowcount, 0) if isinstance(result, _Rows | sa.CursorResult) else 0
 
 
 def returned_a_row(result: object) -> bool:
-    """Whether a statement (``RETURNING``; ``execute``'s answer) answered with a row."""
-    return isinstance(result, _Rows) and result.first() is not None
+    """Whether a statement (``RETURNING``) answered with a row (``execute``'s answer, or
+    SQLAlchemy's)."""
+    return isinstance(result, _Rows | sa.CursorResult) and result.first() is not None
 
 
 def _text_for(conn: Connection, clause: TextClause) -> str | None:
