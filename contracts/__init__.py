@@ -71,7 +71,16 @@ from contracts.job import APP_VERSION, Continuation, IntentJob, StretchJob
 from contracts.messages import MessageAccepted, MessageRequest
 from contracts.notify import NotifyConfig, NotifyEvent, Sink, SmtpServer
 from contracts.oidc import OIDC_PREFIX, OidcConfig, OidcExchange, OidcSession
-from contracts.plan import DriverKind, InputFrom, OnError, Plan, PlanStep, Verb
+from contracts.plan import (
+    KIND_SHAPES,
+    DriverKind,
+    InputFrom,
+    KindShape,
+    OnError,
+    Plan,
+    PlanStep,
+    Verb,
+)
 from contracts.policy_test import PolicyExpectation, PolicyTestCase, PolicyTestFile
 from contracts.recipe import Recipe
 from contracts.replay import (
@@ -151,6 +160,7 @@ __all__ = [
     "EXPLAIN_WORKFLOW",
     "INTENT_QUEUE",
     "INTENT_WORKFLOW",
+    "KIND_SHAPES",
     "LEGACY_PARTITION",
     "OIDC_PREFIX",
     "PLACEHOLDER_KEY",
@@ -210,6 +220,7 @@ __all__ = [
     "IntentRequest",
     "JsonObject",
     "JsonValue",
+    "KindShape",
     "Limits",
     "McpServer",
     "McpTool",

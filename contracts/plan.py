@@ -7,6 +7,7 @@ closed, so a planner cannot smuggle one in.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
@@ -21,7 +22,16 @@ from pydantic import (
 from contracts._base import Closed, Identifier, ShortText
 from contracts._json import JsonObject
 
-__all__ = ["DriverKind", "InputFrom", "OnError", "Plan", "PlanStep", "Verb"]
+__all__ = [
+    "KIND_SHAPES",
+    "DriverKind",
+    "InputFrom",
+    "KindShape",
+    "OnError",
+    "Plan",
+    "PlanStep",
+    "Verb",
+]
 
 PLAN_SCHEMA_ID: Final = "env.mova_agent_plan_v1"
 
@@ -32,6 +42,30 @@ class DriverKind(StrEnum):
     RESTRICTED_SHELL = "restricted_shell"
     OPENCODE = "opencode"
     MCP_PROXY = "mcp_proxy"
+
+
+@dataclass(frozen=True)
+class KindShape:
+    """What a connector of a kind may declare (``contracts.tool_pool.Connector``) and
+    where a pool lets outside data go by default. The rest of what a kind is lives in
+    ``policies/kinds`` and ``worker/handlers``."""
+
+    destinations: bool = False  # it takes destinations
+    commands: bool = False  # it takes command rules
+    mcp: bool = False  # it takes an MCP server (and only such a kind does)
+    chooses_idempotency: bool = False  # it may say its callee takes no key
+    default_data: tuple[str, ...] = ()  # a pool's ``tainted_data`` unless it says otherwise
+
+
+KIND_SHAPES: Final[dict[DriverKind, KindShape]] = {
+    DriverKind.NOOP: KindShape(default_data=("",)),
+    DriverKind.HTTP: KindShape(
+        destinations=True, chooses_idempotency=True, default_data=("/json",)
+    ),
+    DriverKind.RESTRICTED_SHELL: KindShape(commands=True),
+    DriverKind.OPENCODE: KindShape(),
+    DriverKind.MCP_PROXY: KindShape(destinations=True, mcp=True),
+}
 
 
 class Verb(StrEnum):

@@ -21,7 +21,7 @@ from pydantic import (
 from contracts._base import Closed, Identifier, ShortText
 from contracts._json import JsonObject, digest_of
 from contracts.budgets import DEFAULT_BUDGETS, Budgets, Price
-from contracts.plan import DriverKind
+from contracts.plan import KIND_SHAPES, DriverKind
 
 __all__ = [
     "Approval",
@@ -149,6 +149,11 @@ class McpServer(Closed):
         return " ".join([self.command or "", *self.args])
 
 
+def _kinds_that(fact: str) -> str:
+    """The kinds whose ``KindShape`` has ``fact``, as words: ``http and mcp_proxy``."""
+    return " and ".join(k.value for k, shape in KIND_SHAPES.items() if getattr(shape, fact))
+
+
 class Connector(Closed):
     connector_id: Identifier
     driver_kind: DriverKind
@@ -165,17 +170,21 @@ class Connector(Closed):
 
     @model_validator(mode="after")
     def _fits_driver(self) -> Connector:
-        mcp = self.driver_kind is DriverKind.MCP_PROXY
-        if self.destinations and self.driver_kind is not DriverKind.HTTP and not mcp:
-            raise ValueError("only http and mcp_proxy connectors take destinations")
-        if (self.mcp is not None) != mcp:
-            raise ValueError("an mcp_proxy connector, and only one, takes an mcp server")
-        if mcp and self.mcp is not None and self.mcp.transport == "stdio" and self.destinations:
+        shape = KIND_SHAPES[self.driver_kind]
+        if self.destinations and not shape.destinations:
+            raise ValueError(f"only {_kinds_that('destinations')} connectors take destinations")
+        if (self.mcp is not None) != shape.mcp:
+            raise ValueError(
+                f"an {_kinds_that('mcp')} connector, and only one, takes an mcp server"
+            )
+        if self.mcp is not None and self.mcp.transport == "stdio" and self.destinations:
             raise ValueError("a stdio MCP server takes no destinations")
-        if self.commands and self.driver_kind is not DriverKind.RESTRICTED_SHELL:
-            raise ValueError("only restricted_shell connectors take commands")
-        if self.idempotency == "none" and self.driver_kind is not DriverKind.HTTP:
-            raise ValueError("only http connectors choose their idempotency")
+        if self.commands and not shape.commands:
+            raise ValueError(f"only {_kinds_that('commands')} connectors take commands")
+        if self.idempotency == "none" and not shape.chooses_idempotency:
+            raise ValueError(
+                f"only {_kinds_that('chooses_idempotency')} connectors choose their idempotency"
+            )
         return self
 
 
@@ -364,7 +373,11 @@ class PolicyProfile(Closed):
     # matching any one key or index. policies/taint.py keeps the positions that
     # are never data (a URL, a program, a flag, an agent's prompt) whatever this says.
     tainted_data: dict[DriverKind, list[TaintPosition]] = Field(
-        default_factory=lambda: {DriverKind.NOOP: [""], DriverKind.HTTP: ["/json"]}
+        default_factory=lambda: {
+            kind: list(shape.default_data)
+            for kind, shape in KIND_SHAPES.items()
+            if shape.default_data
+        }
     )
     # opencode steps (and the opencode planner) drive an OpenCode server that runs in
     # a kernel sandbox (worker/sandbox/server.py); on a worker that cannot make one

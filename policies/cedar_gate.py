@@ -41,14 +41,12 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from urllib.parse import urlsplit
 
 import cedarpy
 
 from contracts import (
     CedarRules,
     Connector,
-    DriverKind,
     ErrorCode,
     GatehouseError,
     JsonObject,
@@ -58,6 +56,8 @@ from contracts import (
     ToolPool,
     sha256_hex,
 )
+from policies.cedar_vocab import NAMESPACE, attr, mcp_tool_id, typed
+from policies.kinds import KINDS, rules_of
 from policies.read_only import step_read_only
 
 __all__ = [
@@ -72,12 +72,6 @@ __all__ = [
     "schema_for",
 ]
 
-NAMESPACE = "Gatehouse"
-
-# Pinned JSON Schema types Cedar can hold exactly; any other argument is left out.
-_SCALARS: dict[str, str] = {"string": "String", "integer": "Long", "boolean": "Boolean"}
-# A Cedar Long is a signed 64-bit integer.
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 # How Cedar names the policy an evaluation error came from (an error worded any other
 # way still denies; it only names no policy).
 _ERRED_IN = re.compile(r"error while evaluating policy `([^`]*)`")
@@ -93,99 +87,42 @@ class CedarDecision:
     erred: list[str] = field(default_factory=list)  # the @id of every policy that erred
 
 
-def _t(name: str) -> str:
-    return f"{NAMESPACE}::{name}"
-
-
-def _attr(type_: str, required: bool = True, **more: JsonValue) -> JsonObject:
-    out: JsonObject = {"type": type_, **more}
-    if not required:
-        out["required"] = False
-    return out
-
-
-def _set_of_strings(required: bool = True) -> JsonObject:
-    return _attr("Set", required, element={"type": "String"})
-
-
-def _mcp_arguments(pools: Sequence[ToolPool]) -> JsonObject:
-    """One record of every pinned MCP tool's top-level scalar arguments, each optional;
-    a name the tools type differently (or as no scalar) is left out."""
-    seen: dict[str, str | None] = {}
-    for pool in pools:
-        for connector in pool.connectors:
-            for tool in connector.mcp.tools if connector.mcp is not None else []:
-                props = tool.input_schema.get("properties")
-                for name, spec in props.items() if isinstance(props, dict) else []:
-                    kind = spec.get("type") if isinstance(spec, dict) else None
-                    cedar = _SCALARS.get(kind) if isinstance(kind, str) else None
-                    seen[name] = cedar if seen.get(name, cedar) == cedar else None
-    attributes: JsonObject = {n: _attr(t, False) for n, t in sorted(seen.items()) if t is not None}
-    return {"type": "Record", "attributes": attributes}
-
-
 def schema_for(pools: Sequence[ToolPool]) -> JsonObject:
     """The Cedar schema (JSON form) of the tool pools: entity types, one action per
     driver kind, and each action's context."""
     budgets: JsonObject = {
         "type": "Record",
         "attributes": {
-            "max_steps": _attr("Long", False),
-            "max_model_turns": _attr("Long", False),
-            "max_tokens": _attr("Long", False),
-            "max_cost_cents": _attr("Long", False),
-            "max_wall_s": _attr("Long", False),
+            "max_steps": attr("Long", False),
+            "max_model_turns": attr("Long", False),
+            "max_tokens": attr("Long", False),
+            "max_cost_cents": attr("Long", False),
+            "max_wall_s": attr("Long", False),
         },
     }
     common: dict[str, JsonValue] = {
-        "step_id": _attr("String"),
-        "verb": _attr("String"),
-        "connector_id": _attr("String"),
-        "tool_pool": _attr("String"),
-        "profile": _attr("String"),
-        "tainted": _attr("Boolean"),
-        "input_known": _attr("Boolean"),
-        "read_only": _attr("Boolean"),
-        "risk": _attr("String"),
-        "profile_max_steps": _attr("Long"),
+        "step_id": attr("String"),
+        "verb": attr("String"),
+        "connector_id": attr("String"),
+        "tool_pool": attr("String"),
+        "profile": attr("String"),
+        "tainted": attr("Boolean"),
+        "input_known": attr("Boolean"),
+        "read_only": attr("Boolean"),
+        "risk": attr("String"),
+        "profile_max_steps": attr("Long"),
         "budgets": budgets,
         # who approved the step's plan: set at run time, absent at submit
-        "approver": _attr("Entity", False, name="User"),
-    }
-    by_kind: dict[DriverKind, dict[str, JsonValue]] = {
-        DriverKind.NOOP: {},
-        DriverKind.HTTP: {
-            "method": _attr("String", False),
-            "url": _attr("String", False),
-            "scheme": _attr("String", False),
-            "host": _attr("String", False),
-            "port": _attr("Long", False),
-            "path": _attr("String", False),
-        },
-        DriverKind.RESTRICTED_SHELL: {
-            "program": _attr("String", False),
-            "args": _set_of_strings(False),
-            "argc": _attr("Long", False),
-        },
-        DriverKind.OPENCODE: {
-            "prompt": _attr("String", False),
-            "subgoals": _set_of_strings(False),
-        },
-        DriverKind.MCP_PROXY: {
-            "tool": _attr("String", False),
-            "arguments": {**_mcp_arguments(pools), "required": False},
-        },
+        "approver": attr("Entity", False, name="User"),
     }
     actions: JsonObject = {}
-    for kind in DriverKind:
-        resources: list[JsonValue] = ["Connector"]
-        if kind is DriverKind.MCP_PROXY:
-            resources.append("McpTool")
+    for kind, rules in KINDS.items():
+        context = {**common, **rules.cedar_schema(pools)}
         actions[kind.value] = {
             "appliesTo": {
                 "principalTypes": ["User"],
-                "resourceTypes": resources,
-                "context": {"type": "Record", "attributes": {**common, **by_kind.get(kind, {})}},
+                "resourceTypes": list[JsonValue](rules.cedar_resources),
+                "context": {"type": "Record", "attributes": context},
             }
         }
     entity_types: JsonObject = {
@@ -196,9 +133,9 @@ def schema_for(pools: Sequence[ToolPool]) -> JsonObject:
             "shape": {
                 "type": "Record",
                 "attributes": {
-                    "driver_kind": _attr("String"),
-                    "tool_pool": _attr("String"),
-                    "idempotent": _attr("Boolean"),
+                    "driver_kind": attr("String"),
+                    "tool_pool": attr("String"),
+                    "idempotent": attr("Boolean"),
                 },
             },
         },
@@ -207,10 +144,10 @@ def schema_for(pools: Sequence[ToolPool]) -> JsonObject:
             "shape": {
                 "type": "Record",
                 "attributes": {
-                    "name": _attr("String"),
-                    "connector": _attr("String"),
-                    "read_only": _attr("Boolean"),
-                    "pin": _attr("String"),
+                    "name": attr("String"),
+                    "connector": attr("String"),
+                    "read_only": attr("Boolean"),
+                    "pin": attr("String"),
                 },
             },
         },
@@ -218,13 +155,9 @@ def schema_for(pools: Sequence[ToolPool]) -> JsonObject:
     return {NAMESPACE: {"entityTypes": entity_types, "actions": actions}}
 
 
-def _mcp_tool_id(connector_id: str, tool: str) -> str:
-    return f"{connector_id}/{tool}"
-
-
 def _entities(pools: Sequence[ToolPool]) -> Iterator[tuple[str, str, JsonObject, list[JsonValue]]]:
     for pool in pools:
-        pool_ref: JsonValue = {"type": _t("ToolPool"), "id": pool.tool_pool_id}
+        pool_ref: JsonValue = {"type": typed("ToolPool"), "id": pool.tool_pool_id}
         yield "ToolPool", pool.tool_pool_id, {}, []
         for c in pool.connectors:
             attrs: JsonObject = {
@@ -241,15 +174,15 @@ def _entities(pools: Sequence[ToolPool]) -> Iterator[tuple[str, str, JsonObject,
                     "read_only": tool.name in server.read_only_tools if server else False,
                     "pin": tool.digest,
                 }
-                parent: JsonValue = {"type": _t("Connector"), "id": c.connector_id}
-                yield "McpTool", _mcp_tool_id(c.connector_id, tool.name), tool_attrs, [parent]
+                parent: JsonValue = {"type": typed("Connector"), "id": c.connector_id}
+                yield "McpTool", mcp_tool_id(c.connector_id, tool.name), tool_attrs, [parent]
 
 
 @lru_cache(maxsize=64)
 def _compiled_pool(pool_json: str) -> tuple[cedarpy.Schema, cedarpy.Entities]:
     pool = ToolPool.model_validate_json(pool_json)
     entities = [
-        {"uid": {"type": _t(kind), "id": uid}, "attrs": attrs, "parents": parents}
+        {"uid": {"type": typed(kind), "id": uid}, "attrs": attrs, "parents": parents}
         for kind, uid, attrs, parents in _entities([pool])
     ]
     schema = cedarpy.Schema.from_json_str(json.dumps(schema_for([pool])))
@@ -319,8 +252,8 @@ def load_policy_set(policy_set_id: str, text: str, pools: Sequence[ToolPool]) ->
     result = cedarpy.validate_policies(text, json.dumps(schema_for(pools)))
     if not result.validation_passed:
         raise refuse([str(e)[:300] for e in result.errors])
-    known = {(_t(kind), uid) for kind, uid, _, _ in _entities(pools)}
-    checked = {_t("Connector"), _t("McpTool"), _t("ToolPool")}
+    known = {(typed(kind), uid) for kind, uid, _, _ in _entities(pools)}
+    checked = {typed("Connector"), typed("McpTool"), typed("ToolPool")}
     missing = sorted({(t, i) for t, i in _entity_refs(est) if t in checked} - known)
     if missing:
         raise refuse([f"it names {t}::{json.dumps(i)}, which no tool pool has" for t, i in missing])
@@ -352,92 +285,15 @@ def _whole(value: float | None, scale: int = 1) -> int | None:
 def _input_context(
     step: PlanStep, step_input: JsonObject, pool: ToolPool, problems: list[str]
 ) -> JsonObject:
-    """The context attributes of the step's input. A value the context would carry but
-    cannot hold as it is goes into ``problems`` (which deny) rather than being left out:
-    a policy that tests an attribute must never be passed by the attribute's absence."""
-    kind = step.driver_kind
-    out: JsonObject = {}
+    """The context attributes of the step's input (its kind's, ``policies/kinds``). A
+    value the context would carry but cannot hold as it is goes into ``problems`` (which
+    deny) rather than being left out: a policy that tests an attribute must never be
+    passed by the attribute's absence."""
 
     def wrong(key: str, wanted: str) -> None:
         problems.append(f"input {key!r} is not {wanted}; the Cedar context cannot hold it")
 
-    if kind is DriverKind.HTTP:
-        url = step_input.get("url")
-        method = step_input.get("method", "GET")
-        if isinstance(method, str):
-            out["method"] = method.upper()
-        else:
-            wrong("method", "a string")
-        if isinstance(url, str):
-            parts = urlsplit(url)
-            out.update(url=url, scheme=parts.scheme, host=parts.hostname or "", path=parts.path)
-            try:
-                port = parts.port
-            except ValueError:
-                port = None
-                wrong("url", "a URL with a valid port")
-            out["port"] = port or (443 if parts.scheme == "https" else 80)
-        else:
-            wrong("url", "a string")
-    elif kind is DriverKind.RESTRICTED_SHELL:
-        raw = step_input.get("argv")
-        if not isinstance(raw, list) or not all(isinstance(a, str) for a in raw):
-            wrong("argv", "a list of strings")
-        argv = [a for a in raw if isinstance(a, str)] if isinstance(raw, list) else []
-        if argv:
-            out.update(program=argv[0], args=list[JsonValue](argv[1:]), argc=len(argv) - 1)
-    elif kind is DriverKind.OPENCODE:
-        prompt = step_input.get("prompt")
-        if isinstance(prompt, str):
-            out["prompt"] = prompt
-        else:
-            wrong("prompt", "a string")
-        goals = step_input.get("subgoals", [])
-        if not isinstance(goals, list) or not all(isinstance(g, str) for g in goals):
-            wrong("subgoals", "a list of strings")
-        out["subgoals"] = (
-            [g for g in goals if isinstance(g, str)] if isinstance(goals, list) else []
-        )
-    elif kind is DriverKind.MCP_PROXY:
-        tool = step_input.get("tool")
-        if isinstance(tool, str):
-            out["tool"] = tool
-        else:
-            wrong("tool", "a string")
-        args = step_input.get("arguments", {})
-        typed = _mcp_arguments([pool]).get("attributes")
-        if not isinstance(args, dict):
-            wrong("arguments", "an object")
-        elif isinstance(typed, dict):
-            held: JsonObject = {}
-            for name, value in args.items():
-                if name not in typed:
-                    continue  # no policy can name it: the schema does not type it
-                spec = typed[name]
-                exact = _as_cedar(value, spec)
-                if exact is None:
-                    wanted = spec.get("type") if isinstance(spec, dict) else None
-                    wrong(f"arguments/{name}", f"a Cedar {wanted}")
-                else:
-                    held[name] = exact
-            out["arguments"] = held
-    return out
-
-
-def _as_cedar(value: JsonValue, spec: JsonValue) -> JsonValue:
-    """``value`` as the Cedar type ``spec`` names, or None when it is not one. A JSON
-    number with no fraction (``500.0``) passes a pinned "integer" schema, so it is
-    that integer here too, never dropped for being a float."""
-    kind = spec.get("type") if isinstance(spec, dict) else None
-    if kind == "String":
-        return value if isinstance(value, str) else None
-    if kind == "Boolean":
-        return value if isinstance(value, bool) else None
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    return value if isinstance(value, int) and _LONG_MIN <= value <= _LONG_MAX else None
+    return rules_of(step.driver_kind).cedar_context(step_input, pool, wrong)
 
 
 def request_for(
@@ -453,10 +309,9 @@ def request_for(
     What of the input the context cannot hold is appended to ``problems``."""
     rules = profile.cedar_rules
     who = "" if rules is None or rules.submitted_by is None else rules.submitted_by
-    resource: JsonObject = {"type": _t("Connector"), "id": connector.connector_id}
-    tool = None if step_input is None else step_input.get("tool")
-    if step.driver_kind is DriverKind.MCP_PROXY and isinstance(tool, str):
-        resource = {"type": _t("McpTool"), "id": _mcp_tool_id(connector.connector_id, tool)}
+    resource = rules_of(step.driver_kind).cedar_resource(connector.connector_id, step_input)
+    if resource is None:
+        resource = {"type": typed("Connector"), "id": connector.connector_id}
     read_only = step_read_only(step, step_input, connector)
     b = profile.budgets
     budgets: JsonObject = {
@@ -484,15 +339,15 @@ def request_for(
         "budgets": budgets,
     }
     if rules is not None and rules.approved_by is not None:
-        context["approver"] = {"__entity": {"type": _t("User"), "id": rules.approved_by}}
+        context["approver"] = {"__entity": {"type": typed("User"), "id": rules.approved_by}}
     if step_input is not None:
         found: list[str] = []
         context.update(_input_context(step, step_input, pool, found))
         if problems is not None:
             problems.extend(found)
     return {
-        "principal": {"type": _t("User"), "id": who},
-        "action": {"type": _t("Action"), "id": step.driver_kind.value},
+        "principal": {"type": typed("User"), "id": who},
+        "action": {"type": typed("Action"), "id": step.driver_kind.value},
         "resource": resource,
         "context": context,
     }

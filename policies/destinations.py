@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from contracts import Connector, Destination, ErrorCode, GatehouseError, JsonObject
 
-__all__ = ["address_allowed", "match_destination"]
+__all__ = ["address_allowed", "is_loopback", "match_destination"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -183,3 +183,15 @@ def address_allowed(ip: IPAddress, destination: Destination) -> bool:
         if ip in _NAT64_LOCAL or ip in _IPV4_COMPATIBLE:
             return False
     return _is_public(ip)
+
+
+def is_loopback(url_or_host: str, *, is_url: bool) -> bool:
+    """The URL's host (``is_url``) or the host itself is this machine: ``localhost`` or
+    a loopback address. A name other than ``localhost`` may resolve anywhere: no."""
+    host = (urlsplit(url_or_host).hostname or "") if is_url else url_or_host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from contracts import (
     Connector,
-    DriverKind,
     ErrorCode,
     GatehouseError,
     JsonObject,
@@ -27,12 +26,9 @@ from contracts import (
     ToolPool,
 )
 from policies import catalog, cedar_gate
-from policies.commands import check_argv
-from policies.destinations import match_destination
 from policies.fail_closed import refusing
-from policies.mcp import check_call as check_mcp_call
+from policies.kinds import rules_of
 from policies.read_only import step_read_only
-from policies.step_inputs import input_problem
 from policies.taint import check_plan as check_taint
 from policies.taint import check_step_taint, tainted
 
@@ -84,17 +80,6 @@ def find_results(value: JsonValue, path: str = "") -> str | None:
             if found is not None:
                 return found
     return None
-
-
-def _require_str(step: PlanStep, step_input: JsonObject, key: str) -> str:
-    value = step_input.get(key)
-    if not isinstance(value, str):
-        raise GatehouseError(
-            ErrorCode.PLAN_INVALID,
-            f"step {step.step_id!r} needs a string {key!r} in its input",
-            {"step_id": step.step_id},
-        )
-    return value
 
 
 def check_step(
@@ -161,34 +146,10 @@ def _allowed(
             f"step {step.step_id!r} input carries an execution result at {where}",
             {**details, "pointer": where},
         )
-    if step.driver_kind is DriverKind.HTTP:
-        match_destination(_require_str(step, step_input, "url"), connector)
-    elif step.driver_kind is DriverKind.RESTRICTED_SHELL:
-        argv = step_input.get("argv")
-        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-            raise GatehouseError(
-                ErrorCode.PLAN_INVALID,
-                f"step {step.step_id!r} needs an argv list of strings",
-                details,
-            )
-        check_argv([a for a in argv if isinstance(a, str)], connector)
-    elif step.driver_kind is DriverKind.OPENCODE:
-        _require_str(step, step_input, "prompt")
-        subgoals = step_input.get("subgoals", [])
-        extra = sorted(set(step_input) - {"prompt", "subgoals"})
-        if extra or not isinstance(subgoals, list) or not all(isinstance(g, str) for g in subgoals):
-            raise GatehouseError(
-                ErrorCode.PLAN_INVALID,
-                f"step {step.step_id!r} takes a prompt and optional subgoals (strings) only",
-                {**details, "unexpected": list[JsonValue](extra)},
-            )
-    elif step.driver_kind is DriverKind.MCP_PROXY:
-        check_mcp_call(step.step_id, step_input, connector)
-    # Everything else the step's handler would refuse in this input, refused now:
-    # a person is never asked to approve a step that cannot run.
-    problem = input_problem(step.driver_kind, step_input)
-    if problem is not None:
-        raise GatehouseError(ErrorCode.PLAN_INVALID, f"step {step.step_id!r}: {problem}", details)
+    # The kind's own checks (policies/kinds): its destination or command, and everything
+    # else its handler would refuse in this input, refused now: a person is never asked
+    # to approve a step that cannot run.
+    rules_of(step.driver_kind).check_input(step, step_input, connector, details)
     return connector
 
 

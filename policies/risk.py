@@ -27,12 +27,11 @@ Pure: from the step, its input and the tool pool's connector alone.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 from enum import Enum
-from urllib.parse import urlsplit
 
-from contracts import Connector, DriverKind, JsonObject, Plan, PlanStep, ToolPool
+from contracts import Connector, Plan, PlanStep, ToolPool
+from policies.kinds import rules_of
 from policies.read_only import step_read_only
 
 __all__ = ["Risk", "plan_risk", "plan_risks", "risk_words", "step_risk"]
@@ -68,40 +67,11 @@ _MEANINGS = {
 }
 
 
-def _loopback(url_or_host: str, *, is_url: bool) -> bool:
-    host = (urlsplit(url_or_host).hostname or "") if is_url else url_or_host.strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a name: it may resolve anywhere
-        return False
-
-
-def _http_stays_here(given: JsonObject | None, connector: Connector | None) -> bool:
-    url = given.get("url") if given is not None else None
-    if isinstance(url, str) and url:
-        return _loopback(url, is_url=True)
-    if connector is None or not connector.destinations:
-        return False
-    return all(_loopback(d.host, is_url=False) for d in connector.destinations)
-
-
 def step_risk(step: PlanStep, connector: Connector | None) -> Risk:
     """The step's class (module docstring); ``connector``: the pool's, None if unknown."""
-    kind = step.driver_kind
     given = step.input
-    if kind is DriverKind.NOOP:
-        return Risk.READ
-    if kind is DriverKind.HTTP:
-        if not _http_stays_here(given, connector):
-            return Risk.OUTSIDE
-    elif kind is DriverKind.MCP_PROXY:
-        server = connector.mcp if connector is not None else None
-        if server is None:
-            return Risk.OUTSIDE
-        if server.transport == "streamable_http" and not _loopback(server.url or "", is_url=True):
-            return Risk.OUTSIDE
+    if rules_of(step.driver_kind).leaves_machine(given, connector):
+        return Risk.OUTSIDE
     return Risk.READ if step_read_only(step, given, connector) else Risk.CHANGE
 
 

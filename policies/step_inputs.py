@@ -10,12 +10,11 @@ to approve it, not when the step runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from contracts import DriverKind, JsonObject, JsonValue
+from contracts import JsonObject, JsonValue
 
 __all__ = [
     "MAX_STDIN_BYTES",
@@ -23,7 +22,6 @@ __all__ = [
     "ShellInput",
     "describe_invalid",
     "http_input",
-    "input_problem",
     "shell_input",
 ]
 
@@ -100,19 +98,3 @@ def shell_input(arguments: JsonObject) -> ShellInput | str:
     if size > MAX_STDIN_BYTES:
         return f"stdin is {size} bytes; the limit is {MAX_STDIN_BYTES}"
     return spec
-
-
-_READERS: dict[DriverKind, Callable[[JsonObject], object]] = {
-    DriverKind.HTTP: http_input,
-    DriverKind.RESTRICTED_SHELL: shell_input,
-}
-
-
-def input_problem(kind: DriverKind, arguments: JsonObject) -> str | None:
-    """What the ``kind`` handler would refuse in ``arguments`` before doing anything,
-    or None (also for kinds whose input the gate checks otherwise)."""
-    reader = _READERS.get(kind)
-    if reader is None:
-        return None
-    found = reader(arguments)
-    return found if isinstance(found, str) else None

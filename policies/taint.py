@@ -4,9 +4,10 @@ An approver approves the plan's own values. A step that takes ``input_from`` an
 earlier step gets a value nobody approved: an HTTP body, shell output, what an
 agent wrote, or something derived from them (a step fed by a tainted step is
 tainted in turn). Such a value may fill only a position the profile marks as
-data (``tainted_data``), and never one of the positions below, whatever the
-profile says: it cannot choose where a request goes, which program runs or
-with which flags, or what an agent is told to do.
+data (``tainted_data``), and never one its kind holds fixed (``never_data`` in
+``policies/kinds``), whatever the profile says: it cannot choose where a request
+goes, which program runs or with which flags, or what an agent is told to do.
+Which kinds' output is outside data is the kinds' to say too (``outside_data``).
 
 Pure and deterministic: the gate calls it on the plan before approval, and the
 workflow again on the resolved input right before the step runs.
@@ -15,10 +16,8 @@ workflow again on the resolved input right before the step runs.
 from __future__ import annotations
 
 import re
-from typing import Final
 
 from contracts import (
-    DriverKind,
     ErrorCode,
     GatehouseError,
     JsonObject,
@@ -28,10 +27,9 @@ from contracts import (
     PolicyProfile,
 )
 from policies.fail_closed import refusing
+from policies.kinds import rules_of
 
 __all__ = [
-    "NEVER_DATA",
-    "OUTSIDE_DATA",
     "check_plan",
     "check_resolved",
     "check_step_taint",
@@ -39,24 +37,6 @@ __all__ = [
     "position",
     "tainted",
 ]
-
-# Handlers whose output comes from outside: the network, a program, an agent.
-OUTSIDE_DATA: Final = frozenset(
-    {DriverKind.HTTP, DriverKind.RESTRICTED_SHELL, DriverKind.OPENCODE, DriverKind.MCP_PROXY}
-)
-
-# Positions an outside value may never fill ("" is the whole input).
-NEVER_DATA: Final[dict[DriverKind, tuple[str, ...]]] = {
-    DriverKind.NOOP: (),
-    DriverKind.HTTP: ("/url", "/method", "/headers", "/save_as"),
-    DriverKind.RESTRICTED_SHELL: ("/argv/0",),
-    DriverKind.OPENCODE: ("",),  # a prompt or subgoal is an instruction
-    # The tool is the instruction; its arguments are data a profile may open to
-    # outside values (``tainted_data: {"mcp_proxy": ["/arguments/<name>"]}``): they are
-    # held to the pinned input schema before execution all the same.
-    DriverKind.MCP_PROXY: ("/tool",),
-}
-
 
 # RFC 6901 array index: "0" or no leading zero, ASCII digits only. ``str.isdigit``
 # also takes superscript two (which ``int`` refuses) and other scripts' digits
@@ -87,7 +67,7 @@ def tainted(plan: Plan) -> set[str]:
     out: set[str] = set()
     for step in plan.steps:
         fed = step.input_from is not None and step.input_from.step_id in out
-        if step.driver_kind in OUTSIDE_DATA or fed:
+        if rules_of(step.driver_kind).outside_data or fed:
             out.add(step.step_id)
     return out
 
@@ -138,7 +118,7 @@ def position(step: PlanStep) -> str:
 
 def _check_position(step: PlanStep, at: str, profile: PolicyProfile) -> None:
     path = _tokens(at)
-    for never in NEVER_DATA[step.driver_kind]:
+    for never in rules_of(step.driver_kind).never_data:
         fixed = _tokens(never)
         if _covers(fixed, path) or _covers(path, fixed):
             raise _refuse(
@@ -173,14 +153,6 @@ def check_step_taint(step: PlanStep, dirty: set[str], profile: PolicyProfile) ->
             _check_position(step, position(step), profile)
 
 
-def _flag(value: JsonValue) -> bool:
-    if isinstance(value, str):
-        return value.startswith("-")
-    if isinstance(value, list):
-        return any(_flag(v) for v in value)
-    return False
-
-
 def check_resolved(
     step: PlanStep, plan: Plan, profile: PolicyProfile, step_input: JsonObject
 ) -> None:
@@ -197,14 +169,14 @@ def _check_resolved(
         return
     at = position(step)
     _check_position(step, at, profile)
-    if step.driver_kind is DriverKind.RESTRICTED_SHELL:
-        value: JsonValue = step_input
-        for token in _tokens(at):
-            if isinstance(value, dict):
-                value = value.get(token)
-            elif isinstance(value, list) and _index(token, value):
-                value = value[int(token)]
-            else:
-                value = None
-        if _flag(value):
-            raise _refuse(step, "a value from outside the plan may not be a flag", at)
+    value: JsonValue = step_input
+    for token in _tokens(at):
+        if isinstance(value, dict):
+            value = value.get(token)
+        elif isinstance(value, list) and _index(token, value):
+            value = value[int(token)]
+        else:
+            value = None
+    problem = rules_of(step.driver_kind).outside_value_problem(value)
+    if problem is not None:
+        raise _refuse(step, problem, at)

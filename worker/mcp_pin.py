@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from contracts import Connector, DriverKind, GatehouseError, JsonObject, JsonValue
+from contracts import Connector, GatehouseError, JsonObject, JsonValue
 from worker.handlers.mcp_proxy import list_live_tools
 from worker.sandbox import Sandbox
 from worker.sandbox.bwrap import current as current_sandbox
@@ -38,11 +38,8 @@ def pin_pool(
     connectors = pool.get("connectors")
     out: list[JsonValue] = []
     for raw in connectors if isinstance(connectors, list) else []:
-        if not isinstance(raw, dict) or raw.get("driver_kind") != DriverKind.MCP_PROXY.value:
-            out.append(raw)
-            continue
-        server = raw.get("mcp")
-        if not isinstance(server, dict):
+        server = raw.get("mcp") if isinstance(raw, dict) else None
+        if not isinstance(raw, dict) or not isinstance(server, dict):  # no MCP server
             out.append(raw)
             continue
         tools = server.get("tools")

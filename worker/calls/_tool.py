@@ -13,8 +13,6 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from contracts import (
-    Connector,
-    DriverKind,
     ErrorCode,
     JsonObject,
     StepRecordSpec,
@@ -22,6 +20,7 @@ from contracts import (
 )
 from contracts.execution import ExecutionEnvelope
 from ledger import calls, cancels
+from policies.kinds import rules_of
 from worker.calls._ledger import Call, Performed, Prepared
 from worker.coordinator import Delivered, build_envelope, check, deliver, handlers
 from worker.flow import CallOutcome, Spent, StepRecord
@@ -39,11 +38,6 @@ __all__ = [
     "prepare_tool",
     "settles_step",
 ]
-
-# Callees that de-duplicate on the op_key (or have no effect at all): an
-# interrupted call to them may be sent again with the same key.
-_IDEMPOTENT = {DriverKind.NOOP, DriverKind.HTTP}
-
 
 # Codes after which the flow may call again (or wait for a person): such a
 # result does not settle its step at once, so its record is written later.
@@ -77,6 +71,7 @@ def cancelled_by(run_id: str) -> str | None:
 def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
     """The call of one attempt of one plan step: its envelope is the ledger's request."""
     key = calls.op_key(spec.run_id, spec.step_id, spec.attempt)
+    rules = rules_of(spec.driver_kind)
     envelope = build_envelope(
         run_id=spec.run_id,
         step_id=spec.step_id,
@@ -142,8 +137,9 @@ def prepare_tool(spec: ToolCall, settings: WorkerSettings) -> Prepared:
             kind="tool",
             target=spec.driver_kind.value,
             request=envelope.model_dump(mode="json"),
-            idempotent=_idempotent(spec.connector, spec.input),
-            reconcile=reconcile if spec.driver_kind is DriverKind.OPENCODE else None,
+            # may an interrupted call be sent again with the same key? (its kind says)
+            idempotent=rules.may_resend(spec.connector, spec.input),
+            reconcile=reconcile if rules.agent_turn else None,
             boundary=None if spec.boundary is None else boundary,
             settle=None if spec.record is None else settle,
         ),
@@ -157,18 +153,6 @@ def outcome_of(answer: JsonObject) -> CallOutcome:
     outcome's cancel; anything else is the call's result."""
     found = answer.get("cancelled")
     return CallOutcome.stopped(found) if isinstance(found, dict) else CallOutcome(answer)
-
-
-def _idempotent(connector: Connector, step_input: JsonObject) -> bool:
-    """May an interrupted call to this connector be sent again with the same key?
-
-    MCP has no idempotency keys: only a tool the connector declares read-only
-    may be sent again; any other interrupted MCP call is in doubt.
-    """
-    if connector.driver_kind is DriverKind.MCP_PROXY:
-        tool = step_input.get("tool")
-        return connector.mcp is not None and tool in connector.mcp.read_only_tools
-    return connector.driver_kind in _IDEMPOTENT and connector.idempotency == "key"
 
 
 def performed_of(delivered: Delivered) -> Performed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from contracts import Connector, DriverKind, JsonObject, OpencodePolicy, sha256_hex
+from contracts import Connector, JsonObject, OpencodePolicy, sha256_hex
 from contracts.execution import (
     EnvelopeContext,
     EnvelopeExtensions,
@@ -52,7 +52,7 @@ def build_envelope(
     """The envelope of one attempt of one step. The gate has checked the step, so
     the connector's limits are present; the policy's timeout is the envelope's."""
     timeout_s = connector.limits.timeout_s if connector.limits is not None else 30.0
-    if connector.driver_kind is DriverKind.OPENCODE and executor_policy is not None:
+    if executor_policy is not None:  # an agent's turn (``KindRules.agent_turn``)
         turn_s = executor_policy.narrowed_timeout_s if narrowed else executor_policy.turn_timeout_s
         timeout_s = min(timeout_s, turn_s) if not narrowed else turn_s
     return ExecutionEnvelope(

@@ -8,7 +8,8 @@ randomness or I/O of its own: every such thing is a port.
 
 from __future__ import annotations
 
-from contracts import DriverKind, ErrorCode, JsonObject, PolicyProfile, ToolCall
+from contracts import ErrorCode, JsonObject, PolicyProfile, ToolCall
+from policies.kinds import rules_of
 from worker.flow._budgets import Spent
 from worker.flow._ladder import Ladder, applied, not_resent
 from worker.flow._ports import CallOutcome, Ports, Trace
@@ -49,7 +50,7 @@ def settle(
     run_id, step_id = call.run_id, call.step_id
     attempt = 1
     ladder = Ladder(profile)
-    turn = call.driver_kind is DriverKind.OPENCODE
+    turn = rules_of(call.driver_kind).agent_turn
     while True:
         exceeded = spent.before(tool=True, model_turn=turn)
         if exceeded is not None:  # the call is not made: it would cross a budget

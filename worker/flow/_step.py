@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from contracts import (
     Connector,
-    DriverKind,
     GatehouseError,
     JsonObject,
     PlanStep,
@@ -17,6 +16,7 @@ from contracts import (
     ToolCall,
 )
 from contracts.opa_run import OpaJob
+from policies.kinds import rules_of
 from worker.flow._budgets import Spent
 from worker.flow._results import StepRecord
 
@@ -35,9 +35,8 @@ def step_call(
 ) -> ToolCall:
     """The tool call of the step at ``position``, as ``worker.flow._settle.settle`` sends
     it (each attempt sets its number). ``connector`` is the one the gate checked."""
-    opencode = step.driver_kind is DriverKind.OPENCODE
-    # a stdio MCP server is a program too: the same sandbox rule holds
-    shell = step.driver_kind in (DriverKind.RESTRICTED_SHELL, DriverKind.MCP_PROXY)
+    rules = rules_of(step.driver_kind)
+    agent, program = rules.agent_turn, rules.runs_a_program
     return ToolCall(
         run_id=run_id,
         step_id=step.step_id,
@@ -47,14 +46,16 @@ def step_call(
         input=step_input,
         # its first attempt checks this boundary for a cancel before it is claimed
         boundary=step.step_id,
-        executor_policy=profile.opencode if opencode else None,
+        executor_policy=profile.opencode if agent else None,
         unsandboxed_opencode=(
-            "allowed" if opencode and profile.unsandboxed_opencode == "allowed" else None
+            "allowed" if agent and profile.unsandboxed_opencode == "allowed" else None
         ),
-        unsandboxed_shell=("allowed" if shell and profile.unsandboxed_shell == "allowed" else None),
+        unsandboxed_shell=(
+            "allowed" if program and profile.unsandboxed_shell == "allowed" else None
+        ),
         # its record, written with its call (an OpenCode turn's is written after)
         record=None
-        if opencode
+        if agent
         else StepRecordSpec(
             connector_id=step.connector_id, output_schema_ref=step.output_schema_ref
         ),

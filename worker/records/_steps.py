@@ -13,6 +13,7 @@ from ledger import Conn, evidence, now_iso, runs
 from policies import catalog
 from policies.episodes import episode, security_episode
 from policies.executor_evidence import executor_episodes
+from policies.kinds import rules_of
 from policies.security import classify
 from worker.flow import StepRecord
 from worker.runtime import WorkerSettings
@@ -53,7 +54,8 @@ def write_step(s: Conn, record: StepRecord, executor_id: str) -> JsonObject:
             ),
         )
     raw_output = outcome.get("output")
-    if record.driver_kind == DriverKind.OPENCODE.value and isinstance(raw_output, dict):
+    agent = rules_of(DriverKind(record.driver_kind)).agent_turn
+    if agent and isinstance(raw_output, dict):
         for item in executor_episodes(
             run_id=run_id,
             step_id=step_id,
