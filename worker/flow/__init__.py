@@ -9,7 +9,12 @@ itself: no DBOS, no ledger, no runtime, no clock, randomness, network or
 files. Random choices are drawn from the run's recorded seed, so a recovered
 workflow and a replay take exactly the same path.
 
-* ``_run`` — the flow of one run, step by step;
+* ``_run`` — the phases of one run: compile, gate and card, the decision, then each
+  step (``run_step``) and where its outcome leads (``after_step``);
+* ``_state`` — what a run holds between phases, and the moves they share: how it
+  ends, a cancel at a boundary, a budget crossed, the wait for a decision;
+* ``_revisions`` — a new revision of the plan gated and decided again: the next
+  turn, an outside value written in, a repaired remainder;
 * ``_settle`` — one step's call, attempt after attempt (retries, the timeout
   ladder, calls in doubt);
 * ``_step`` — what one step hands the ports: its call, its record, a refusal;

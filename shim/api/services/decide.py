@@ -23,6 +23,8 @@ from contracts import (
     JsonObject,
     JsonValue,
     Mode,
+    Plan,
+    PlanCardView,
     PolicyProfile,
     QuorumView,
     Role,
@@ -139,6 +141,53 @@ def _taken_here(
     return take
 
 
+def _decided_on(
+    run_id: str,
+    status: RunStatus,
+    *,
+    card: PlanCardView | None,
+    supplied: Plan | None,
+    body: ApprovalRequest,
+    decision: Decision,
+) -> tuple[Plan, JsonValue]:
+    """The plan a decision is on (its model and its JSON): the card's, or before
+    the card a run-plan's own; refused when there is none yet, when ``body`` names another
+    digest, or when an approval could not run it."""
+    if card is not None:
+        plan_model = card.plan
+        expected, plan = card.plan_digest, card.plan.model_dump(mode="json")
+    elif supplied is not None:
+        # run-plan: the plan is known before the worker gets to it, so a
+        # decision may arrive before the plan card does.
+        plan_model = supplied
+        plan = supplied.model_dump(mode="json")
+        expected = digest_of(plan)
+    elif status.terminal:
+        raise _not_awaiting(run_id, status)
+    else:
+        raise GatehouseError(
+            ErrorCode.RUN_NOT_AWAITING_APPROVAL,
+            f"run {run_id!r} has no plan yet; decide once its plan card exists",
+            {"status": status.value},
+        )
+    if body.plan_digest != expected:
+        if status.terminal:
+            raise _not_awaiting(run_id, status)
+        raise GatehouseError(
+            ErrorCode.STALE_PLAN_DIGEST,
+            "the decision names a plan digest that is not this run's plan",
+            {"given": body.plan_digest, "current": expected},
+        )
+    if decision is Decision.APPROVED and with_placeholders(plan)[1]:
+        raise GatehouseError(
+            ErrorCode.PLAN_INVALID,
+            "the plan holds a number no JSON can carry (stored before Gatehouse refused"
+            " such numbers at the door): it cannot run; reject or cancel the run",
+            {"plan_digest": expected},
+        )
+    return plan_model, plan
+
+
 def decide(
     service: Service,
     run_id: str,
@@ -163,39 +212,9 @@ def decide(
         profile = catalog.profile(request.policy_profile).model
         barred = refuse_a_party(conn, run_id, profile, request.submitted_by, who)
         card = plan_cards.get_plan_card(conn, run_id)
-        plan: JsonValue = None
-        if card is not None:
-            plan_model = card.plan
-            expected, plan = card.plan_digest, card.plan.model_dump(mode="json")
-        elif request.plan is not None:
-            # run-plan: the plan is known before the worker gets to it, so a
-            # decision may arrive before the plan card does.
-            plan_model = request.plan
-            plan = request.plan.model_dump(mode="json")
-            expected = digest_of(plan)
-        elif status.terminal:
-            raise _not_awaiting(run_id, status)
-        else:
-            raise GatehouseError(
-                ErrorCode.RUN_NOT_AWAITING_APPROVAL,
-                f"run {run_id!r} has no plan yet; decide once its plan card exists",
-                {"status": status.value},
-            )
-        if body.plan_digest != expected:
-            if status.terminal:
-                raise _not_awaiting(run_id, status)
-            raise GatehouseError(
-                ErrorCode.STALE_PLAN_DIGEST,
-                "the decision names a plan digest that is not this run's plan",
-                {"given": body.plan_digest, "current": expected},
-            )
-        if decision is Decision.APPROVED and with_placeholders(plan)[1]:
-            raise GatehouseError(
-                ErrorCode.PLAN_INVALID,
-                "the plan holds a number no JSON can carry (stored before Gatehouse refused"
-                " such numbers at the door): it cannot run; reject or cancel the run",
-                {"plan_digest": expected},
-            )
+        plan_model, plan = _decided_on(
+            run_id, status, card=card, supplied=request.plan, body=body, decision=decision
+        )
         # The plan's decision keeps its answer after the run moved on: a repeat
         # is a repeat and an opposite decision is already_decided, however late.
         on_record = approvals.decision_for(conn, run_id, body.plan_digest)
