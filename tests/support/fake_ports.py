@@ -25,15 +25,13 @@ from contracts import (
     GatehouseError,
     JsonObject,
     JsonValue,
-    Mode,
     PlannerCall,
     PolicyProfile,
     ToolCall,
     ToolPool,
     digest_of,
 )
-from policies.repair import check_revision, gated_plan
-from worker.flow import BeginResult, CallOutcome, GateResult, RunEnd, StepRecord
+from worker.flow import BeginResult, CallOutcome, GateResult, PlanGated, RunEnd, StepRecord
 
 __all__ = ["FakePorts", "Outcome", "failed", "ok", "planned"]
 
@@ -113,7 +111,7 @@ class FakePorts:
     log: list[str] = field(default_factory=list)
     sent: list[JsonObject] = field(default_factory=list)  # every tool call, as sent
     asked: list[JsonObject] = field(default_factory=list)  # every planner call, as sent
-    cards: list[tuple[str, JsonObject | None]] = field(default_factory=list)  # (digest, revise)
+    cards: list[PlanGated] = field(default_factory=list)  # what the gate decided, as carded
     records: list[StepRecord] = field(default_factory=list)
     pauses: list[float] = field(default_factory=list)
     # the continuation the flow offered at each decision, by boundary
@@ -147,30 +145,14 @@ class FakePorts:
             outcome = failed(ErrorCode.PLANNER_FAILED, f"no answer scripted for {call_id}")
         return self._result(call.run_id, call_id, 1, self.planner_target, raw, outcome)
 
-    def gate_and_card(
-        self,
-        run_id: str,
-        raw_plan: JsonObject,
-        profile: PolicyProfile,
-        pool: ToolPool,
-        mode: Mode,
-        *,
-        revise: JsonObject | None = None,
-        repaired: bool = False,
-        budgets: JsonObject | None = None,
-    ) -> GateResult:
-        _ = mode, repaired, budgets
-        try:
-            plan = gated_plan(raw_plan, profile, pool)
-            digest = digest_of(plan.model_dump(mode="json"))
-            if revise is not None:
-                check_revision(plan, digest, revise)
-        except GatehouseError as exc:
-            self.log.append(f"gate refused {exc.code.value}")
-            return GateResult(ok=False, error_code=exc.code.value, error_message=exc.message)
-        self.log.append(f"card {len(plan.steps)} step(s)")
-        self.cards.append((digest, revise))
-        return GateResult(ok=True, plan=plan, plan_digest=digest)
+    def gate_and_card(self, gated: PlanGated) -> GateResult:
+        if not gated.ok:
+            self.log.append(f"gate refused {gated.error_code}")
+        else:
+            assert gated.plan is not None
+            self.log.append(f"card {len(gated.plan.steps)} step(s)")
+            self.cards.append(gated)
+        return gated.result()
 
     def await_decision(
         self,

@@ -17,15 +17,13 @@ from contracts import (
     Continuation,
     Decision,
     JsonObject,
-    Mode,
     PolicyProfile,
     RunStatus,
-    ToolPool,
 )
 from worker.durable import _records as rec
 from worker.durable._calls import opa_pack, planner_call, tool_call
 from worker.durable._cancel import COMPILE, end_workflow
-from worker.flow import BeginResult, GateResult, Parked, RunEnd, StepRecord
+from worker.flow import BeginResult, GateResult, Parked, PlanGated, RunEnd, StepRecord
 from worker.runtime import RUN, maybe_crash, runtime
 
 __all__ = ["LivePorts"]
@@ -67,21 +65,8 @@ class LivePorts:
 
     planner_call = staticmethod(planner_call)  # the call itself, as tool_call below
 
-    def gate_and_card(
-        self,
-        run_id: str,
-        raw_plan: JsonObject,
-        profile: PolicyProfile,
-        pool: ToolPool,
-        mode: Mode,
-        *,
-        revise: JsonObject | None = None,
-        repaired: bool = False,
-        budgets: JsonObject | None = None,
-    ) -> GateResult:
-        return rec.gate_and_card(
-            run_id, raw_plan, profile, pool, mode, revise=revise, repaired=repaired, budgets=budgets
-        )
+    def gate_and_card(self, gated: PlanGated) -> GateResult:
+        return rec.gate_and_card(gated)
 
     def await_decision(
         self,

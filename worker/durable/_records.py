@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from dbos import DBOS
 
-from contracts import Continuation, JsonObject, Mode, PolicyProfile, RunStatus, Step, ToolPool
+from contracts import Continuation, JsonObject, RunStatus, Step
 from ledger import Conn, stretches
 from worker import records
 from worker.durable._tx import tx
-from worker.flow import BeginResult, GateResult, RunEnd, StepRecord
+from worker.flow import BeginResult, GateResult, PlanGated, RunEnd, StepRecord
 from worker.runtime import WorkerSettings
 
 __all__ = [
@@ -57,31 +57,9 @@ def begin_run(
     )
 
 
-def gate_and_card(
-    run_id: str,
-    raw_plan: JsonObject,
-    profile: PolicyProfile,
-    pool: ToolPool,
-    mode: Mode,
-    *,
-    revise: JsonObject | None = None,
-    repaired: bool = False,
-    budgets: JsonObject | None = None,
-) -> GateResult:
-    out = tx(
-        Step.GATE,
-        records.gate,
-        {
-            "run_id": run_id,
-            "plan": raw_plan,
-            "mode": mode.value,
-            "budgets": budgets,
-            "profile": profile.model_dump(mode="json"),
-            "tool_pool": pool.model_dump(mode="json"),
-            "revise": revise,
-            "repaired": repaired,
-        },
-    )
+def gate_and_card(gated: PlanGated) -> GateResult:
+    """What the gate decided, written: the plan card, or the refusal's security episode."""
+    out = tx(Step.GATE, records.gate, gated.model_dump(mode="json"))
     return GateResult.model_validate(out)
 
 

@@ -24,12 +24,10 @@ from contracts import (
     ErrorCode,
     GatehouseError,
     JsonObject,
-    Mode,
     PlannerCall,
     PolicyProfile,
     StretchJob,
     ToolCall,
-    ToolPool,
 )
 from ledger.forks import Lineage
 from worker.durable._live import LivePorts
@@ -40,6 +38,7 @@ from worker.flow import (
     BeginResult,
     CallOutcome,
     GateResult,
+    PlanGated,
     Ports,
     RunEnd,
     StepRecord,
@@ -132,25 +131,12 @@ class StretchPorts:
             return self._ask(lambda p: p.planner_call(call))
         return self.live.planner_call(call)
 
-    def gate_and_card(
-        self,
-        run_id: str,
-        raw_plan: JsonObject,
-        profile: PolicyProfile,
-        pool: ToolPool,
-        mode: Mode,
-        *,
-        revise: JsonObject | None = None,
-        repaired: bool = False,
-        budgets: JsonObject | None = None,
-    ) -> GateResult:
+    def gate_and_card(self, gated: PlanGated) -> GateResult:
         ports: Ports = self.live
         if self._from_ledger():
             assert self.ledger is not None
-            ports = self.ledger.ports  # pure: gates the plan again, reads nothing
-        return ports.gate_and_card(
-            run_id, raw_plan, profile, pool, mode, revise=revise, repaired=repaired, budgets=budgets
-        )
+            ports = self.ledger.ports  # writes nothing: the card is on record
+        return ports.gate_and_card(gated)
 
     def await_decision(
         self,

@@ -17,6 +17,7 @@ workflow and a replay take exactly the same path.
   turn, an outside value written in, a repaired remainder;
 * ``_settle`` — one step's call, attempt after attempt (retries, the timeout
   ladder, calls in doubt);
+* ``_gate`` — the gate's decision on a proposed plan, made once, for a port to write;
 * ``_step`` — what one step hands the ports: its call, its record, a refusal;
 * ``_inputs`` — ``input_from``: an earlier step's output as a later input;
 * ``_repair`` — the plan-repair skill; ``_ladder`` — the OpenCode timeout
@@ -27,11 +28,12 @@ workflow and a replay take exactly the same path.
 
 from worker.flow._budgets import MODEL_TARGETS, Exceeded, Ledgered, Spent, usage_of
 from worker.flow._failures import HARD_FAILURES, is_hard
+from worker.flow._gate import gate_plan
 from worker.flow._inputs import fresh_steps, resolve_input
 from worker.flow._ladder import Ladder, applied, not_resent
 from worker.flow._ports import CallOutcome, Ports, Trace
 from worker.flow._repair import COMPILE_REPAIR_ID, MAX_STEP_REPAIRS, MODEL_PLANNERS, Repairs
-from worker.flow._results import BeginResult, GateResult, Parked, RunEnd, StepRecord
+from worker.flow._results import BeginResult, GateResult, Parked, PlanGated, RunEnd, StepRecord
 from worker.flow._run import resume_intent, run_intent
 from worker.flow._seed import draw, fresh_seed, planner_seed
 from worker.flow._settle import cut_at, settle
@@ -50,6 +52,7 @@ __all__ = [
     "Ladder",
     "Ledgered",
     "Parked",
+    "PlanGated",
     "Ports",
     "Repairs",
     "RunEnd",
@@ -61,6 +64,7 @@ __all__ = [
     "draw",
     "fresh_seed",
     "fresh_steps",
+    "gate_plan",
     "is_hard",
     "not_resent",
     "planner_seed",

@@ -16,14 +16,12 @@ from contracts import (
     Continuation,
     JsonObject,
     JsonValue,
-    Mode,
     PlannerCall,
     PolicyProfile,
     ToolCall,
-    ToolPool,
     digest_of,
 )
-from worker.flow._results import BeginResult, GateResult, RunEnd, StepRecord
+from worker.flow._results import BeginResult, GateResult, PlanGated, RunEnd, StepRecord
 
 __all__ = ["CallOutcome", "Ports", "Trace"]
 
@@ -55,21 +53,9 @@ class Ports(Protocol):
         """A run's compile, repair or next turn, through the ledger: its recorded result."""
         ...
 
-    def gate_and_card(
-        self,
-        run_id: str,
-        raw_plan: JsonObject,
-        profile: PolicyProfile,
-        pool: ToolPool,
-        mode: Mode,
-        *,
-        revise: JsonObject | None = None,
-        repaired: bool = False,
-        budgets: JsonObject | None = None,
-    ) -> GateResult:
-        """Gate a plan and put it on the plan card. ``revise`` (a repaired remainder):
-        the previous plan and digest, how many steps it keeps, which step ids ran;
-        ``repaired``: the plan came from a repair call; ``budgets``: used / limit so far."""
+    def gate_and_card(self, gated: PlanGated) -> GateResult:
+        """Write what the gate decided (``worker.flow._gate.gate_plan``): the plan on the
+        card, or the refusal as a security episode; its result as the flow reads it."""
         ...
 
     def await_decision(

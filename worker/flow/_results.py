@@ -12,6 +12,7 @@ from contracts import (
     Closed,
     JsonObject,
     JsonValue,
+    Mode,
     Plan,
     PolicyProfile,
     RunStatus,
@@ -19,7 +20,7 @@ from contracts import (
 )
 from contracts.opa_run import OpaJob
 
-__all__ = ["BeginResult", "GateResult", "Parked", "RunEnd", "StepRecord"]
+__all__ = ["BeginResult", "GateResult", "Parked", "PlanGated", "RunEnd", "StepRecord"]
 
 
 class Parked(Exception):  # noqa: N818 - a way a stretch ends, not an error
@@ -56,6 +57,41 @@ class GateResult(Closed):
     plan_digest: str | None = None
     error_code: str | None = None
     error_message: str | None = None
+
+
+class PlanGated(Closed):
+    """The gate's decision on a proposed plan (``worker.flow._gate.gate_plan``), made
+    once in the flow, for a port to write: the plan on the card with its digest (and,
+    for a revision, what it changed), or the refusal. A port decides nothing more."""
+
+    run_id: str
+    mode: Mode
+    profile_id: str
+    tool_pool_id: str
+    repaired: bool = False  # the plan came from a repair call
+    budgets: JsonObject | None = None  # used / limit so far
+    previous_digest: str | None = None  # a revision: the digest of the plan it revises
+    outside_data: str | None = None  # a revision that writes in the value this step takes
+    plan: Plan | None = None
+    plan_digest: str | None = None
+    changes: list[JsonValue] | None = None  # a revision's changes, for the approver
+    # the profile approves it itself ("policy:<profile>": every step is read-only)
+    approved_by: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    error_details: JsonObject | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code is None
+
+    def result(self) -> GateResult:
+        """What the flow reads back once the port has written it."""
+        if not self.ok:
+            return GateResult(
+                ok=False, error_code=self.error_code, error_message=self.error_message
+            )
+        return GateResult(ok=True, plan=self.plan, plan_digest=self.plan_digest)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ each to the steps that already ran)."""
 from __future__ import annotations
 
 from contracts import ErrorCode, JsonObject, JsonValue, Plan, RunStatus
+from worker.flow._gate import gate_plan
 from worker.flow._inputs import fresh_steps
 from worker.flow._repair import Repairs
 from worker.flow._state import Gate, RunState
@@ -101,10 +102,7 @@ def revise(
         return why
     ran = [s.step_id for s in plan.steps[: position + 1]]
     revise = _revising(plan, digest, keep=position, ran=ran)
-    profile, pool, mode = gate
-    gated = run.ports.gate_and_card(
-        run.run_id, raw, profile, pool, mode, revise=revise, repaired=True
-    )
+    gated = run.ports.gate_and_card(gate_plan(run.run_id, raw, gate, revise=revise, repaired=True))
     if not gated.ok or gated.plan is None or gated.plan_digest is None:
         return f"the repaired plan was refused: {gated.error_message}"
     run.trace.revision(gated.plan_digest)

@@ -35,6 +35,7 @@ from policies.gate import check_step
 from policies.taint import check_resolved, outside_data
 from worker.flow._budgets import Spent
 from worker.flow._failures import is_hard
+from worker.flow._gate import gate_plan
 from worker.flow._inputs import resolve_input
 from worker.flow._ports import Ports
 from worker.flow._repair import Repairs
@@ -114,9 +115,9 @@ class _Run(RunState):
                 return stopped
 
         # 2 gate + 3 plan card
-        gated = ports.gate_and_card(
-            run_id, raw_plan, profile, pool, req.mode, repaired=repaired, budgets=spent.view_json()
-        )
+        gate = Gate(profile, pool, req.mode)
+        decided = gate_plan(run_id, raw_plan, gate, repaired=repaired, budgets=spent.view_json())
+        gated = ports.gate_and_card(decided)
         if not gated.ok or gated.plan is None or gated.plan_digest is None:
             return self.end(RunStatus.FAILED, [], gated.error_code, gated.error_message)
         plan, digest = gated.plan, gated.plan_digest
@@ -126,7 +127,6 @@ class _Run(RunState):
 
         # 4 durable wait: the plan_approvals row decides; a message only wakes us early
         summary: list[JsonValue] = []
-        gate = Gate(profile, pool, req.mode)
         refused = self.approval(digest, gate, summary, "@approval", plan=plan, position=0)
         if refused is not None:
             return refused

@@ -23,6 +23,7 @@ from contracts import (
 )
 from contracts.opa_run import OpaJob
 from worker.flow._budgets import Spent
+from worker.flow._gate import gate_plan
 from worker.flow._ports import Ports, Trace
 from worker.flow._repair import Repairs
 from worker.flow._results import RunEnd
@@ -190,10 +191,9 @@ class RunState:
         value written in) gated, on the plan card and decided at boundary ``at``:
         (plan, digest) when approved, the run going on at step ``position``, else how
         the run ended."""
-        profile, pool, mode = gate
         budgets = None if self.spent is None else self.spent.view_json()
         gated = self.ports.gate_and_card(
-            self.run_id, raw, profile, pool, mode, revise=revise, budgets=budgets
+            gate_plan(self.run_id, raw, gate, revise=revise, budgets=budgets)
         )
         if not gated.ok or gated.plan is None or gated.plan_digest is None:
             return self.end(RunStatus.FAILED, summary, gated.error_code, gated.error_message)

@@ -9,19 +9,14 @@ from contracts import (
     ErrorCode,
     GatehouseError,
     JsonObject,
-    JsonValue,
     Mode,
     Plan,
-    PolicyProfile,
     RunStatus,
-    ToolPool,
     digest_of,
 )
 from ledger import Conn, approvals, evidence, now_iso, plan_cards, runs
 from policies.episodes import episode, security_episode
-from policies.gate import read_only
-from policies.repair import check_revision, gated_plan
-from worker.flow import GateResult
+from worker.flow import GateResult, PlanGated
 from worker.runtime import WorkerSettings
 
 __all__ = ["gate", "plan_check", "plan_problem"]
@@ -51,27 +46,23 @@ def _refuse(
 
 
 def gate(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
-    """A plan gated, carded and digested (a ``GateResult``), or refused with a security
-    episode. Run as a datasource transaction: its rows and the checkpoint commit together."""
-    run_id = str(arg["run_id"])
-    profile = PolicyProfile.model_validate(arg["profile"])
-    pool = ToolPool.model_validate(arg["tool_pool"])
-    mode = Mode(str(arg["mode"]))
-    revise = arg.get("revise")
-    repaired = arg.get("repaired") is True
-    # a revision that writes in the outside value a step takes, for a person to decide
-    reviewed = str(revise.get("outside_data") or "") if isinstance(revise, dict) else ""
-    changes: list[JsonValue] | None = None
-    try:
-        plan = gated_plan(arg["plan"], profile, pool)
-        digest = digest_of(plan.model_dump(mode="json"))
-        if isinstance(revise, dict):
-            changes = check_revision(plan, digest, revise)
-    except GatehouseError as exc:
-        # A plan that still fails after its repair is refused for good.
-        return _refuse(
-            s, me, run_id, phase="repair" if repaired else "gate", exc=exc, subject="plan"
+    """What the gate decided (a ``PlanGated``, decided in the flow) written: the plan
+    carded, or the refusal as a security episode; its ``GateResult``. Run as a datasource
+    transaction: its rows and the checkpoint commit together."""
+    gated = PlanGated.model_validate(arg)
+    run_id, mode, repaired = gated.run_id, gated.mode, gated.repaired
+    plan, digest = gated.plan, gated.plan_digest
+    if plan is None or digest is None or gated.error_code is not None:
+        refused = GatehouseError(
+            ErrorCode(gated.error_code or ErrorCode.PLAN_INVALID.value),
+            gated.error_message or "the plan was refused",
+            gated.error_details or {},
         )
+        # A plan that still fails after its repair is refused for good.
+        phase = "repair" if repaired else "gate"
+        return _refuse(s, me, run_id, phase=phase, exc=refused, subject="plan")
+    reviewed = gated.outside_data or ""
+    changes = gated.changes
     planned = mode is Mode.PLAN_ONLY
     # The run's row first: a decision or a cancel locks it before writing, so
     # taking it first here keeps the two from waiting on each other.
@@ -82,20 +73,18 @@ def gate(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
         "done" if planned else "approval",
         plan_digest=digest,
     )
-    budgets = arg.get("budgets")
-    if isinstance(budgets, dict):
-        runs.set_budgets(s, run_id, budgets)
-    if isinstance(revise, dict):
-        previous = str(revise.get("previous_digest"))
+    if gated.budgets is not None:
+        runs.set_budgets(s, run_id, gated.budgets)
+    if gated.previous_digest is not None:
         revision = plan_cards.add_revision(
-            s, run_id, plan, digest, previous_digest=previous, changes=changes
+            s, run_id, plan, digest, previous_digest=gated.previous_digest, changes=changes
         )
     else:
         plan_cards.write_plan_card(
             s, run_id, plan, digest, "planned" if planned else "waiting_input"
         )
         revision = plan_cards.add_revision(s, run_id, plan, digest)
-    if not planned and profile.approval.mode == "auto_read_only" and read_only(plan):
+    if gated.approved_by is not None:
         # The profile approves plans that cannot change anything; the decision
         # is recorded like a person's, under the policy's name.
         approvals.insert_decision(
@@ -103,7 +92,7 @@ def gate(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
             run_id=run_id,
             plan_digest=digest,
             decision=Decision.APPROVED,
-            decided_by=f"policy:{profile.profile_id}",
+            decided_by=gated.approved_by,
             comment="every step is read-only",
         )
     evidence.put_episode(
@@ -128,14 +117,12 @@ def gate(s: Conn, arg: JsonObject, me: WorkerSettings) -> JsonObject:
             details={
                 "plan_digest": digest,
                 "steps": [st.step_id for st in plan.steps],
-                "profile_id": profile.profile_id,
-                "tool_pool_id": pool.tool_pool_id,
+                "profile_id": gated.profile_id,
+                "tool_pool_id": gated.tool_pool_id,
                 "revision": revision,
                 "repaired": repaired,
                 "outside_data": reviewed or None,
-                "previous_digest": revise.get("previous_digest")
-                if isinstance(revise, dict)
-                else None,
+                "previous_digest": gated.previous_digest,
                 "changes": changes,
             },
             outputs=[DataRef(data_type="env.mova_agent_plan_v1", data_id=run_id, sha256=digest)],

@@ -23,7 +23,6 @@ from contracts import (
     ErrorCode,
     GatehouseError,
     JsonObject,
-    Mode,
     PolicyProfile,
     ReplayDivergence,
     ToolPool,
@@ -41,7 +40,6 @@ from ledger.cancels import Cancel
 from ledger.forks import Lineage
 from policies import catalog, cedar_gate
 from policies.catalog import Loaded
-from policies.repair import check_revision, gated_plan
 from worker.calls import (
     Call,
     Performed,
@@ -51,7 +49,15 @@ from worker.calls import (
     prepare_tool,
     settles_step,
 )
-from worker.flow import BeginResult, CallOutcome, GateResult, RunEnd, StepRecord, planner_seed
+from worker.flow import (
+    BeginResult,
+    CallOutcome,
+    GateResult,
+    PlanGated,
+    RunEnd,
+    StepRecord,
+    planner_seed,
+)
 from worker.records import plan_problem, step_verdict
 from worker.runtime import WorkerSettings
 
@@ -260,27 +266,8 @@ class ReplayPorts:
         spec = call.model_copy(update={"run_id": owner.run_id, "seed": seed})
         return prepare_planner(spec, self.settings).answer(self._serve)
 
-    def gate_and_card(
-        self,
-        run_id: str,
-        raw_plan: JsonObject,
-        profile: PolicyProfile,
-        pool: ToolPool,
-        mode: Mode,
-        *,
-        revise: JsonObject | None = None,
-        repaired: bool = False,
-        budgets: JsonObject | None = None,
-    ) -> GateResult:
-        _ = mode, repaired, budgets
-        try:
-            plan = gated_plan(raw_plan, profile, pool)
-            digest = digest_of(plan.model_dump(mode="json"))
-            if revise is not None:
-                check_revision(plan, digest, revise)
-        except GatehouseError as exc:
-            return GateResult(ok=False, error_code=exc.code.value, error_message=exc.message)
-        return GateResult(ok=True, plan=plan, plan_digest=digest)
+    def gate_and_card(self, gated: PlanGated) -> GateResult:
+        return gated.result()  # the flow decided it again; the card is on record
 
     def await_decision(
         self,

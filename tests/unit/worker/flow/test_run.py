@@ -22,13 +22,12 @@ from contracts import (
     IntentRequest,
     JsonObject,
     Mode,
-    Plan,
     PolicyProfile,
 )
 from contracts.opa_run import OpaJob
 from policies import catalog, cedar_gate
 from tests.support.fake_ports import FakePorts, Outcome, failed, ok, planned
-from worker.flow import resume_intent, run_intent
+from worker.flow import gate_plan, resume_intent, run_intent
 
 RUN = "run_" + "0" * 32
 POOL = catalog.tool_pool("default").model
@@ -190,11 +189,7 @@ def test_no_decision_in_time_fails_the_run_approval_timeout() -> None:
 
 def test_a_plan_changed_after_approval_runs_nothing() -> None:
     fake = ports(step("a"))
-    digest = (
-        FakePorts(profile=PROFILE, pool=POOL)
-        .gate_and_card(RUN, plan(step("a")), PROFILE, POOL, Mode.FULL_CYCLE)
-        .plan_digest
-    )
+    digest = gate_plan(RUN, plan(step("a")), (PROFILE, POOL, Mode.FULL_CYCLE)).plan_digest
     assert digest is not None
     fake.tampered = {digest}
     out = run(fake)
@@ -440,11 +435,13 @@ def test_outside_data_is_decided_on_once_its_value_exists() -> None:
         "record b (with its call)",
         "finish succeeded",
     ]
-    (_first, (_digest, revise)) = fake.cards
-    assert revise is not None
-    assert (revise["keep"], revise["ran"], revise["outside_data"]) == (1, ["get"], "b")
-    [_get, written] = Plan.model_validate(revise["previous"]).steps
-    assert written.input_from is not None  # the approved plan named only where it comes from
+    (approved, revision) = fake.cards
+    assert (revision.previous_digest, revision.outside_data) == (approved.plan_digest, "b")
+    assert approved.plan is not None and revision.plan is not None
+    # the approved plan named only where it comes from; the revision holds the value
+    assert approved.plan.steps[1].input_from is not None
+    assert revision.plan.steps[1].input_from is None
+    assert revision.plan.steps[1].input == {"text": "from"}
     assert fake.sent[1]["input"] == {"text": "from"}
 
 
@@ -562,8 +559,10 @@ def test_a_soft_failure_of_a_repair_step_asks_for_a_new_remainder_and_a_new_appr
     assert [c["step_id"] for c in fake.sent] == ["a", "b", "b2", "c"]
     # (the label counts the repair calls asked for, so the first remainder is "-2")
     assert "await @approval-2" in fake.log
-    (_first, (_digest, revise)) = fake.cards
-    assert revise is not None and revise["keep"] == 1 and revise["ran"] == ["a", "b"]
+    (approved, revision) = fake.cards
+    assert revision.repaired and revision.previous_digest == approved.plan_digest
+    assert revision.plan is not None
+    assert [s.step_id for s in revision.plan.steps] == ["a", "b2", "c"]
 
 
 def test_a_repaired_remainder_can_be_rejected() -> None:
