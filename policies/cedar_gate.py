@@ -21,7 +21,7 @@ The entity model (docs/policies.md), in namespace ``Gatehouse``:
   parts, a shell step's program and arguments, an OpenCode prompt, an MCP tool's
   arguments typed by its pinned input schema).
 
-The Cedar schema is generated from the tool pools (``schema_for``); a policy set
+The Cedar schema is generated from the tool pools (``policies.cedar_schema``); a policy set
 is validated against it when it is loaded, and a policy that names an entity
 type, action or attribute that does not exist, or a connector or MCP tool no
 pool has, is refused then (``cedar_policy_invalid``). Pure: no I/O.
@@ -56,8 +56,9 @@ from contracts import (
     ToolPool,
     sha256_hex,
 )
-from policies.cedar_vocab import NAMESPACE, attr, mcp_tool_id, typed
-from policies.kinds import KINDS, rules_of
+from policies.cedar_schema import entities, schema_for
+from policies.cedar_vocab import NAMESPACE, typed
+from policies.kinds import rules_of
 from policies.read_only import step_read_only
 
 __all__ = [
@@ -69,7 +70,6 @@ __all__ = [
     "decide",
     "load_policy_set",
     "request_for",
-    "schema_for",
 ]
 
 # How Cedar names the policy an evaluation error came from (an error worded any other
@@ -87,106 +87,15 @@ class CedarDecision:
     erred: list[str] = field(default_factory=list)  # the @id of every policy that erred
 
 
-def schema_for(pools: Sequence[ToolPool]) -> JsonObject:
-    """The Cedar schema (JSON form) of the tool pools: entity types, one action per
-    driver kind, and each action's context."""
-    budgets: JsonObject = {
-        "type": "Record",
-        "attributes": {
-            "max_steps": attr("Long", False),
-            "max_model_turns": attr("Long", False),
-            "max_tokens": attr("Long", False),
-            "max_cost_cents": attr("Long", False),
-            "max_wall_s": attr("Long", False),
-        },
-    }
-    common: dict[str, JsonValue] = {
-        "step_id": attr("String"),
-        "verb": attr("String"),
-        "connector_id": attr("String"),
-        "tool_pool": attr("String"),
-        "profile": attr("String"),
-        "tainted": attr("Boolean"),
-        "input_known": attr("Boolean"),
-        "read_only": attr("Boolean"),
-        "risk": attr("String"),
-        "profile_max_steps": attr("Long"),
-        "budgets": budgets,
-        # who approved the step's plan: set at run time, absent at submit
-        "approver": attr("Entity", False, name="User"),
-    }
-    actions: JsonObject = {}
-    for kind, rules in KINDS.items():
-        context = {**common, **rules.cedar_schema(pools)}
-        actions[kind.value] = {
-            "appliesTo": {
-                "principalTypes": ["User"],
-                "resourceTypes": list[JsonValue](rules.cedar_resources),
-                "context": {"type": "Record", "attributes": context},
-            }
-        }
-    entity_types: JsonObject = {
-        "User": {},
-        "ToolPool": {},
-        "Connector": {
-            "memberOfTypes": ["ToolPool"],
-            "shape": {
-                "type": "Record",
-                "attributes": {
-                    "driver_kind": attr("String"),
-                    "tool_pool": attr("String"),
-                    "idempotent": attr("Boolean"),
-                },
-            },
-        },
-        "McpTool": {
-            "memberOfTypes": ["Connector"],
-            "shape": {
-                "type": "Record",
-                "attributes": {
-                    "name": attr("String"),
-                    "connector": attr("String"),
-                    "read_only": attr("Boolean"),
-                    "pin": attr("String"),
-                },
-            },
-        },
-    }
-    return {NAMESPACE: {"entityTypes": entity_types, "actions": actions}}
-
-
-def _entities(pools: Sequence[ToolPool]) -> Iterator[tuple[str, str, JsonObject, list[JsonValue]]]:
-    for pool in pools:
-        pool_ref: JsonValue = {"type": typed("ToolPool"), "id": pool.tool_pool_id}
-        yield "ToolPool", pool.tool_pool_id, {}, []
-        for c in pool.connectors:
-            attrs: JsonObject = {
-                "driver_kind": c.driver_kind.value,
-                "tool_pool": pool.tool_pool_id,
-                "idempotent": c.idempotency == "key",
-            }
-            yield "Connector", c.connector_id, attrs, [pool_ref]
-            server = c.mcp
-            for tool in server.tools if server is not None else []:
-                tool_attrs: JsonObject = {
-                    "name": tool.name,
-                    "connector": c.connector_id,
-                    "read_only": tool.name in server.read_only_tools if server else False,
-                    "pin": tool.digest,
-                }
-                parent: JsonValue = {"type": typed("Connector"), "id": c.connector_id}
-                yield "McpTool", mcp_tool_id(c.connector_id, tool.name), tool_attrs, [parent]
-
-
 @lru_cache(maxsize=64)
 def _compiled_pool(pool_json: str) -> tuple[cedarpy.Schema, cedarpy.Entities]:
     pool = ToolPool.model_validate_json(pool_json)
-    entities = [
+    found = [
         {"uid": {"type": typed(kind), "id": uid}, "attrs": attrs, "parents": parents}
-        for kind, uid, attrs, parents in _entities([pool])
+        for kind, uid, attrs, parents in entities([pool])
     ]
     schema = cedarpy.Schema.from_json_str(json.dumps(schema_for([pool])))
-    return schema, cedarpy.Entities.from_json_str(json.dumps(entities))
+    return schema, cedarpy.Entities.from_json_str(json.dumps(found))
 
 
 @lru_cache(maxsize=64)
@@ -252,7 +161,7 @@ def load_policy_set(policy_set_id: str, text: str, pools: Sequence[ToolPool]) ->
     result = cedarpy.validate_policies(text, json.dumps(schema_for(pools)))
     if not result.validation_passed:
         raise refuse([str(e)[:300] for e in result.errors])
-    known = {(typed(kind), uid) for kind, uid, _, _ in _entities(pools)}
+    known = {(typed(kind), uid) for kind, uid, _, _ in entities(pools)}
     checked = {typed("Connector"), typed("McpTool"), typed("ToolPool")}
     missing = sorted({(t, i) for t, i in _entity_refs(est) if t in checked} - known)
     if missing:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from contracts import Plan, digest_of
-from ledger import Database, approvals, plan_cards
-from ledger import runs as ledger_runs
+from ledger import Database, approvals, plan_cards, run_views
 from tests.support.plans import noop_plan
 from tests.support.rows import new_run, statements_seen
 
@@ -28,10 +27,10 @@ def _waiting(db: Database, n: int) -> None:
             approvals.endorse(conn, run_id, digest, "ann", comment=None)
 
 
-def _statements(db: Database) -> tuple[int, list[ledger_runs.Awaiting]]:
+def _statements(db: Database) -> tuple[int, list[run_views.Awaiting]]:
     seen = statements_seen(db, "")
     with db.engine.connect() as conn:
-        found = ledger_runs.awaiting_decision(conn, 200)
+        found = run_views.awaiting_decision(conn, 200)
     return len([s for s in seen if not s.lstrip().upper().startswith(("BEGIN", "ROLLBACK"))]), found
 
 

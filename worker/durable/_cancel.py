@@ -46,7 +46,7 @@ from ledger import (
     evidence,
     now_iso,
     plan_cards,
-    runs,
+    run_views,
     stretches,
 )
 from policies.episodes import security_episode
@@ -83,7 +83,7 @@ def _boundary(conn: Conn, run_id: str) -> str:
     decided = approvals.decision_for(conn, run_id, card.plan_digest)
     if decided is None or decided.decision is not Decision.APPROVED:
         return APPROVAL
-    view = runs.get_run(conn, run_id, {})
+    view = run_views.get_run(conn, run_id, {})
     done = {s.step_id for s in view.steps} if view is not None else set()
     for step in card.plan.steps:
         if step.step_id not in done:

@@ -37,7 +37,7 @@ from contracts import (
     RunView,
     digest_of,
 )
-from ledger import Database, calls, evidence, now_iso, runs
+from ledger import Database, calls, evidence, now_iso, run_views
 from policies.episodes import episode
 from worker.calls import Call, Performed, refusal, through_ledger
 from worker.explain._model import explain_request_body, explain_with_model
@@ -99,7 +99,7 @@ class ExplainAsk:
 
 def _finished_run(db: Database, run_id: str) -> tuple[RunView, JsonObject]:
     with db.engine.connect() as conn:
-        run = runs.get_run(conn, run_id, {})
+        run = run_views.get_run(conn, run_id, {})
         if run is None:
             raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
         if not run.status.terminal:

@@ -29,7 +29,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from contracts import GatehouseError, PolicyProfile, Role, RunSummary, visible
-from ledger import runs as ledger_runs
+from ledger import run_views
 from policies import catalog
 from policies.quorum import approvers_needed, counted, parties
 from policies.risk import Risk, plan_risks, risk_words
@@ -99,7 +99,7 @@ def _profile(profile_id: str) -> PolicyProfile | None:
         return None
 
 
-def _row(found: ledger_runs.Awaiting, now: datetime) -> Row:
+def _row(found: run_views.Awaiting, now: datetime) -> Row:
     left = None
     if found.expires_at is not None:
         until = datetime.fromisoformat(found.expires_at.replace("Z", "+00:00"))
@@ -125,7 +125,7 @@ def _row(found: ledger_runs.Awaiting, now: datetime) -> Row:
 def _queue(service: Service) -> list[Row]:
     now = datetime.now(UTC)
     with service.db.engine.connect() as conn:
-        waiting = ledger_runs.awaiting_decision(conn, _READ_AT_MOST)
+        waiting = run_views.awaiting_decision(conn, _READ_AT_MOST)
     return [_row(w, now) for w in waiting]
 
 

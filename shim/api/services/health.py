@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from contracts import ErrorCode, GatehouseError, JsonObject, JsonValue
-from ledger import Database, database_unreachable, executors, pending_migrations, runs
+from ledger import Database, database_unreachable, executors, pending_migrations, run_views
 
 __all__ = ["ping", "planner_missing", "readiness", "unserved", "versions", "workers"]
 
@@ -162,7 +162,7 @@ def readiness(db: Database, app_version: str, dead_after_s: float) -> tuple[bool
         }
     )
     with db.engine.connect() as conn:
-        count, oldest = runs.queued(conn)
+        count, oldest = run_views.queued(conn)
     # Not a readiness condition (runs may queue for good reasons), but what a person
     # needs when runs stay queued although workers are live: how many, since when.
     info: JsonObject = {"queued": count}

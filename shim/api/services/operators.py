@@ -25,7 +25,7 @@ from contracts import (
     new_run_id,
     queue_partition,
 )
-from ledger import calls, evidence, forks, intents, now_iso, opa_runs, runs, stretches
+from ledger import calls, evidence, forks, intents, now_iso, opa_runs, run_views, runs, stretches
 from policies.episodes import episode
 from shim.api.services.acting import acting_as, run_links
 from shim.api.services.core import Service
@@ -145,7 +145,7 @@ def fork(service: Service, run_id: str, *, body: ForkRequest, who: Identity) -> 
     db = service.db
     body = acting_as(body, "requested_by", who)
     with db.engine.connect() as conn:
-        parent = runs.get_run(conn, run_id, run_links(run_id))
+        parent = run_views.get_run(conn, run_id, run_links(run_id))
     if parent is None:
         raise GatehouseError(ErrorCode.RUN_NOT_FOUND, f"no run {run_id!r}")
     if not parent.status.terminal:

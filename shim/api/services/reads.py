@@ -20,7 +20,7 @@ from contracts import (
     RunStatus,
     RunView,
 )
-from ledger import anchors, approvals, calls, chain, evidence, runs
+from ledger import anchors, approvals, calls, chain, evidence, run_views, runs
 from policies import catalog
 from policies.quorum import approvers_needed, counted, parties
 from policies.risk import plan_risk
@@ -78,7 +78,7 @@ def _with_risk(view: RunView) -> RunView:
 def run(service: Service, run_id: str, who: Identity | None = None) -> RunView:
     """One run. A submitter sees only its own runs; approvers and operators see all."""
     with service.db.engine.connect() as conn:
-        view = runs.get_run(conn, run_id, run_links(run_id, who))
+        view = run_views.get_run(conn, run_id, run_links(run_id, who))
         if view is not None:
             view = _with_risk(_with_quorum(conn, view))
     if view is None:
@@ -116,7 +116,9 @@ def run_list(
     approvers and operators list all (as they may read any)."""
     mine = None if who is None or who.has(Role.OPERATOR, Role.APPROVER) else who.name
     with service.db.engine.connect() as conn:
-        found = runs.list_runs(conn, status, limit + 1, cursor, submitted_by=mine, recipe=recipe)
+        found = run_views.list_runs(
+            conn, status, limit + 1, cursor, submitted_by=mine, recipe=recipe
+        )
     more = len(found) > limit
     page = found[:limit]
     nxt = f"{page[-1].created_at}|{page[-1].run_id}" if more and page else None

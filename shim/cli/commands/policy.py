@@ -30,7 +30,7 @@ from contracts import (
     sha256_hex,
 )
 from ledger import open_database, policy_versions, recorded_plans
-from policies import catalog, cedar_gate
+from policies import catalog, cedar_gate, cedar_schema
 from policies.policy_tests import CaseResult, run_case
 from policies.what_if import Proposal, RulesOfTheirTime, what_if
 from shim.cli.database import require_database
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             return _test(args)
         if args.policy_command == "what-if":
             return _what_if(args)
-        write_json(cedar_gate.schema_for([p.model for p in catalog.list_tool_pools()]))
+        write_json(cedar_schema.schema_for([p.model for p in catalog.list_tool_pools()]))
         return Exit.OK
     except GatehouseError as exc:
         raise FailedError(f"{exc.code.value}: {exc.message}") from exc

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contracts import ErrorCode, GatehouseError, JsonObject, Plan, PolicyProfile, ToolPool
-from policies import catalog, cedar_gate
+from policies import catalog, cedar_gate, cedar_schema
 from policies.gate import check_step, decide_plan, gate_plan
 from tests.unit.policies.test_mcp_policy import connector
 
@@ -164,7 +164,7 @@ def test_a_policy_naming_what_does_not_exist_is_refused_at_load(text: str, named
 
 
 def test_the_schema_has_an_action_per_driver_kind_and_the_pool_entities() -> None:
-    schema = cedar_gate.schema_for([POOL])
+    schema = cedar_schema.schema_for([POOL])
     body = schema["Gatehouse"]
     assert isinstance(body, dict)
     actions, types = body["actions"], body["entityTypes"]
