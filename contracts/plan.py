@@ -31,6 +31,7 @@ __all__ = [
     "Plan",
     "PlanStep",
     "Verb",
+    "kinds_that",
 ]
 
 PLAN_SCHEMA_ID: Final = "env.mova_agent_plan_v1"
@@ -66,6 +67,11 @@ KIND_SHAPES: Final[dict[DriverKind, KindShape]] = {
     DriverKind.OPENCODE: KindShape(),
     DriverKind.MCP_PROXY: KindShape(destinations=True, mcp=True),
 }
+
+
+def kinds_that(fact: str) -> str:
+    """The kinds whose ``KindShape`` has ``fact``, as words: ``http and mcp_proxy``."""
+    return " and ".join(k.value for k, shape in KIND_SHAPES.items() if getattr(shape, fact))
 
 
 class Verb(StrEnum):

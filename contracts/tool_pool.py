@@ -21,7 +21,7 @@ from pydantic import (
 from contracts._base import Closed, Identifier, ShortText
 from contracts._json import JsonObject, digest_of
 from contracts.budgets import DEFAULT_BUDGETS, Budgets, Price
-from contracts.plan import KIND_SHAPES, DriverKind
+from contracts.plan import KIND_SHAPES, DriverKind, kinds_that
 
 __all__ = [
     "Approval",
@@ -149,11 +149,6 @@ class McpServer(Closed):
         return " ".join([self.command or "", *self.args])
 
 
-def _kinds_that(fact: str) -> str:
-    """The kinds whose ``KindShape`` has ``fact``, as words: ``http and mcp_proxy``."""
-    return " and ".join(k.value for k, shape in KIND_SHAPES.items() if getattr(shape, fact))
-
-
 class Connector(Closed):
     connector_id: Identifier
     driver_kind: DriverKind
@@ -172,18 +167,16 @@ class Connector(Closed):
     def _fits_driver(self) -> Connector:
         shape = KIND_SHAPES[self.driver_kind]
         if self.destinations and not shape.destinations:
-            raise ValueError(f"only {_kinds_that('destinations')} connectors take destinations")
+            raise ValueError(f"only {kinds_that('destinations')} connectors take destinations")
         if (self.mcp is not None) != shape.mcp:
-            raise ValueError(
-                f"an {_kinds_that('mcp')} connector, and only one, takes an mcp server"
-            )
+            raise ValueError(f"an {kinds_that('mcp')} connector, and only one, takes an mcp server")
         if self.mcp is not None and self.mcp.transport == "stdio" and self.destinations:
             raise ValueError("a stdio MCP server takes no destinations")
         if self.commands and not shape.commands:
-            raise ValueError(f"only {_kinds_that('commands')} connectors take commands")
+            raise ValueError(f"only {kinds_that('commands')} connectors take commands")
         if self.idempotency == "none" and not shape.chooses_idempotency:
             raise ValueError(
-                f"only {_kinds_that('chooses_idempotency')} connectors choose their idempotency"
+                f"only {kinds_that('chooses_idempotency')} connectors choose their idempotency"
             )
         return self
 

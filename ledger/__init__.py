@@ -6,9 +6,11 @@ caller decides what commits together.
 
 from ledger import (
     anchors,
+    call_views,
     calls,
     cancels,
     chain,
+    chain_verify,
     checkpoints,
     events,
     evidence,
@@ -20,6 +22,7 @@ from ledger import (
     runs,
     slack_messages,
     stretches,
+    work_queue,
 )
 from ledger._config_file import (
     CONFIG_FILE,
@@ -64,9 +67,11 @@ __all__ = [
     "WakeSocket",
     "add_missing_views",
     "anchors",
+    "call_views",
     "calls",
     "cancels",
     "chain",
+    "chain_verify",
     "checkpoints",
     "database_unreachable",
     "db_clock",
@@ -96,4 +101,5 @@ __all__ = [
     "stretches",
     "system_engine",
     "wake_folder",
+    "work_queue",
 ]

@@ -7,7 +7,7 @@ and appends the same record as one JSON line to the anchor file
 deployment's key when one is configured (a DSSE envelope over the RFC 8785
 body; ``ledger.signing``).
 
-``chain.verify`` holds a run's chain to every checkpoint of it: a chain with
+``chain_verify.verify`` holds a run's chain to every checkpoint of it: a chain with
 fewer entries than a checkpoint counted was truncated; one whose entry at a
 checkpoint's position has another hash was rewritten (a rewrite that recomputed
 every hash consistently included). A checkpoint the chain has grown past (an

@@ -27,7 +27,7 @@ from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
 from in_toto_attestation.v1.statement import Statement
 
 from contracts import JsonObject, JsonValue
-from ledger import anchors, approvals, calls, evidence
+from ledger import anchors, approvals, call_views, evidence
 from ledger._db import Conn, now_iso, sql
 from ledger._statement import execute
 from ledger.chain import ENTRY_FIELDS, GENESIS
@@ -120,7 +120,7 @@ def _resends(conn: Conn, run_id: str) -> JsonObject:
     statement's subject digest, as everything in the content is."""
     found: JsonObject = {
         c.op_key: [r.model_dump(mode="json") for r in c.resends]
-        for c in calls.list_calls(conn, run_id)
+        for c in call_views.list_calls(conn, run_id)
         if c.resends
     }
     return {"resends": found} if found else {}

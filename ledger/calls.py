@@ -26,7 +26,6 @@ import sqlalchemy as sa
 
 from contracts import (
     CallResend,
-    CallView,
     ErrorCode,
     GatehouseError,
     JsonObject,
@@ -48,12 +47,12 @@ __all__ = [
     "claim",
     "complete",
     "in_doubt",
-    "list_calls",
     "look",
     "lookup",
     "mark_in_doubt",
     "of_runs",
     "op_key",
+    "resends_of",
     "resent",
     "resolve",
 ]
@@ -343,7 +342,7 @@ def resent(conn: Conn, key: str, why: str, executor_id: str) -> int:
         raise GatehouseError(
             ErrorCode.CORRUPT_RECORD, "a call sent again has no row", {"op_key": key}
         )
-    earlier = _resends(key, found[0])
+    earlier = resends_of(key, found[0])
     again = CallResend(at=now_iso(), why=why, executor_id=executor_id)
     listed: list[JsonValue] = [r.model_dump(mode="json") for r in (*earlier, again)]
     execute(
@@ -354,7 +353,7 @@ def resent(conn: Conn, key: str, why: str, executor_id: str) -> int:
     return 1 + len(listed)
 
 
-def _resends(key: str, raw: object) -> list[CallResend]:
+def resends_of(key: str, raw: object) -> list[CallResend]:
     if raw is None:
         return []
     try:
@@ -363,46 +362,3 @@ def _resends(key: str, raw: object) -> list[CallResend]:
         raise GatehouseError(
             ErrorCode.CORRUPT_RECORD, "a call's re-sends do not read", {"op_key": key}
         ) from exc
-
-
-def list_calls(conn: Conn, run_id: str) -> list[CallView]:
-    rows = execute(
-        conn,
-        sql(
-            "SELECT op_key, run_id, step_id, attempt, kind, target, status, request_digest,"
-            " response_digest, error_code, started_at, finished_at, duration_ms, resends_json"
-            # the chain's order, never a worker's wall clock (which may have been stepped);
-            # calls not chained yet (started, in doubt) come last
-            " FROM calls WHERE run_id = :r ORDER BY chain_seq IS NULL, chain_seq, started_at,"
-            " op_key"
-        ),
-        {"r": run_id},
-    ).all()
-    resends = {str(r[0]): _resends(str(r[0]), r[13]) for r in rows}
-    out = []
-    for r in rows:
-        try:
-            out.append(
-                CallView(
-                    op_key=r[0],
-                    run_id=r[1],
-                    step_id=r[2],
-                    attempt=r[3],
-                    kind=r[4],
-                    target=r[5],
-                    status=r[6],
-                    request_digest=r[7],
-                    response_digest=r[8],
-                    error_code=r[9],
-                    started_at=r[10],
-                    finished_at=r[11],
-                    duration_ms=r[12],
-                    sends=1 + len(resends[r[0]]),
-                    resends=resends[r[0]],
-                )
-            )
-        except ValueError as exc:
-            raise GatehouseError(
-                ErrorCode.CORRUPT_RECORD, "a ledger row failed validation", {"op_key": r[0]}
-            ) from exc
-    return out

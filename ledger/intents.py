@@ -16,7 +16,7 @@ from contracts import (
     digest_of,
     sha256_hex,
 )
-from ledger import events, stretches
+from ledger import events, work_queue
 from ledger._db import Conn, is_postgres, now_iso, sql
 from ledger._statement import execute
 
@@ -106,18 +106,18 @@ def take_intent(
 ) -> tuple[int, int]:
     """The intake's writes: a new run's rows (``insert_intent_and_run``) and the word to
     the workers of queue ``partition`` when the transaction commits
-    (``stretches.notify_work``). Answers the backlog the run joins, counted without it:
+    (``work_queue.notify_work``). Answers the backlog the run joins, counted without it:
     (runs queued in all, runs queued by its submitter). A caller that finds no room
     refuses by rolling the transaction back, so nothing it wrote stays and no worker is
     told. On PostgreSQL all of this is one statement (the intake's hot path)."""
     values = _values(intent_id, run_id, request, idempotency_key)
     if is_postgres(conn):
-        row = execute(conn, _TAKEN, {**values, "wc": stretches.WORK_CHANNEL, "wp": partition})
+        row = execute(conn, _TAKEN, {**values, "wc": work_queue.WORK_CHANNEL, "wp": partition})
         total, theirs, _ = row.one()
         return int(total), int(theirs)
     total, theirs = execute(conn, sql(_BACKLOG_SQL), {"s": request.submitted_by}).one()
     _insert_each(conn, values)
-    stretches.notify_work(conn, partition)
+    work_queue.notify_work(conn, partition)
     return int(total), int(theirs)
 
 

@@ -5,7 +5,7 @@ carries its own seal; but a seal is kept in the row it seals, so a row deleted
 whole leaves nothing behind to miss it. So the checkpoint recorded at a run's
 end (``ledger.anchors``, in the database and in the anchor file) also commits
 to the run's other records, family by family (``FAMILIES``): each row's key
-and a digest of its fields. ``chain.verify`` recomputes them and names a row
+and a digest of its fields. ``chain_verify.verify`` recomputes them and names a row
 that was deleted, changed, or added after the checkpoint.
 
 The families and their fields are those of version 1 of the commitment

@@ -21,114 +21,42 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from contracts import (
-    INTENT_QUEUE,
     STRETCH_WORKFLOW,
     Continuation,
     JsonObject,
-    JsonValue,
     RunStatus,
     StretchJob,
     canonical_json,
     queue_partition,
 )
 from ledger import runs
-from ledger._db import Conn, Database, dbos_workflows, is_postgres, iso, now_iso, sql
-from ledger._inhost import after_transaction
+from ledger._db import Conn, dbos_workflows, iso, now_iso, sql
 from ledger._row_locks import run_held
 from ledger._statement import execute
+from ledger.work_queue import enqueue_options, queue_in_transaction
 
 if TYPE_CHECKING:  # the CLI imports the ledger; DBOS is loaded only where a client is made
-    from dbos import DBOSClient, EnqueueOptions
+    from dbos import DBOSClient
 
 __all__ = [
-    "ANY_PARTITION",
     "LATEST_WORKFLOW_SQL",
-    "WORK_CHANNEL",
     "HandedOff",
     "Handoff",
     "Locked",
     "Parked",
     "answered",
     "deadline_passed",
-    "enqueue_options",
-    "enqueuer",
     "expired",
     "hand_off",
     "is_split",
     "lock",
-    "notify_work",
     "park",
-    "queue_in_transaction",
     "run_of",
     "stretch_of",
     "until",
     "workflow_id",
     "workflow_ids",
 ]
-
-# Where workers hear of new queued work (PostgreSQL NOTIFY, delivered at commit);
-# the payload is the queue partition the work was put in.
-WORK_CHANNEL = "gatehouse_work"
-# The payload of a notification about work in any partitions (runs put back on the
-# queue: a dead worker's, those a full disk stopped): look at every partition.
-ANY_PARTITION = ""
-_NOTIFY = sql("SELECT pg_notify(:c, :w)")
-
-
-def enqueue_options(
-    workflow_name: str, workflow_id: str, app_version: str, partition: str
-) -> EnqueueOptions:
-    """How a workflow is put on ``INTENT_QUEUE``: in the partition of whoever it
-    runs for (``contracts.queue_partition``), so each worker gives one submitter at
-    most its share of slots (``GATEHOUSE_WORKER_SHARE``)."""
-    return {
-        "workflow_name": workflow_name,
-        "queue_name": INTENT_QUEUE,
-        "workflow_id": workflow_id,
-        "app_version": app_version,
-        "queue_partition_key": partition,
-    }
-
-
-def enqueuer(db: Database) -> DBOSClient:
-    """The DBOS client for ``queue_in_transaction`` in ``db``'s transactions. It is
-    bound to ``db``'s own engine because DBOS compiles its queue insert once, for its
-    engine's dialect, and builds and compiles it again on every call for a connection
-    of another engine: on PostgreSQL that was about a sixth of the shim's CPU per
-    intent. Lazy: it opens no connection of its own, and so holds none of ``db``'s
-    pool; it writes only in the transaction it is given."""
-    from dbos import DBOSClient, DBOSPortableJSONSerializer  # noqa: PLC0415 (see above)
-
-    return DBOSClient(
-        system_database_engine=db.engine, serializer=DBOSPortableJSONSerializer(), lazy=True
-    )
-
-
-def queue_in_transaction(
-    conn: Conn,
-    client: DBOSClient,
-    options: EnqueueOptions,
-    *args: JsonValue,
-    notify: bool = True,
-) -> None:
-    """Queue a workflow (``enqueue_options``) in the transaction ``conn`` is in, and
-    tell the workers when it commits (``notify_work``, in its partition; ``notify``
-    False: the caller's transaction tells them already). ``client``: ``enqueuer`` of
-    the database ``conn`` is from."""
-    client.enqueue_in_transaction(conn, options, *args)
-    if notify:
-        notify_work(conn, options["queue_partition_key"])
-
-
-def notify_work(conn: Conn, partition: str) -> None:
-    """Inside the transaction that queues work for workers, in this queue
-    partition: tell them when it commits (PostgreSQL ``NOTIFY``; on SQLite a
-    datagram to each worker on the host once the transaction is over,
-    ``ledger._inhost``)."""
-    if is_postgres(conn):
-        execute(conn, _NOTIFY, {"c": WORK_CHANNEL, "w": partition})
-        return
-    after_transaction(conn.info, partition)
 
 
 @dataclass(frozen=True)

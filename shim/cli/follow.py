@@ -14,7 +14,7 @@ from contracts import JsonValue, RunStatus, RunView
 from shim.cli.client import Client, dump
 from shim.cli.errors import Exit, FailedError
 from shim.cli.output import progress, show
-from shim.cli.render import run_card
+from shim.cli.run_card import run_card
 
 __all__ = ["FINISHED", "NEEDS_A_PERSON", "follow", "no_worker", "waited"]
 

@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 from rich.console import Console
 
 from contracts import Role, RunView
-from shim.cli.render import run_card
+from shim.cli.run_card import run_card
 from shim.tokens import add_token
 from tests.support.plans import noop_plan
 from tests.support.receivers import WebhookReceiver

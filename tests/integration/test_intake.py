@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from contracts import IntentRequest
-from ledger import Database, intents, stretches
+from ledger import Database, intents, work_queue
 
 
 class _Refused(Exception):
@@ -38,7 +38,7 @@ def _take(db: Database, who: str, n: int) -> tuple[int, int]:
 def _listener(db: Database) -> psycopg.Connection[tuple[object, ...]]:
     url = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
     conn = psycopg.connect(url, autocommit=True)
-    conn.execute(f"LISTEN {stretches.WORK_CHANNEL}")
+    conn.execute(f"LISTEN {work_queue.WORK_CHANNEL}")
     return conn
 
 

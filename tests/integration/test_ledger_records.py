@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy import text as sql
 
 from contracts import JsonObject, digest_of
-from ledger import Database, anchors, chain, run_records
+from ledger import Database, anchors, chain, chain_verify, run_records
 from ledger.run_records import FAMILIES, Family
 from tests.support.rows import new_run
 
@@ -86,7 +86,7 @@ def _verify(db: Database, anchor_file: Path) -> JsonObject:
     """As ``GET /runs/{id}/ledger/verify`` does it."""
     with db.engine.connect() as conn:
         held = anchors.of_run(conn, RUN) + anchors.from_file(anchor_file, RUN)
-        return chain.verify(conn, RUN, held).to_json()
+        return chain_verify.verify(conn, RUN, held).to_json()
 
 
 def _reason(report: JsonObject) -> str:

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from contracts import ErrorCode, GatehouseError, JsonObject, RunStatus
-from ledger import Database, calls, cancels, chain, events, evidence, runs, stretches
+from ledger import Database, calls, cancels, chain, chain_verify, events, evidence, runs, stretches
 from shim.api.services.cancel import refuse_if_cancelled
 from tests.support.rows import new_run, statements_seen
 from worker import records
@@ -153,7 +153,7 @@ def test_a_completion_whose_chain_head_moved_while_it_waited_is_refused_then_lin
         links = conn.execute(
             sa.text("SELECT op_key, chain_seq FROM calls WHERE run_id = 'run_h' ORDER BY 2")
         ).all()
-        report = chain.verify(conn, "run_h")
+        report = chain_verify.verify(conn, "run_h")
     assert [tuple(r) for r in links] == [(first, 1), (second, 2)]
     assert report.ok and report.entries == 2, report
 

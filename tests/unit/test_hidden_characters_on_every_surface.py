@@ -48,7 +48,8 @@ from shim.api.dashboard import page
 from shim.api.dashboard.approvals import Row, queue_context
 from shim.cli.client import explain_text
 from shim.cli.printable import PrintableStream
-from shim.cli.render import console_to, fields, records, run_card, run_list, short
+from shim.cli.render import console_to, fields, records, run_list, short
+from shim.cli.run_card import run_card
 from tests.unit.hidden_class import SAMPLE, in_class, raw
 from worker.notify.payload import closing_line, email_message, slack_message, slack_update
 

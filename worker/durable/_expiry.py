@@ -16,7 +16,7 @@ import logging
 
 from dbos import DBOSClient
 
-from ledger import stretches
+from ledger import stretches, work_queue
 from worker.runtime import Runtime
 
 __all__ = ["close_client", "expire_waits"]
@@ -24,13 +24,13 @@ __all__ = ["close_client", "expire_waits"]
 _log = logging.getLogger("gatehouse.expiry")
 
 # The client the sweep enqueues stretches with in its transactions, one per process
-# (made on first use; it opens no connection of its own: ``stretches.enqueuer``).
+# (made on first use; it opens no connection of its own: ``work_queue.enqueuer``).
 _clients: list[DBOSClient] = []
 
 
 def _client(rt: Runtime) -> DBOSClient:
     if not _clients:
-        _clients.append(stretches.enqueuer(rt.db))
+        _clients.append(work_queue.enqueuer(rt.db))
     return _clients[0]
 
 

@@ -26,7 +26,16 @@ import time
 from dbos import DBOS
 
 from contracts import INTENT_QUEUE, LEGACY_PARTITION
-from ledger import Conn, Database, cancels, checkpoints, executors, storage_full, stretches
+from ledger import (
+    Conn,
+    Database,
+    cancels,
+    checkpoints,
+    executors,
+    storage_full,
+    stretches,
+    work_queue,
+)
 from worker.durable._cancel import end_stopped
 from worker.durable._dbos import DBOS_INTERNAL_QUEUE, dbos_application, recover_pending_workflows
 from worker.durable._expiry import expire_waits
@@ -60,7 +69,7 @@ def _tell_workers() -> None:
     effort: that poll finds them if this cannot be said."""
     try:
         with runtime().db.engine.begin() as conn:
-            stretches.notify_work(conn, stretches.ANY_PARTITION)
+            work_queue.notify_work(conn, work_queue.ANY_PARTITION)
     except Exception:  # noqa: BLE001  (the fallback poll covers it)
         _log.debug("could not tell the workers of re-queued runs", exc_info=True)
 
@@ -144,7 +153,7 @@ def due(conn: Conn, app_version: str) -> Pass | None:
         if unkeyed:
             with rt.db.engine.begin() as c:
                 executors.key_unkeyed(c, INTENT_QUEUE, LEGACY_PARTITION)
-                stretches.notify_work(c, LEGACY_PARTITION)
+                work_queue.notify_work(c, LEGACY_PARTITION)
         ended = end_stopped(rt, stopped) if stopped else []
         requeued = requeue_orphaned(rt.db, errored) if errored else []
         return ended + requeued + (expire_waits(rt, expired) if expired else [])

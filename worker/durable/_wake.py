@@ -39,7 +39,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from contracts import INTENT_QUEUE
-from ledger import PgTimeouts, WakeSocket, pg_connect, stretches
+from ledger import PgTimeouts, WakeSocket, pg_connect, work_queue
 from worker.durable._dbos import dbos_chores, dequeue_now
 
 __all__ = ["WorkWake", "dbos_work_due", "inhost_ear", "look_again", "postgres_ear"]
@@ -64,7 +64,7 @@ def postgres_ear(database_url: str, timeouts: PgTimeouts) -> Ear:
     @contextmanager
     def opened() -> Iterator[Hear]:
         with pg_connect(database_url, timeouts, autocommit=True) as conn:
-            conn.execute(f"LISTEN {stretches.WORK_CHANNEL}")
+            conn.execute(f"LISTEN {work_queue.WORK_CHANNEL}")
 
             def hear(timeout: float) -> set[str]:
                 told = {n.payload for n in conn.notifies(timeout=timeout, stop_after=1)}
@@ -159,7 +159,7 @@ class WorkWake:
                 full = (
                     backlog
                     or self.poked.is_set()
-                    or stretches.ANY_PARTITION in told
+                    or work_queue.ANY_PARTITION in told
                     or time.monotonic() - last_full >= self._poll_s
                 )
                 if told or full:

@@ -37,7 +37,7 @@ from contracts import (
     RunView,
     digest_of,
 )
-from ledger import Database, calls, evidence, now_iso, run_views
+from ledger import Database, call_views, calls, evidence, now_iso, run_views
 from policies.episodes import episode
 from worker.calls import Call, Performed, refusal, through_ledger
 from worker.explain._model import explain_request_body, explain_with_model
@@ -108,7 +108,7 @@ def _finished_run(db: Database, run_id: str) -> tuple[RunView, JsonObject]:
                 f"run {run_id!r} is {run.status.value}; only a finished run can be explained",
                 {"status": run.status.value},
             )
-        ledger_rows = calls.list_calls(conn, run_id)
+        ledger_rows = call_views.list_calls(conn, run_id)
         episodes = evidence.list_episodes(conn, run_id)
     return run, run_evidence(run, ledger_rows, episodes)
 

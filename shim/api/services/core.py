@@ -23,7 +23,7 @@ from contracts import (
     JsonObject,
     queue_partition,
 )
-from ledger import Conn, Database, migrate, open_database, stretches, system_engine
+from ledger import Conn, Database, migrate, open_database, stretches, system_engine, work_queue
 from shim.api.services.watch import RunWatch
 from shim.settings import ShimSettings
 
@@ -82,7 +82,7 @@ class Service:
             system_database_engine=self._client_engine,
             serializer=DBOSPortableJSONSerializer(),
         )
-        self._enqueuer = stretches.enqueuer(self.db)  # in our transactions
+        self._enqueuer = work_queue.enqueuer(self.db)  # in our transactions
         self.watch = RunWatch(
             settings.database_url, postgres=not self.db.is_sqlite, timeouts=settings.pg_timeouts
         )
@@ -118,16 +118,16 @@ class Service:
         tells them already, ``intents.take_intent``)."""
         partition = queue_partition(runs_for)
         version = self.settings.app_version
-        options = stretches.enqueue_options(INTENT_WORKFLOW, job.run_id, version, partition)
+        options = work_queue.enqueue_options(INTENT_WORKFLOW, job.run_id, version, partition)
         body = job.model_dump(mode="json")
-        stretches.queue_in_transaction(conn, self._enqueuer, options, body, notify=notify)
+        work_queue.queue_in_transaction(conn, self._enqueuer, options, body, notify=notify)
 
     def work_queued(self, partition: str) -> None:
         """After work was queued in this queue partition outside a transaction of
         ours (a replay, an explain): tell the workers now rather than at their next
         queue poll."""
         with self.db.engine.begin() as conn:
-            stretches.notify_work(conn, partition)
+            work_queue.notify_work(conn, partition)
 
     def close(self) -> None:
         self.watch.close()

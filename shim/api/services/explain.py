@@ -21,7 +21,7 @@ from contracts import (
     JsonValue,
     queue_partition,
 )
-from ledger import stretches
+from ledger import work_queue
 from shim.api.services import reads
 from shim.api.services.core import Service
 from shim.tokens import Identity
@@ -43,7 +43,7 @@ def explain(service: Service, run_id: str, who: Identity) -> ExplainView:
         )
     partition = queue_partition(who.name)
     handle: WorkflowHandle[JsonValue] = service.client.enqueue(
-        stretches.enqueue_options(
+        work_queue.enqueue_options(
             EXPLAIN_WORKFLOW,
             f"explain_{run_id}_{uuid.uuid4().hex[:12]}",
             service.settings.app_version,

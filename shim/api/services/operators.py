@@ -25,7 +25,17 @@ from contracts import (
     new_run_id,
     queue_partition,
 )
-from ledger import calls, evidence, forks, intents, now_iso, opa_runs, run_views, runs, stretches
+from ledger import (
+    calls,
+    evidence,
+    forks,
+    intents,
+    now_iso,
+    opa_runs,
+    run_views,
+    runs,
+    work_queue,
+)
 from policies.episodes import episode
 from shim.api.services.acting import acting_as, run_links
 from shim.api.services.core import Service
@@ -109,7 +119,7 @@ def replay(service: Service, run_id: str, who: Identity, rules: str = "recorded"
         )
     partition = queue_partition(who.name)
     handle: WorkflowHandle[JsonValue] = client.enqueue(
-        stretches.enqueue_options(
+        work_queue.enqueue_options(
             REPLAY_WORKFLOW,
             f"replay_{run_id}_{uuid.uuid4().hex[:12]}",
             settings.app_version,

@@ -20,7 +20,7 @@ from contracts import (
     RunStatus,
     RunView,
 )
-from ledger import anchors, approvals, calls, chain, evidence, run_views, runs
+from ledger import anchors, approvals, call_views, chain_verify, evidence, run_views, runs
 from policies import catalog
 from policies.quorum import approvers_needed, counted, parties
 from policies.risk import plan_risk
@@ -133,7 +133,7 @@ def _exists(conn: Connection, run_id: str) -> None:
 def ledger(service: Service, run_id: str) -> list[CallView]:
     with service.db.engine.connect() as conn:
         _exists(conn, run_id)
-        return calls.list_calls(conn, run_id)
+        return call_views.list_calls(conn, run_id)
 
 
 def verify_ledger(service: Service, run_id: str) -> JsonObject:
@@ -142,7 +142,7 @@ def verify_ledger(service: Service, run_id: str) -> JsonObject:
     filed = anchors.from_file(service.settings.anchor_file, run_id)
     with service.db.engine.connect() as conn:
         _exists(conn, run_id)
-        return chain.verify(conn, run_id, anchors.of_run(conn, run_id) + filed).to_json()
+        return chain_verify.verify(conn, run_id, anchors.of_run(conn, run_id) + filed).to_json()
 
 
 def episodes(service: Service, run_id: str) -> list[EpisodeView]:

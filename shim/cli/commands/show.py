@@ -8,7 +8,7 @@ from shim.cli.client import dump
 from shim.cli.errors import Exit
 from shim.cli.options import api_options, connect, run_id_argument
 from shim.cli.output import show
-from shim.cli.render import run_card
+from shim.cli.run_card import run_card
 
 __all__ = ["add_arguments", "run"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import WakeSocket, open_database, stretches, wake_folder
+from ledger import WakeSocket, open_database, wake_folder, work_queue
 
 
 @pytest.fixture
@@ -32,8 +32,8 @@ def test_a_worker_hears_what_a_transaction_queued_once_it_is_over(url: str) -> N
     db, ear = open_database(url), WakeSocket(folder)
     try:
         with db.engine.begin() as conn:
-            stretches.notify_work(conn, "sub:alice")
-            stretches.notify_work(conn, "sub:bob")
+            work_queue.notify_work(conn, "sub:alice")
+            work_queue.notify_work(conn, "sub:bob")
             assert ear.hear(0) == set()  # not before the transaction is over
         assert ear.hear(1.0) == {"sub:alice", "sub:bob"}
         assert ear.hear(0) == set()  # each said once
@@ -55,7 +55,7 @@ def test_every_worker_is_told_and_a_dead_ones_socket_is_removed(url: str) -> Non
         left.bind(str(dead))
     try:
         with db.engine.begin() as conn:
-            stretches.notify_work(conn, "p")
+            work_queue.notify_work(conn, "p")
         assert one.hear(1.0) == {"p"} and two.hear(1.0) == {"p"}
         assert not dead.exists()
     finally:

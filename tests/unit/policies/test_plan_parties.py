@@ -14,7 +14,7 @@ from rich.console import Console
 from contracts import JsonValue, PlanAuthor, RunView
 from policies import catalog
 from policies.quorum import counted, parties
-from shim.cli.render import run_card
+from shim.cli.run_card import run_card
 
 _PARTS = ("edited", "forked")
 

@@ -9,7 +9,8 @@ from rich.console import Console
 
 from contracts import JsonValue, RunView
 from contracts.budgets import BUDGET_KINDS, DEFAULT_BUDGETS
-from shim.cli.render import console, error_lines, records, run_card, short
+from shim.cli.render import console, error_lines, records, short
+from shim.cli.run_card import run_card
 
 
 def test_short_cuts_on_one_line_with_an_ellipsis() -> None:

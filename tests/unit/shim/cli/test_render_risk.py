@@ -8,7 +8,8 @@ import io
 from contracts import JsonValue, Plan, RunView
 from policies import catalog
 from policies.risk import plan_risk
-from shim.cli.render import console_to, run_card
+from shim.cli.render import console_to
+from shim.cli.run_card import run_card
 
 NOTE: dict[str, JsonValue] = {"step_id": "n", "verb": "note", "connector_id": "note",
                               "driver_kind": "noop", "input": {"text": "hi"}}  # fmt: skip

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from ledger.anchors import Anchor
-from ledger.chain import ChainReport
+from ledger.chain_verify import ChainReport
 from shim.cli import main
 
 RUN = "run_" + "e" * 32
