@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from contracts import (
     CedarRules,
@@ -32,7 +32,7 @@ from contracts import (
     ToolPool,
     WhatIfReport,
 )
-from policies import catalog
+from policies import catalog, their_time
 from policies.catalog import Loaded
 from policies.cedar_gate import approved, bound
 from policies.gate import StepVerdict, check_step, decide_plan
@@ -75,42 +75,33 @@ class Proposal:
         return "nothing" if cedar is None else f"Cedar policy set {cedar.policy_set_id}"
 
 
+@dataclass(frozen=True)
+class _Body:
+    policy_id: str
+    body: str
+
+
 class RulesOfTheirTime:
-    """The rules each run ran under: the version kept by the digest it recorded; today's
-    file when it is that very version, or when none was kept (as a replay does)."""
+    """The rules each run ran under, as a replay resolves them (``policies.their_time``):
+    the version kept by the digest it recorded; today's file when it is that very
+    version, or when none was kept. A kept body that does not load or no longer has its
+    digest is refused (``corrupt_record``), as in a replay."""
 
     def __init__(self, kept: Mapping[str, tuple[str, str]]) -> None:
         self.kept = kept  # digest -> (policy id, body)
-        self._parsed: dict[tuple[str, str | None], object] = {}
+        self._resolved: dict[tuple[str, str | None, str | None], object] = {}
+
+    def _lookup(self, digest: str) -> _Body | None:
+        found = self.kept.get(digest)
+        return None if found is None else _Body(*found)
 
     def _version(self, model: type[M], today: Loaded[M] | None, digest: str | None) -> M | None:
-        kept = None if digest is None else self.kept.get(digest)
-        if today is not None and (kept is None or digest == today.digest):
-            return today.model
-        if kept is None or digest is None:
-            return None  # neither in force nor kept
-        key = (model.__name__, digest)
-        found = self._parsed.get(key)
-        if not isinstance(found, model):
-            try:
-                found = model.model_validate_json(kept[1])
-            except ValidationError:
-                return None if today is None else today.model
-            self._parsed[key] = found
-        return found
-
-    def _cedar(self, profile: PolicyProfile, digest: str | None) -> PolicyProfile:
-        if profile.cedar is None:
-            return profile
-        rules = profile.cedar_rules
-        if rules is None or (digest is not None and digest != rules.digest):
-            kept = None if digest is None else self.kept.get(digest)
-            if kept is not None:
-                rules = CedarRules(policy_set_id=kept[0], digest=digest or "", text=kept[1])
-            elif rules is None:
-                found = catalog.cedar_policy_set(profile.cedar)
-                rules = None if found is None else found.model
-        return profile.model_copy(update={"cedar_rules": rules})
+        key = (model.__name__, None if today is None else today.digest, digest)
+        if key not in self._resolved:  # each version parsed once for every run held to it
+            found = their_time.version(model, today, digest, self._lookup)
+            self._resolved[key] = None if found is None else found.model
+        held = self._resolved[key]
+        return held if isinstance(held, model) else None
 
     def of(self, run: RecordedPlan) -> tuple[PolicyProfile, ToolPool] | None:
         """None when the profile, tool pool or Cedar policy set the run ran under is
@@ -124,10 +115,12 @@ class RulesOfTheirTime:
         )
         if profile is None or pool is None:
             return None
-        held = self._cedar(profile, run.cedar_digest)
-        if held.cedar is not None and held.cedar_rules is None:
+        if profile.cedar is None:
+            return profile, pool
+        rules = their_time.cedar_rules(profile, run.cedar_digest, self._lookup)
+        if rules is None:
             return None  # its Cedar policy set neither in force nor kept: judged by none
-        return held, pool
+        return profile.model_copy(update={"cedar_rules": rules}), pool
 
 
 def _today(find: Callable[[str], Loaded[M]], policy_id: str) -> Loaded[M] | None:

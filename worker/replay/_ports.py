@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
 from contracts import (
-    CedarRules,
     Continuation,
     Decision,
     ErrorCode,
@@ -27,7 +26,6 @@ from contracts import (
     ReplayDivergence,
     ToolPool,
     digest_of,
-    sha256_hex,
 )
 from ledger import (
     approvals,
@@ -38,8 +36,9 @@ from ledger import (
 )
 from ledger.cancels import Cancel
 from ledger.forks import Lineage
-from policies import catalog, cedar_gate
+from policies import catalog, cedar_gate, their_time
 from policies.catalog import Loaded
+from policies.their_time import Kept
 from worker.calls import (
     Call,
     Performed,
@@ -201,32 +200,19 @@ class ReplayPorts:
             seed=seed,
         )
 
+    def _kept(self, digest: str) -> Kept | None:
+        """The version kept by ``digest``: none looked up under today's rules."""
+        return None if self.rules == "current" else policy_versions.version(self.conn, digest)
+
     def _cedar(
         self, prof: Loaded[PolicyProfile], recorded: str | None, submitted_by: str | None
     ) -> Loaded[PolicyProfile]:
-        """The profile with the Cedar policy set the run began under (kept by the digest
-        the run records), or today's when asked for, when it is that very version or when
-        none was kept; its requests made for the run's submitter."""
+        """The profile with the Cedar policy set the run began under
+        (``policies.their_time``), its requests made for the run's submitter."""
         model = prof.model
         if model.cedar is None:
             return prof
-        today = model.cedar_rules
-        if today is None:  # a kept profile version: its policy set is looked up here
-            found = catalog.cedar_policy_set(model.cedar)
-            today = None if found is None else found.model
-        rules = today
-        stale = today is None or today.digest != recorded
-        kept = None
-        if self.rules == "recorded" and recorded is not None and stale:
-            kept = policy_versions.version(self.conn, recorded)
-        if kept is not None and recorded is not None:
-            if sha256_hex(kept.body.encode("utf-8")) != recorded:
-                raise GatehouseError(
-                    ErrorCode.CORRUPT_RECORD,
-                    f"the kept Cedar policy set {kept.policy_id!r} no longer has"
-                    f" digest {recorded[:12]}",
-                )
-            rules = CedarRules(policy_set_id=kept.policy_id, digest=recorded, text=kept.body)
+        rules = their_time.cedar_rules(model, recorded, self._kept)
         if rules is None:
             raise GatehouseError(
                 ErrorCode.CORRUPT_RECORD,
@@ -237,27 +223,10 @@ class ReplayPorts:
         return Loaded(held, prof.digest, prof.text)
 
     def _rules(self, today: Loaded[M], recorded: str | None, model: type[M]) -> Loaded[M]:
-        """The version the run ran under, kept by its digest; today's file when asked
-        for, when it is that very version, or when none was kept (a run recorded
-        before versions were kept: a changed file is then a divergence)."""
-        if self.rules == "current" or recorded is None or recorded == today.digest:
-            return today
-        kept = policy_versions.version(self.conn, recorded)
-        if kept is None:
-            return today
-        try:
-            parsed = model.model_validate_json(kept.body)
-        except ValidationError as exc:
-            raise GatehouseError(
-                ErrorCode.CORRUPT_RECORD,
-                f"the kept {kept.kind} {kept.policy_id!r} ({recorded[:12]}) does not load: {exc}",
-            ) from exc
-        if sha256_hex(kept.body.encode("utf-8")) != recorded:
-            raise GatehouseError(
-                ErrorCode.CORRUPT_RECORD,
-                f"the kept {kept.kind} {kept.policy_id!r} no longer has digest {recorded[:12]}",
-            )
-        return Loaded(parsed, recorded, kept.body)
+        """The version the run ran under (``policies.their_time``); today's under
+        today's rules."""
+        found = their_time.version(model, today, recorded, self._kept)
+        return today if found is None else found
 
     def planner_call(self, call: PlannerCall) -> JsonObject:
         # A fork's planner call is its parent's, made with the parent's seed.

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts import Plan, RecordedPlan, RecordedRevision, RecordedStep
+import pytest
+
+from contracts import (
+    ErrorCode,
+    GatehouseError,
+    Plan,
+    RecordedPlan,
+    RecordedRevision,
+    RecordedStep,
+    sha256_hex,
+)
 from policies import catalog
 from policies.cedar_gate import load_policy_set
 from policies.what_if import Proposal, RulesOfTheirTime, ran_steps, what_if
@@ -79,15 +89,29 @@ def test_changes_both_ways_against_the_set_each_run_ran_under() -> None:
 
 def test_a_run_whose_rules_are_gone_is_skipped() -> None:
     proposal = Proposal(cedar=load_policy_set("guardrails", NO_SHELL, [POOL.model]))
-    gone = _run("gone", None, profile="retired").model_copy(update={"profile_digest": "0" * 64})
+    body = GUARDED.text.replace('"guarded"', '"retired"')
+    digest = sha256_hex(body.encode("utf-8"))
+    gone = _run("gone", None, profile="retired").model_copy(update={"profile_digest": digest})
     report = what_if([gone], proposal, RulesOfTheirTime({}), "0" * 64)
     assert report.runs_read == 1 and report.runs_skipped == 1 and report.runs_evaluated == 0
     # kept by its digest, it is judged by that version
-    kept = {"0" * 64: ("retired", GUARDED.text.replace('"guarded"', '"retired"'))}
+    kept = {digest: ("retired", body)}
     report = what_if(
         [gone], Proposal(cedar=proposal.cedar, for_profile="retired"), RulesOfTheirTime(kept), "x"
     )
     assert report.runs_skipped == 0 and report.runs_changed == 1
+
+
+@pytest.mark.parametrize("kept_body", ["{not json", "the body of another version"])
+def test_a_kept_version_that_is_corrupt_is_refused_as_in_a_replay(kept_body: str) -> None:
+    """A kept body that does not load, or no longer has the digest it is kept by, is
+    refused (``corrupt_record``), never judged by today's file in its place."""
+    digest = sha256_hex(kept_body.encode("utf-8")) if kept_body.startswith("{") else "1" * 64
+    run = _run("r", None).model_copy(update={"profile_digest": digest})
+    proposal = Proposal(cedar=load_policy_set("guardrails", NO_SHELL, [POOL.model]))
+    with pytest.raises(GatehouseError) as refused:
+        what_if([run], proposal, RulesOfTheirTime({digest: ("guarded", kept_body)}), "x")
+    assert refused.value.code is ErrorCode.CORRUPT_RECORD
 
 
 def test_a_profile_proposal_applies_to_its_own_runs_only() -> None:
