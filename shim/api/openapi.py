@@ -2,18 +2,21 @@
 
 The routes read their bodies themselves (``read_body``: size, time, depth and
 NaN limits before pydantic), so FastAPI alone would document no request body,
-every answer as ``{}`` and its own 422 shape. This module rewrites each API
-operation from one table: the request body (the pydantic model the route
-validates with, or the archive media types), the success answer (the model the
-route returns), and every error status the route can answer, each as the
-error envelope ``{"error": {code, message, retryable, details}}`` with the
-codes that status carries. Schemas come from the same pydantic models the code
-uses. The dashboard's HTML pages are for browsers and left out.
+every answer as ``{}`` and its own 422 shape. Each route says what it takes and
+answers where it is routed (``@documented(Op(...))`` under its ``@router``
+line): the request body (the pydantic model the route validates with, or the
+archive media types), the success answer (the model the route returns), and
+every error status the route can answer. This module keeps what every route
+shares: each error status as the envelope ``{"error": {code, message,
+retryable, details}}`` with the codes that status carries, the statuses every
+route or every body can answer, and the links between answers. Schemas come from
+the same pydantic models the code uses. The dashboard's HTML pages are for
+browsers and left out; a route of the API with no ``Op`` stops the app at its
+first ask for the document.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,49 +24,50 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from contracts import (
-    ApprovalRequest,
-    CallResolution,
-    CallResolved,
-    CallView,
-    CancelAccepted,
-    CancelRequest,
-    DecisionAccepted,
-    EpisodeView,
-    ErrorCode,
-    ExplainView,
-    ForkAccepted,
-    ForkRequest,
-    IntentAccepted,
-    IntentRequest,
-    MessageAccepted,
-    MessageRequest,
-    OidcExchange,
-    OidcSession,
-    PlanEditAccepted,
-    PlanEditRequest,
-    ReplayReport,
-    RunList,
-    RunView,
-)
+from contracts import ErrorCode, JsonObject
 from policies import catalog
 
-__all__ = ["install_openapi"]
+__all__ = [
+    "BODY",
+    "OBJECT",
+    "TEXT_CHANNELS",
+    "Listing",
+    "Op",
+    "Schema",
+    "documented",
+    "install_openapi",
+]
 
 Schema = dict[str, Any]
 _REF = "#/components/schemas/{model}"
 
-# Statuses every authenticated route can answer, and every route that reads a body.
+# Statuses every authenticated route can answer, every route, and every route that
+# reads a body (a route names the last in its ``errors``).
 _AUTH = (401, 403)
 _ALWAYS = (429, 431, 503)
-_BODY = (400, 408, 413, 415, 422)
-_OBJECT: Schema = {"type": "object"}
+BODY = (400, 408, 413, 415, 422)
+OBJECT: Schema = {"type": "object"}
+# The text channels an answer's texts are in, by field (``contracts.visible``).
+TEXT_CHANNELS: Schema = {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+@dataclass(frozen=True)
+class Listing:
+    """An answer that lists items under one key (``{key: [item, …]}``), and ``more``
+    properties beside it; ``item`` None: each item an object."""
+
+    key: str
+    item: type[BaseModel] | None = None
+    more: Schema = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Op:
+    """What one route takes and answers, for the served document."""
+
     ok: int = 200
-    answer: type[BaseModel] | Schema | str | None = None  # a model, a schema, or a media type
+    # a model, a listing, a schema, or a media type
+    answer: type[BaseModel] | Listing | Schema | str | None = None
     body: type[BaseModel] | None = None
     form: Schema | None = None  # a form body (application/x-www-form-urlencoded) instead
     archive: bool = False  # also takes an OPA archive (application/vnd.opa+zip)
@@ -73,97 +77,17 @@ class Op:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def _listing(key: str, item: Schema) -> Schema:
-    return {"type": "object", "required": [key], "properties": {key: {"type": "array",
-            "items": item}}}  # fmt: skip
+# What each documented route says of itself, by the key its operation carries.
+_DOCUMENTED: dict[str, Op] = {}
+_MARK = "x-gatehouse-op"  # taken off the operation again when it is rewritten
 
 
-def _ops(ref: Callable[[type[BaseModel]], Schema]) -> dict[tuple[str, str], Op]:
-    channels: Schema = {"type": "object", "additionalProperties": {"type": "string"}}
-    episodes = _listing("episodes", ref(EpisodeView))
-    episodes["properties"]["text_channels"] = channels
-    events = _listing("security_events", _OBJECT)
-    events["properties"]["text_channels"] = channels
-    ended: Schema = {"type": "object", "required": ["ended", "identity"], "properties": {
-        "ended": {"type": "boolean"}, "identity": {"type": "string"}}}  # fmt: skip
-    verify: Schema = {
-        "type": "object",
-        "required": ["run_id", "entries", "ok"],
-        "properties": {"run_id": {"type": "string"}, "entries": {"type": "integer"},
-                       "ok": {"type": "boolean"}},
-    }  # fmt: skip
-    health: Schema = {"type": "object", "required": ["status"],
-                      "properties": {"status": {"type": "string"}}}  # fmt: skip
-    run_id = (404,)
-    slack_form: Schema = {
-        "type": "object",
-        "required": ["payload"],
-        "properties": {
-            "payload": {"type": "string", "description": "the interaction, as Slack sends it"}
-        },
-    }
-    outcome: Schema = {
-        "type": "object",
-        "required": ["outcome"],
-        "properties": {
-            "outcome": {"type": "string", "enum": ["approved", "rejected", "refused", "ignored"]}
-        },
-    }
-    return {
-        ("get", "/healthz"): Op(answer=health, public=True),
-        ("get", "/readyz"): Op(answer=_OBJECT, public=True, errors=(503,)),
-        ("get", "/workers"): Op(answer=_OBJECT),
-        ("get", "/recipes"): Op(answer=_listing("recipes", _OBJECT)),
-        ("get", "/policies"): Op(answer=_OBJECT),
-        ("get", "/policies/{policy_id}"): Op(answer=_OBJECT, errors=(404, 422)),
-        ("get", "/metrics"): Op(answer="text/plain"),
-        ("post", "/intent"): Op(ok=202, also_ok=(200,), answer=IntentAccepted,
-                                body=IntentRequest, archive=True, errors=(404, 409, *_BODY)),
-        ("post", "/approve/{run_id}"): Op(answer=DecisionAccepted, body=ApprovalRequest,
-                                          errors=(*run_id, 409, *_BODY)),
-        ("post", "/reject/{run_id}"): Op(answer=DecisionAccepted, body=ApprovalRequest,
-                                         errors=(*run_id, 409, *_BODY)),
-        ("post", "/runs/{run_id}/plan"): Op(ok=202, answer=PlanEditAccepted, body=PlanEditRequest,
-                                            errors=(*run_id, 409, *_BODY)),
-        ("post", "/runs/{run_id}/cancel"): Op(answer=CancelAccepted, body=CancelRequest,
-                                              errors=(*run_id, 409, *_BODY)),
-        ("post", "/runs/{run_id}/messages"): Op(ok=202, answer=MessageAccepted,
-                                                body=MessageRequest,
-                                                errors=(*run_id, 409, *_BODY)),
-        ("get", "/runs"): Op(answer=RunList, errors=(400, 422)),
-        ("get", "/runs/{run_id}"): Op(answer=RunView, errors=(*run_id, 422)),
-        ("get", "/runs/{run_id}/wait"): Op(answer=RunView, errors=(*run_id, 422),
-                                           headers={"Gatehouse-Wait": "reached or timeout"}),
-        ("get", "/runs/{run_id}/events"): Op(answer="text/event-stream",
-                                             errors=(*run_id, 400, 422)),
-        ("get", "/runs/{run_id}/output.opa"): Op(answer="application/vnd.opa+zip",
-                                                 errors=(*run_id, 409, 422)),
-        ("get", "/runs/{run_id}/ledger"): Op(answer=_listing("calls", ref(CallView)),
-                                             errors=(*run_id, 422)),
-        ("get", "/runs/{run_id}/ledger/verify"): Op(answer=verify, errors=(*run_id, 422)),
-        ("post", "/runs/{run_id}/replay"): Op(answer=ReplayReport, errors=(*run_id, 409, 422)),
-        ("get", "/runs/{run_id}/explain"): Op(answer=ExplainView,
-                                              errors=(*run_id, 409, 422, 502, 504)),
-        ("post", "/runs/{run_id}/fork"): Op(ok=202, answer=ForkAccepted, body=ForkRequest,
-                                            errors=(*run_id, 409, *_BODY)),
-        ("post", "/calls/{op_key}/resolve"): Op(answer=CallResolved, body=CallResolution,
-                                                errors=(404, 409, *_BODY)),
-        ("get", "/runs/{run_id}/episodes"): Op(answer=episodes, errors=(*run_id, 422)),
-        ("get", "/runs/{run_id}/artifacts"): Op(answer=_listing("artifacts", _OBJECT),
-                                                errors=(*run_id, 422)),
-        ("get", "/artifacts/{sha256}"): Op(answer="application/octet-stream",
-                                           errors=(404, 422)),
-        ("get", "/security-events"): Op(answer=events, errors=(422,)),
-        # The CLI's sign-in with the identity provider: open (the ID token is the credential).
-        ("get", "/auth/oidc"): Op(answer=_OBJECT, public=True, errors=(404,)),
-        ("post", "/auth/oidc/exchange"): Op(answer=OidcSession, body=OidcExchange, public=True,
-                                            errors=(401, 403, 404, *_BODY)),
-        # Ends the session its bearer token names (a token of the tokens file: 422).
-        ("post", "/auth/oidc/logout"): Op(answer=ended, errors=(422,)),
-        # Signed by Slack instead of a bearer token (docs/operators.md).
-        ("post", "/slack/interactions"): Op(answer=outcome, form=slack_form, public=True,
-                                            errors=(401, 404, 409, *_BODY)),
-    }  # fmt: skip
+def documented(op: Op) -> JsonObject:
+    """A route's ``openapi_extra``: what it takes and answers, said where it is routed
+    (``@router.post(path, openapi_extra=documented(Op(...)))``)."""
+    key = str(len(_DOCUMENTED))
+    _DOCUMENTED[key] = op
+    return {_MARK: key}
 
 
 def _codes_by_status() -> dict[int, list[str]]:
@@ -227,9 +151,14 @@ class _Doc:
             self.schemas[name] = schema
         return {"$ref": _REF.format(model=name)}
 
-    def content(self, answer: type[BaseModel] | Schema | str | None) -> Schema:
+    def content(self, answer: type[BaseModel] | Listing | Schema | str | None) -> Schema:
         if answer is None:
             return {}
+        if isinstance(answer, Listing):
+            item = OBJECT if answer.item is None else self.ref(answer.item)
+            listed: Schema = {"type": "object", "required": [answer.key], "properties": {
+                answer.key: {"type": "array", "items": item}, **answer.more}}  # fmt: skip
+            return {"application/json": {"schema": listed}}
         if answer == "text/event-stream":  # each event: id (its seq), event (kind), data
             event = {"type": "object", "required": ["data"], "properties": {
                 "id": {"type": "string"}, "event": {"type": "string"},
@@ -323,15 +252,17 @@ def _build(app: FastAPI) -> Schema:
         builder.schemas.pop(unused, None)
     builder.schemas.pop("Body_login_dashboard_login_post", None)
     doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-    table = _ops(builder.ref)
     paths: Schema = {}
     for path, operations in doc["paths"].items():
         if path.startswith("/dashboard"):
             continue
         for method, op in operations.items():
-            spec = table.get((method, path))
+            spec = _DOCUMENTED.get(str(op.pop(_MARK, "")))
             if spec is None:
-                raise RuntimeError(f"OpenAPI: {method.upper()} {path} is not described")
+                raise RuntimeError(
+                    f"OpenAPI: {method.upper()} {path} is not described: give its route"
+                    " openapi_extra=documented(Op(...))"
+                )
             builder.rewrite(op, spec)
         paths[path] = operations
     doc["paths"] = paths

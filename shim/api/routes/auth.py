@@ -23,8 +23,12 @@ from contracts import ErrorCode, GatehouseError, OidcExchange, OidcSession
 from shim.api.deps import ServiceDep, SessionTokenDep, require
 from shim.api.http import Answer, model_response, read_body
 from shim.api.idp import IdentityProvider, Person, provider_of
+from shim.api.openapi import BODY, OBJECT, Op, Schema, documented
 from shim.api.services import sessions
 from shim.tokens import Identity
+
+_ENDED: Schema = {"type": "object", "required": ["ended", "identity"], "properties": {
+    "ended": {"type": "boolean"}, "identity": {"type": "string"}}}  # fmt: skip
 
 router = APIRouter()
 
@@ -38,7 +42,7 @@ def _provider(request: Request) -> IdentityProvider:
     return found
 
 
-@router.get("/auth/oidc")
+@router.get("/auth/oidc", openapi_extra=documented(Op(answer=OBJECT, public=True, errors=(404,))))
 async def oidc_for_the_cli(request: Request) -> Answer:
     idp = _provider(request)
     meta = await idp.metadata()
@@ -50,7 +54,12 @@ async def oidc_for_the_cli(request: Request) -> Answer:
     })  # fmt: skip
 
 
-@router.post("/auth/oidc/exchange")
+@router.post(
+    "/auth/oidc/exchange",
+    openapi_extra=documented(
+        Op(answer=OidcSession, body=OidcExchange, public=True, errors=(401, 403, 404, *BODY))
+    ),
+)
 async def exchange(request: Request, service: ServiceDep) -> Answer:
     idp = _provider(request)
     body = await read_body(
@@ -64,7 +73,7 @@ async def exchange(request: Request, service: ServiceDep) -> Answer:
     return model_response(opened)
 
 
-@router.post("/auth/oidc/logout")
+@router.post("/auth/oidc/logout", openapi_extra=documented(Op(answer=_ENDED, errors=(422,))))
 async def logout(
     caller: Annotated[Identity, Depends(require())], token: SessionTokenDep, service: ServiceDep
 ) -> Answer:

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from contracts import CallResolution, Role
+from contracts import CallResolution, CallResolved, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer, model_response, read_body
+from shim.api.openapi import BODY, Op, documented
 from shim.api.params import OpKey
 from shim.api.services import operators
 from shim.tokens import Identity
@@ -17,7 +18,12 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.post("/calls/{op_key}/resolve")
+@router.post(
+    "/calls/{op_key}/resolve",
+    openapi_extra=documented(
+        Op(answer=CallResolved, body=CallResolution, errors=(404, 409, *BODY))
+    ),
+)
 async def resolve(
     request: Request,
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))],

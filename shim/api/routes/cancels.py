@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from contracts import CancelRequest, Role
+from contracts import CancelAccepted, CancelRequest, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer, model_response, read_body
+from shim.api.openapi import BODY, Op, documented
 from shim.api.params import RunId
 from shim.api.services.cancel import cancel_run
 from shim.tokens import Identity
@@ -17,7 +18,12 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.post("/runs/{run_id}/cancel")
+@router.post(
+    "/runs/{run_id}/cancel",
+    openapi_extra=documented(
+        Op(answer=CancelAccepted, body=CancelRequest, errors=(404, 409, *BODY))
+    ),
+)
 async def cancel(
     request: Request,
     # Its submitter or an operator; the service checks which runs a submitter owns.

@@ -8,9 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from contracts import PlanEditRequest, Role
+from contracts import PlanEditAccepted, PlanEditRequest, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer, model_response, read_body
+from shim.api.openapi import BODY, Op, documented
 from shim.api.params import RunId
 from shim.api.services import edits
 from shim.tokens import Identity
@@ -18,7 +19,12 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.post("/runs/{run_id}/plan")
+@router.post(
+    "/runs/{run_id}/plan",
+    openapi_extra=documented(
+        Op(ok=202, answer=PlanEditAccepted, body=PlanEditRequest, errors=(404, 409, *BODY))
+    ),
+)
 async def edit_plan(
     request: Request,
     caller: Annotated[Identity, Depends(require(Role.APPROVER))],

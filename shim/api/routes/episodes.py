@@ -6,9 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from contracts import EPISODES_CHANNELS, Role
+from contracts import EPISODES_CHANNELS, EpisodeView, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer
+from shim.api.openapi import TEXT_CHANNELS, Listing, Op, documented
 from shim.api.params import RunId
 from shim.api.services import reads
 from shim.tokens import Identity
@@ -16,7 +17,15 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.get("/runs/{run_id}/episodes")
+@router.get(
+    "/runs/{run_id}/episodes",
+    openapi_extra=documented(
+        Op(
+            answer=Listing("episodes", EpisodeView, more={"text_channels": TEXT_CHANNELS}),
+            errors=(404, 422),
+        )
+    ),
+)
 def get_episodes(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))],
     service: ServiceDep,

@@ -9,6 +9,7 @@ from sse_starlette import EventSourceResponse
 
 from contracts import Role
 from shim.api.deps import ServiceDep, require
+from shim.api.openapi import Op, documented
 from shim.api.params import RunId
 from shim.api.services import events
 from shim.tokens import Identity
@@ -16,7 +17,10 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.get("/runs/{run_id}/events")
+@router.get(
+    "/runs/{run_id}/events",
+    openapi_extra=documented(Op(answer="text/event-stream", errors=(404, 400, 422))),
+)
 async def run_events(
     request: Request,
     caller: Annotated[Identity, Depends(require(Role.SUBMITTER, Role.APPROVER, Role.OPERATOR))],

@@ -6,9 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from contracts import Role
+from contracts import ExplainView, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer, model_response
+from shim.api.openapi import Op, documented
 from shim.api.params import RunId
 from shim.api.services.explain import explain
 from shim.tokens import Identity
@@ -16,7 +17,10 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.get("/runs/{run_id}/explain")
+@router.get(
+    "/runs/{run_id}/explain",
+    openapi_extra=documented(Op(answer=ExplainView, errors=(404, 409, 422, 502, 504))),
+)
 def get_explain(
     caller: Annotated[Identity, Depends(require(Role.SUBMITTER, Role.APPROVER, Role.OPERATOR))],
     service: ServiceDep,

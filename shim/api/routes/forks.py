@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from contracts import ForkRequest, Role
+from contracts import ForkAccepted, ForkRequest, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer, model_response, read_body
+from shim.api.openapi import BODY, Op, documented
 from shim.api.params import RunId
 from shim.api.services import operators
 from shim.tokens import Identity
@@ -17,7 +18,12 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.post("/runs/{run_id}/fork")
+@router.post(
+    "/runs/{run_id}/fork",
+    openapi_extra=documented(
+        Op(ok=202, answer=ForkAccepted, body=ForkRequest, errors=(404, 409, *BODY))
+    ),
+)
 async def fork(
     request: Request,
     caller: Annotated[Identity, Depends(require(Role.APPROVER))],

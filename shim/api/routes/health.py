@@ -13,20 +13,24 @@ from starlette.concurrency import run_in_threadpool
 
 from shim.api.deps import ServiceDep
 from shim.api.http import Answer
+from shim.api.openapi import OBJECT, Op, Schema, documented
 from shim.api.services import health
+
+_STATUS: Schema = {"type": "object", "required": ["status"],
+                   "properties": {"status": {"type": "string"}}}  # fmt: skip
 
 router = APIRouter()
 
 
 @router.head("/healthz", include_in_schema=False)
-@router.get("/healthz")
+@router.get("/healthz", openapi_extra=documented(Op(answer=_STATUS, public=True)))
 def healthz(service: ServiceDep) -> Answer:
     health.ping(service.db)
     return Answer({"status": "ok", "database": "ok"})
 
 
 @router.head("/readyz", include_in_schema=False)
-@router.get("/readyz")
+@router.get("/readyz", openapi_extra=documented(Op(answer=OBJECT, public=True, errors=(503,))))
 async def readyz(service: ServiceDep) -> Answer:
     # Open like /healthz, for probes: it names what is missing, never a secret.
     s = service.settings

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from contracts import ErrorCode, GatehouseError, IntentRequest, Role
+from contracts import ErrorCode, GatehouseError, IntentAccepted, IntentRequest, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer, media_type, model_response, read_body, read_capped
+from shim.api.openapi import BODY, Op, documented
 from shim.api.params import ArchiveMode, ArchiveName, IdempotencyKey, QueryId
 from shim.api.services.opa_runs import ARCHIVE_MEDIA_TYPES, ArchiveUpload, submit_archive
 from shim.api.services.submit import submit
@@ -18,7 +19,19 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.post("/intent")
+@router.post(
+    "/intent",
+    openapi_extra=documented(
+        Op(
+            ok=202,
+            also_ok=(200,),
+            answer=IntentAccepted,
+            body=IntentRequest,
+            archive=True,
+            errors=(404, 409, *BODY),
+        )
+    ),
+)
 async def post_intent(
     request: Request,
     caller: Annotated[Identity, Depends(require(Role.SUBMITTER))],

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from contracts import MessageRequest, Role
+from contracts import MessageAccepted, MessageRequest, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer, model_response, read_body
+from shim.api.openapi import BODY, Op, documented
 from shim.api.params import RunId
 from shim.api.services.messages import send_message
 from shim.tokens import Identity
@@ -17,7 +18,12 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.post("/runs/{run_id}/messages")
+@router.post(
+    "/runs/{run_id}/messages",
+    openapi_extra=documented(
+        Op(ok=202, answer=MessageAccepted, body=MessageRequest, errors=(404, 409, *BODY))
+    ),
+)
 async def post_message(
     request: Request,
     # Its submitter or an operator: the next turn of an interactive OPA run.

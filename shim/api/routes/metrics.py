@@ -14,13 +14,14 @@ from fastapi.responses import Response
 
 from contracts import Role
 from shim.api.deps import ServiceDep, require
+from shim.api.openapi import Op, documented
 from shim.api.services import metrics
 from shim.tokens import Identity
 
 router = APIRouter()
 
 
-@router.get("/metrics")
+@router.get("/metrics", openapi_extra=documented(Op(answer="text/plain")))
 def get_metrics(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))], service: ServiceDep
 ) -> Response:

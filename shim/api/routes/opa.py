@@ -12,6 +12,7 @@ from fastapi.responses import Response
 
 from contracts import Role
 from shim.api.deps import ServiceDep, require
+from shim.api.openapi import Op, documented
 from shim.api.params import RunId
 from shim.api.services.opa_runs import MEDIA_TYPE, output_archive
 from shim.tokens import Identity
@@ -19,7 +20,10 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.get("/runs/{run_id}/output.opa")
+@router.get(
+    "/runs/{run_id}/output.opa",
+    openapi_extra=documented(Op(answer="application/vnd.opa+zip", errors=(404, 409, 422))),
+)
 def get_output_archive(
     caller: Annotated[Identity, Depends(require(Role.SUBMITTER, Role.APPROVER, Role.OPERATOR))],
     service: ServiceDep,

@@ -6,9 +6,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
 
-from contracts import Role
+from contracts import ReplayReport, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer, model_response
+from shim.api.openapi import Op, documented
 from shim.api.params import RunId
 from shim.api.services import operators
 from shim.tokens import Identity
@@ -16,7 +17,10 @@ from shim.tokens import Identity
 router = APIRouter()
 
 
-@router.post("/runs/{run_id}/replay")
+@router.post(
+    "/runs/{run_id}/replay",
+    openapi_extra=documented(Op(answer=ReplayReport, errors=(404, 409, 422))),
+)
 def replay(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))],
     service: ServiceDep,

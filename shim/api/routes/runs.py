@@ -9,9 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from contracts import Role, RunStatus
+from contracts import Role, RunList, RunStatus, RunView
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer, model_response
+from shim.api.openapi import Op, documented
 from shim.api.params import RunId
 from shim.api.services import reads
 from shim.api.services.wait import UNTIL_PATTERN, wait_for_run
@@ -22,7 +23,7 @@ router = APIRouter()
 Reader = Annotated[Identity, Depends(require(Role.SUBMITTER, Role.APPROVER, Role.OPERATOR))]
 
 
-@router.get("/runs")
+@router.get("/runs", openapi_extra=documented(Op(answer=RunList, errors=(400, 422))))
 def list_runs(
     caller: Reader,
     service: ServiceDep,
@@ -33,12 +34,17 @@ def list_runs(
     return model_response(reads.run_list(service, status, limit, cursor, caller))
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id}", openapi_extra=documented(Op(answer=RunView, errors=(404, 422))))
 def get_run(caller: Reader, service: ServiceDep, run_id: RunId) -> Answer:
     return model_response(reads.run(service, run_id, caller))
 
 
-@router.get("/runs/{run_id}/wait")
+@router.get(
+    "/runs/{run_id}/wait",
+    openapi_extra=documented(
+        Op(answer=RunView, errors=(404, 422), headers={"Gatehouse-Wait": "reached or timeout"})
+    ),
+)
 async def wait_run(
     caller: Reader,
     service: ServiceDep,

@@ -9,13 +9,19 @@ from fastapi import APIRouter, Depends, Query
 from contracts import SECURITY_EVENTS_CHANNELS, Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer
+from shim.api.openapi import TEXT_CHANNELS, Listing, Op, documented
 from shim.api.services import reads
 from shim.tokens import Identity
 
 router = APIRouter()
 
 
-@router.get("/security-events")
+@router.get(
+    "/security-events",
+    openapi_extra=documented(
+        Op(answer=Listing("security_events", more={"text_channels": TEXT_CHANNELS}), errors=(422,))
+    ),
+)
 def get_security_events(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))],
     service: ServiceDep,

@@ -9,13 +9,14 @@ from fastapi import APIRouter, Depends
 from contracts import Role
 from shim.api.deps import ServiceDep, require
 from shim.api.http import Answer
+from shim.api.openapi import OBJECT, Op, documented
 from shim.api.services import health
 from shim.tokens import Identity
 
 router = APIRouter()
 
 
-@router.get("/workers")
+@router.get("/workers", openapi_extra=documented(Op(answer=OBJECT)))
 def get_workers(
     caller: Annotated[Identity, Depends(require(Role.OPERATOR))], service: ServiceDep
 ) -> Answer:

@@ -30,6 +30,7 @@ from contracts import (
 from shim.api.deps import ServiceDep, TokensDep
 from shim.api.errors import record_refused
 from shim.api.http import Answer, media_type, problems, read_capped
+from shim.api.openapi import BODY, Op, Schema, documented
 from shim.api.services.decide import decide
 from shim.api.slack._config import SlackDoor
 from shim.api.slack._reply import (
@@ -44,6 +45,22 @@ from shim.api.slack._verify import verify
 from shim.tokens import Identity, TokenStore
 
 __all__ = ["router"]
+
+# What Slack posts (a form), and what the click came to.
+_FORM: Schema = {
+    "type": "object",
+    "required": ["payload"],
+    "properties": {
+        "payload": {"type": "string", "description": "the interaction, as Slack sends it"}
+    },
+}
+_OUTCOME: Schema = {
+    "type": "object",
+    "required": ["outcome"],
+    "properties": {
+        "outcome": {"type": "string", "enum": ["approved", "rejected", "refused", "ignored"]}
+    },
+}
 
 router = APIRouter()
 
@@ -132,7 +149,12 @@ def _button(action: _Action) -> DecisionButton:
         ) from exc
 
 
-@router.post("/slack/interactions")
+@router.post(
+    "/slack/interactions",
+    openapi_extra=documented(
+        Op(answer=_OUTCOME, form=_FORM, public=True, errors=(401, 404, 409, *BODY))
+    ),
+)
 async def interactions(
     request: Request, service: ServiceDep, tokens: TokensDep, door: SlackDep
 ) -> Answer:
