@@ -57,6 +57,11 @@ __all__ = [
 GENESIS = "0" * 64
 # The statuses of an entry not finished yet, which has no link.
 UNCHAINED = ("started", "in_doubt")
+# What these fields are tied to (docs/development.md, "How to add a field to what a tool
+# call writes to the ledger"): an evidence bundle carries each entry's ENTRY_FIELDS and
+# its verifier recomputes the hash from them (ledger/bundle.py, ledger/bundle_verify.py);
+# ledger/chain_verify.py holds each row's columns to its sealed copy of SEALED_FIELDS, so a
+# field added to SEALED_FIELDS needs a new SEALED_VERSION (older copies lack it).
 # What a version-1 entry's hash covers, in order.
 ENTRY_FIELDS = (
     "op_key", "run_id", "step_id", "attempt", "kind", "target", "status", "request_digest",
