@@ -75,7 +75,9 @@ class HandlerContext:
     by its caller (``worker.calls``): the worker's settings, and who cancelled a run,
     asked while a long step runs (an OpenCode turn stops early on it; None: nobody
     did, or it cannot be asked now). A handler reaches for nothing else: no global
-    runtime, no database of its own."""
+    runtime and no database connection of its own; the one thing of the ledger it
+    learns while it runs (the OpenCode watcher's cancel check) is ``cancelled_by``,
+    which its caller answers from the ledger."""
 
     settings: WorkerSettings
     cancelled_by: Callable[[str], str | None] = nobody
