@@ -12,30 +12,16 @@ import httpx
 from httpx_sse import SSEError, aconnect_sse
 
 from contracts import (
-    CallResolved,
-    CallView,
-    CancelAccepted,
-    DecisionAccepted,
-    EpisodeView,
-    ExplainView,
-    ForkAccepted,
-    IntentAccepted,
-    JsonObject,
-    JsonValue,
-    MessageAccepted,
-    ReplayReport,
     RunEvent,
-    RunList,
     RunView,
 )
-from shim.client._calls import ArtifactRef, Call, Calls
+from shim.client._api import Api
+from shim.client._calls import Call
 from shim.client._errors import ApiError
-from shim.client._local import found_shim
 from shim.client._transport import (
     LOST,
-    Notice,
+    Connection,
     answer,
-    connection,
     event_of,
     pause,
     request,
@@ -47,36 +33,12 @@ __all__ = ["AsyncClient"]
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(Api):
     """The Gatehouse API for asyncio; see :class:`~shim.client.Client` for the
     arguments. Use it as an async context manager, or await :meth:`aclose`."""
 
-    look_s = 2.0
-
-    def __init__(
-        self,
-        base_url: str,
-        token: str | None,
-        timeout: float = 30,
-        ca: str | None = None,
-        *,
-        retry_for: float = 0.0,
-        notice: Notice | None = None,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._retry_for = retry_for
-        self._notice = notice
-        self._http = httpx.AsyncClient(**connection(base_url, token, timeout, ca))
-
-    @classmethod
-    def from_env(
-        cls, token: str | None = None, *, retry_for: float = 0.0, notice: Notice | None = None
-    ) -> AsyncClient:
-        """A client for the shim this folder's user would reach, found as the CLI finds
-        it: ``GATEHOUSE_URL``, else the stack ``gatehouse up`` runs from this folder
-        (``var/stack.json``), else ``http://127.0.0.1:8000``; the token ``token`` or
-        ``GATEHOUSE_TOKEN``; the CA ``GATEHOUSE_CA``, if set."""
-        return cls(**found_shim(token), retry_for=retry_for, notice=notice)
+    def _open(self, how: Connection) -> None:
+        self._http = httpx.AsyncClient(**how)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -98,85 +60,6 @@ class AsyncClient:
             if after is None:
                 return call.read(answer(r, call))
             await asyncio.sleep(after)
-
-    async def submit(
-        self, intent: JsonObject, idempotency_key: str | None = None
-    ) -> IntentAccepted:
-        return await self.send(Calls.submit(intent, idempotency_key))
-
-    async def submit_archive(
-        self,
-        content: bytes,
-        media_type: str,
-        params: dict[str, str],
-        idempotency_key: str | None = None,
-    ) -> IntentAccepted:
-        return await self.send(Calls.submit_archive(content, media_type, params, idempotency_key))
-
-    async def output_archive(self, run_id: str) -> bytes:
-        return await self.send(Calls.output_archive(run_id))
-
-    async def run(self, run_id: str) -> RunView:
-        return await self.send(Calls.run(run_id))
-
-    async def runs(
-        self, status: str | None = None, limit: int | None = None, cursor: str | None = None
-    ) -> RunList:
-        return await self.send(Calls.runs(status, limit, cursor))
-
-    async def get_json(self, path: str, params: dict[str, str] | None = None) -> JsonValue:
-        return await self.send(Calls.get_json(path, params))
-
-    async def artifact(self, sha256: str) -> bytes:
-        return await self.send(Calls.artifact(sha256))
-
-    async def decide(
-        self, run_id: str, approve: bool, digest: str, comment: str | None = None
-    ) -> DecisionAccepted:
-        return await self.send(Calls.decide(run_id, approve, digest, comment))
-
-    async def approve(
-        self, run_id: str, digest: str, comment: str | None = None
-    ) -> DecisionAccepted:
-        return await self.decide(run_id, True, digest, comment)
-
-    async def reject(
-        self, run_id: str, digest: str, comment: str | None = None
-    ) -> DecisionAccepted:
-        return await self.decide(run_id, False, digest, comment)
-
-    async def cancel(self, run_id: str, reason: str | None = None) -> CancelAccepted:
-        return await self.send(Calls.cancel(run_id, reason))
-
-    async def logout(self) -> JsonValue:
-        return await self.send(Calls.logout())
-
-    async def message(self, run_id: str, text: str | None, end: bool = False) -> MessageAccepted:
-        return await self.send(Calls.message(run_id, text, end))
-
-    async def ledger(self, run_id: str) -> list[CallView]:
-        return await self.send(Calls.ledger(run_id))
-
-    async def verify_ledger(self, run_id: str) -> JsonValue:
-        return await self.send(Calls.verify_ledger(run_id))
-
-    async def replay(self, run_id: str, rules: str = "recorded") -> ReplayReport:
-        return await self.send(Calls.replay(run_id, rules))
-
-    async def explain(self, run_id: str) -> ExplainView:
-        return await self.send(Calls.explain(run_id))
-
-    async def fork(self, run_id: str, from_step: int) -> ForkAccepted:
-        return await self.send(Calls.fork(run_id, from_step))
-
-    async def resolve(self, op_key: str, applied: bool, note: str | None = None) -> CallResolved:
-        return await self.send(Calls.resolve(op_key, applied, note))
-
-    async def episodes(self, run_id: str) -> list[EpisodeView]:
-        return await self.send(Calls.episodes(run_id))
-
-    async def artifacts(self, run_id: str) -> list[ArtifactRef]:
-        return await self.send(Calls.artifacts(run_id))
 
     async def wait(
         self,

@@ -1,5 +1,5 @@
-"""Each API call as data (method, path, body, how to read the answer), shared by the
-sync and the async client so that the two differ only in how they send."""
+"""Each API call as data (method, path, body, how to read the answer): the clients' methods
+(``shim.client._api``), so that the sync and the async client differ only in how they send."""
 
 from __future__ import annotations
 
@@ -75,14 +75,19 @@ class Calls:
     """The API's calls; every method is pure (it sends nothing)."""
 
     @staticmethod
-    def submit(intent: JsonObject, idempotency_key: str | None) -> Call[IntentAccepted]:
+    def submit(intent: JsonObject, idempotency_key: str | None = None) -> Call[IntentAccepted]:
+        """POST /intent; the same ``idempotency_key`` and body answer the same run."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return Call("POST", "/intent", IntentAccepted.model_validate_json, intent, headers)
 
     @staticmethod
     def submit_archive(
-        content: bytes, media_type: str, params: dict[str, str], idempotency_key: str | None
+        content: bytes,
+        media_type: str,
+        params: dict[str, str],
+        idempotency_key: str | None = None,
     ) -> Call[IntentAccepted]:
+        """Post an OPA archive as an intent; ``params``: name, mode, recipe, … (query)."""
         headers = {"Content-Type": media_type}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
@@ -92,6 +97,7 @@ class Calls:
 
     @staticmethod
     def output_archive(run_id: str) -> Call[bytes]:
+        """The output archive of a run submitted as an OPA archive."""
         return Call("GET", f"/runs/{run_id}/output.opa", _raw)
 
     @staticmethod
@@ -99,14 +105,18 @@ class Calls:
         return Call("GET", f"/runs/{run_id}", RunView.model_validate_json)
 
     @staticmethod
-    def runs(status: str | None, limit: int | None, cursor: str | None) -> Call[RunList]:
+    def runs(
+        status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> Call[RunList]:
+        """A page of runs, newest first; ``cursor``: the last page's ``next_cursor``."""
         limits = None if limit is None else str(limit)
         params = {"status": status, "limit": limits, "cursor": cursor}
         given = {k: v for k, v in params.items() if v is not None}
         return Call("GET", "/runs", RunList.model_validate_json, params=given)
 
     @staticmethod
-    def get_json(path: str, params: dict[str, str] | None) -> Call[JsonValue]:
+    def get_json(path: str, params: dict[str, str] | None = None) -> Call[JsonValue]:
+        """A read route's answer as plain JSON (recipes, policies, workers, …)."""
         return Call("GET", path, _json, params=params)
 
     @staticmethod
@@ -115,8 +125,9 @@ class Calls:
 
     @staticmethod
     def decide(
-        run_id: str, approve: bool, digest: str, comment: str | None
+        run_id: str, approve: bool, digest: str, comment: str | None = None
     ) -> Call[DecisionAccepted]:
+        """Decide as the token's identity (the shim records who from the token)."""
         body: JsonObject = {"plan_digest": digest}
         if comment:
             body["comment"] = comment
@@ -124,16 +135,30 @@ class Calls:
         return Call("POST", f"/{route}/{run_id}", DecisionAccepted.model_validate_json, body)
 
     @staticmethod
-    def cancel(run_id: str, reason: str | None) -> Call[CancelAccepted]:
+    def approve(run_id: str, digest: str, comment: str | None = None) -> Call[DecisionAccepted]:
+        """Approve the plan whose digest is ``digest`` (the card's ``plan_digest``):
+        a plan changed since it was shown is not approved by it."""
+        return Calls.decide(run_id, True, digest, comment)
+
+    @staticmethod
+    def reject(run_id: str, digest: str, comment: str | None = None) -> Call[DecisionAccepted]:
+        return Calls.decide(run_id, False, digest, comment)
+
+    @staticmethod
+    def cancel(run_id: str, reason: str | None = None) -> Call[CancelAccepted]:
+        """Cancel as the token's identity (the run's submitter, or an operator)."""
         body: JsonObject = {"reason": reason} if reason else {}
         return Call("POST", f"/runs/{run_id}/cancel", CancelAccepted.model_validate_json, body)
 
     @staticmethod
     def logout() -> Call[JsonValue]:
+        """End the session the token names (one ``gatehouse login`` opened): from now on
+        the token is refused."""
         return Call("POST", "/auth/oidc/logout", _json, {})
 
     @staticmethod
-    def message(run_id: str, text: str | None, end: bool) -> Call[MessageAccepted]:
+    def message(run_id: str, text: str | None, end: bool = False) -> Call[MessageAccepted]:
+        """The next turn of an interactive OPA run (or, with ``end``, close its session)."""
         body: JsonObject = {"end": True} if end else {"text": text}
         return Call("POST", f"/runs/{run_id}/messages", MessageAccepted.model_validate_json, body)
 
@@ -146,10 +171,13 @@ class Calls:
 
     @staticmethod
     def verify_ledger(run_id: str) -> Call[JsonValue]:
+        """The shim's check of the run's hash chain and sealed fields."""
         return Call("GET", f"/runs/{run_id}/ledger/verify", _json)
 
     @staticmethod
-    def replay(run_id: str, rules: str) -> Call[ReplayReport]:
+    def replay(run_id: str, rules: str = "recorded") -> Call[ReplayReport]:
+        """Have a worker replay the run from its ledger (waits up to about a minute),
+        under the rules it ran under or (``current``) today's."""
         params = {"rules": rules} if rules != "recorded" else None
         return Call(
             "POST", f"/runs/{run_id}/replay", ReplayReport.model_validate_json,
@@ -158,6 +186,7 @@ class Calls:
 
     @staticmethod
     def explain(run_id: str) -> Call[ExplainView]:
+        """The run's explain report (a worker may ask the model: waits up to ~90 s)."""
         return Call("GET", f"/runs/{run_id}/explain", ExplainView.model_validate_json, timeout=120)
 
     @staticmethod
@@ -166,7 +195,7 @@ class Calls:
         return Call("POST", f"/runs/{run_id}/fork", ForkAccepted.model_validate_json, body)
 
     @staticmethod
-    def resolve(op_key: str, applied: bool, note: str | None) -> Call[CallResolved]:
+    def resolve(op_key: str, applied: bool, note: str | None = None) -> Call[CallResolved]:
         body: JsonObject = {"outcome": "applied" if applied else "not_applied"}
         if note:
             body["note"] = note

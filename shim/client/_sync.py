@@ -11,30 +11,17 @@ import httpx
 from httpx_sse import SSEError, connect_sse
 
 from contracts import (
-    CallResolved,
-    CallView,
-    CancelAccepted,
-    DecisionAccepted,
-    EpisodeView,
-    ExplainView,
-    ForkAccepted,
-    IntentAccepted,
-    JsonObject,
     JsonValue,
-    MessageAccepted,
-    ReplayReport,
     RunEvent,
-    RunList,
     RunView,
 )
-from shim.client._calls import ArtifactRef, Call, Calls
+from shim.client._api import Api
+from shim.client._calls import Call
 from shim.client._errors import ApiError
-from shim.client._local import found_shim
 from shim.client._transport import (
     LOST,
-    Notice,
+    Connection,
     answer,
-    connection,
     event_of,
     pause,
     request,
@@ -46,7 +33,7 @@ __all__ = ["Client"]
 T = TypeVar("T")
 
 
-class Client:
+class Client(Api):
     """The Gatehouse API, one blocking call per method; answers are parsed into the
     contract models the shim answers with, so a broken answer is noticed here.
 
@@ -56,33 +43,8 @@ class Client:
     at the door: nothing was done) is sent again after the wait it names; each wait
     is told to ``notice``. Use it as a context manager, or call :meth:`close`."""
 
-    # While a waited-for run's status stands still, how often its steps are looked at.
-    look_s = 2.0
-
-    def __init__(
-        self,
-        base_url: str,
-        token: str | None,
-        timeout: float = 30,
-        ca: str | None = None,
-        *,
-        retry_for: float = 0.0,
-        notice: Notice | None = None,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._retry_for = retry_for
-        self._notice = notice
-        self._http = httpx.Client(**connection(base_url, token, timeout, ca))
-
-    @classmethod
-    def from_env(
-        cls, token: str | None = None, *, retry_for: float = 0.0, notice: Notice | None = None
-    ) -> Client:
-        """A client for the shim this folder's user would reach, found as the CLI finds
-        it: ``GATEHOUSE_URL``, else the stack ``gatehouse up`` runs from this folder
-        (``var/stack.json``), else ``http://127.0.0.1:8000``; the token ``token`` or
-        ``GATEHOUSE_TOKEN``; the CA ``GATEHOUSE_CA``, if set."""
-        return cls(**found_shim(token), retry_for=retry_for, notice=notice)
+    def _open(self, how: Connection) -> None:
+        self._http = httpx.Client(**how)
 
     def __enter__(self) -> Client:
         return self
@@ -105,37 +67,6 @@ class Client:
                 return call.read(answer(r, call))
             time.sleep(after)
 
-    def submit(self, intent: JsonObject, idempotency_key: str | None = None) -> IntentAccepted:
-        """POST /intent; the same ``idempotency_key`` and body answer the same run."""
-        return self.send(Calls.submit(intent, idempotency_key))
-
-    def submit_archive(
-        self,
-        content: bytes,
-        media_type: str,
-        params: dict[str, str],
-        idempotency_key: str | None = None,
-    ) -> IntentAccepted:
-        """Post an OPA archive as an intent; ``params``: name, mode, recipe, … (query)."""
-        return self.send(Calls.submit_archive(content, media_type, params, idempotency_key))
-
-    def output_archive(self, run_id: str) -> bytes:
-        """The output archive of a run submitted as an OPA archive."""
-        return self.send(Calls.output_archive(run_id))
-
-    def run(self, run_id: str) -> RunView:
-        return self.send(Calls.run(run_id))
-
-    def runs(
-        self, status: str | None = None, limit: int | None = None, cursor: str | None = None
-    ) -> RunList:
-        """A page of runs, newest first; ``cursor``: the last page's ``next_cursor``."""
-        return self.send(Calls.runs(status, limit, cursor))
-
-    def get_json(self, path: str, params: dict[str, str] | None = None) -> JsonValue:
-        """A read route's answer as plain JSON (recipes, policies, workers, …)."""
-        return self.send(Calls.get_json(path, params))
-
     def ready(self) -> tuple[bool, JsonValue]:
         """GET /readyz (no token needed): (ready, the report with its reasons)."""
         r = self._http.get("/readyz", headers={"Authorization": ""})
@@ -144,69 +75,6 @@ class Client:
         except ValueError:
             report = r.text
         return r.status_code == 200, report
-
-    def artifact(self, sha256: str) -> bytes:
-        return self.send(Calls.artifact(sha256))
-
-    def decide(
-        self, run_id: str, approve: bool, digest: str, comment: str | None = None
-    ) -> DecisionAccepted:
-        """Decide as the token's identity (the shim records who from the token)."""
-        return self.send(Calls.decide(run_id, approve, digest, comment))
-
-    def approve(self, run_id: str, digest: str, comment: str | None = None) -> DecisionAccepted:
-        """Approve the plan whose digest is ``digest`` (the card's ``plan_digest``):
-        a plan changed since it was shown is not approved by it."""
-        return self.decide(run_id, True, digest, comment)
-
-    def reject(self, run_id: str, digest: str, comment: str | None = None) -> DecisionAccepted:
-        return self.decide(run_id, False, digest, comment)
-
-    def cancel(self, run_id: str, reason: str | None = None) -> CancelAccepted:
-        """Cancel as the token's identity (the run's submitter, or an operator)."""
-        return self.send(Calls.cancel(run_id, reason))
-
-    def logout(self) -> JsonValue:
-        """End the session the token names (one ``gatehouse login`` opened): from now on
-        the token is refused."""
-        return self.send(Calls.logout())
-
-    def message(self, run_id: str, text: str | None, end: bool = False) -> MessageAccepted:
-        """The next turn of an interactive OPA run (or, with ``end``, close its session)."""
-        return self.send(Calls.message(run_id, text, end))
-
-    def ledger(self, run_id: str) -> list[CallView]:
-        return self.send(Calls.ledger(run_id))
-
-    def verify_ledger(self, run_id: str) -> JsonValue:
-        """The shim's check of the run's hash chain and sealed fields."""
-        return self.send(Calls.verify_ledger(run_id))
-
-    def replay(self, run_id: str, rules: str = "recorded") -> ReplayReport:
-        """Have a worker replay the run from its ledger (waits up to about a minute),
-        under the rules it ran under or (``current``) today's."""
-        return self.send(Calls.replay(run_id, rules))
-
-    def explain(self, run_id: str) -> ExplainView:
-        """The run's explain report (a worker may ask the model: waits up to ~90 s)."""
-        return self.send(Calls.explain(run_id))
-
-    def fork(self, run_id: str, from_step: int) -> ForkAccepted:
-        return self.send(Calls.fork(run_id, from_step))
-
-    def resolve(self, op_key: str, applied: bool, note: str | None = None) -> CallResolved:
-        return self.send(Calls.resolve(op_key, applied, note))
-
-    def episodes(self, run_id: str) -> list[EpisodeView]:
-        return self.send(Calls.episodes(run_id))
-
-    def artifacts(self, run_id: str) -> list[ArtifactRef]:
-        return self.send(Calls.artifacts(run_id))
-
-    def changed(self, run_id: str, status: str, timeout_s: float) -> RunView:
-        """The run once its status is no longer ``status``, or after ``timeout_s``
-        (a long poll: the shim answers the moment the status changes)."""
-        return self.send(Calls.changed(run_id, status, timeout_s))
 
     def wait(
         self,
