@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from contracts import ErrorCode, GatehouseError, JsonObject, Plan, PolicyProfile, ToolPool
+from contracts import (
+    DriverKind,
+    ErrorCode,
+    GatehouseError,
+    JsonObject,
+    Plan,
+    PolicyProfile,
+    ToolPool,
+)
 from policies import catalog, cedar_gate, cedar_schema
 from policies.gate import check_step, decide_plan, gate_plan
 from tests.unit.policies.test_mcp_policy import connector
@@ -169,7 +177,7 @@ def test_the_schema_has_an_action_per_driver_kind_and_the_pool_entities() -> Non
     assert isinstance(body, dict)
     actions, types = body["actions"], body["entityTypes"]
     assert isinstance(actions, dict) and isinstance(types, dict)
-    assert set(actions) == {"noop", "http", "restricted_shell", "opencode", "mcp_proxy"}
+    assert set(actions) == {k.value for k in DriverKind}  # one action per kind, as KINDS lists
     assert {"User", "ToolPool", "Connector", "McpTool"} <= set(types)
     # a connector the pool has may be named; its membership in the pool holds
     text = PERMIT_ALL + (
