@@ -63,27 +63,40 @@ def resume_intent(then: Continuation, run_id: str, ports: Ports) -> JsonObject:
 
 
 class _Run(RunState):
-    """The phases of a run: ``go`` (compile, gate, card, the first decision) or
-    ``resume`` (from a parked decision), then ``execute``: each step ``run_step``,
-    its outcome ``after_step``."""
+    """The phases of a run, each a method that returns what comes next or how the run
+    ended: ``go`` begins it, ``compile`` proposes the plan, ``card`` gates it, puts it
+    on the card and waits for the first decision; ``resume`` goes on from a parked
+    decision; then ``execute``: each step ``run_step``, its outcome ``after_step``."""
 
     def go(self, job: IntentJob) -> JsonObject:
+        """The whole run: begun, compiled, gated and carded, decided, executed."""
         req, run_id, ports = job.request, self.run_id, self.ports
         self.opa = job.opa
         begun = ports.begin(run_id, req.policy_profile, req.tool_pool)
         if not begun.ok or begun.profile is None or begun.tool_pool is None:
             return self.end(RunStatus.FAILED, [], begun.error_code, begun.error_message)
         profile, pool = begun.profile, begun.tool_pool
-        seed = begun.seed or ""
         try:  # the shim refused a widening intent already; this holds for any caller
             limits = profile.budgets.narrowed(req.budgets)
         except GatehouseError as exc:
             return self.end(RunStatus.FAILED, [], exc.code.value, exc.message)
-        self.spent = spent = Spent(limits, profile.prices)
+        self.spent = Spent(limits, profile.prices)
+        self.seed = begun.seed or ""
         if (stop := self.stopped("@compile", [])) is not None:
             return stop
+        gate = Gate(profile, pool, req.mode)
+        compiled = self.compile(job, gate)
+        if isinstance(compiled, dict):
+            return compiled
+        return self.card(compiled, gate)
 
-        # 1 compile: a supplied plan (run-plan) or the planner's, through the ledger
+    def compile(self, job: IntentJob, gate: Gate) -> tuple[JsonObject, bool] | JsonObject:
+        """1 compile: the plan a run-plan supplied, or the planner's through the ledger
+        (with its one repair call when the gate would refuse it): (the raw plan, whether
+        a repair made it), or how the run ended."""
+        req, run_id, ports = job.request, self.run_id, self.ports
+        assert self.spent is not None
+        profile, pool, _mode = gate
         compile_call = PlannerCall(
             run_id=run_id,
             recipe_id=req.recipe,
@@ -91,40 +104,41 @@ class _Run(RunState):
             parameters=req.parameters,
             profile=profile,
             tool_pool=pool,
-            seed=planner_seed(seed, run_id),
+            seed=planner_seed(self.seed, run_id),
         )
-        repairs = Repairs(ports, self.trace, compile_call, spent)
-        self.repairs, self.seed = repairs, seed
-        repaired = False
+        self.repairs = repairs = Repairs(ports, self.trace, compile_call, self.spent)
         if req.plan is not None:
-            raw_plan: JsonObject = req.plan.model_dump(mode="json")
-        else:
-            compiled = ports.planner_call(compile_call)
-            self.trace.add(compiled)
-            spent.add_call(compiled, tool=False)
-            output = compiled.get("output")
-            plan_value = output.get("plan") if isinstance(output, dict) else None
-            if not compiled.get("ok") or not isinstance(plan_value, dict):
-                code = str(compiled.get("error_code") or ErrorCode.PLANNER_FAILED.value)
-                message = str(compiled.get("error_message") or "")
-                return self.end(RunStatus.FAILED, [], code, message)
-            # A plan the gate would refuse gets exactly one repair call.
-            planner = str(compiled.get("target") or "")
-            raw_plan, repaired = repairs.compiled(plan_value, planner, profile, pool)
-            if (stopped := self.over_budget([])) is not None:
-                return stopped
+            return req.plan.model_dump(mode="json"), False
+        compiled = ports.planner_call(compile_call)
+        self.trace.add(compiled)
+        self.spent.add_call(compiled, tool=False)
+        output = compiled.get("output")
+        plan_value = output.get("plan") if isinstance(output, dict) else None
+        if not compiled.get("ok") or not isinstance(plan_value, dict):
+            code = str(compiled.get("error_code") or ErrorCode.PLANNER_FAILED.value)
+            message = str(compiled.get("error_message") or "")
+            return self.end(RunStatus.FAILED, [], code, message)
+        # A plan the gate would refuse gets exactly one repair call.
+        planner = str(compiled.get("target") or "")
+        raw_plan, repaired = repairs.compiled(plan_value, planner, profile, pool)
+        if (stopped := self.over_budget([])) is not None:
+            return stopped
+        return raw_plan, repaired
 
-        # 2 gate + 3 plan card
-        gate = Gate(profile, pool, req.mode)
-        decided = gate_plan(run_id, raw_plan, gate, repaired=repaired, budgets=spent.view_json())
-        gated = ports.gate_and_card(decided)
+    def card(self, compiled: tuple[JsonObject, bool], gate: Gate) -> JsonObject:
+        """2 gate + 3 plan card, then 4 the first decision and the steps (``execute``)."""
+        assert self.spent is not None
+        raw_plan, repaired = compiled
+        decided = gate_plan(
+            self.run_id, raw_plan, gate, repaired=repaired, budgets=self.spent.view_json()
+        )
+        gated = self.ports.gate_and_card(decided)
         if not gated.ok or gated.plan is None or gated.plan_digest is None:
             return self.end(RunStatus.FAILED, [], gated.error_code, gated.error_message)
         plan, digest = gated.plan, gated.plan_digest
         self.trace.plan_digest = digest
-        if req.mode is Mode.PLAN_ONLY:
+        if gate.mode is Mode.PLAN_ONLY:
             return self.stopped("@approval", []) or self.end(RunStatus.PLANNED, [])
-
         # 4 durable wait: the plan_approvals row decides; a message only wakes us early
         summary: list[JsonValue] = []
         refused = self.approval(digest, gate, summary, "@approval", plan=plan, position=0)
