@@ -110,8 +110,9 @@ def revise(
 
 
 def _revising(plan: Plan, digest: str, *, keep: int, ran: list[str], **more: str) -> JsonObject:
-    """What ``gate_and_card`` holds a new revision of ``plan`` to: its first ``keep``
-    steps unchanged, none of the ``ran`` step ids used again (``policies.repair``)."""
+    """What the gate (``worker.flow._gate.gate_plan``) holds a new revision of ``plan``
+    to: its first ``keep`` steps unchanged, none of the ``ran`` step ids used again
+    (``policies.repair``)."""
     return {
         "previous": plan.model_dump(mode="json"),
         "previous_digest": digest,
