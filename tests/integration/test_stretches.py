@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from ledger import open_database, stretches
+from ledger import open_database, work_queue
 from shim.local import start_worker, stop
 from tests.support.plans import digest_of_plan, noop_plan
 from tests.support.stack import Stack, shim_client, wait_for_status
@@ -191,10 +191,10 @@ def test_work_nobody_was_told_of_is_found_by_the_heartbeats_look(
     worker's listening connection was down) is found: by the heartbeat's look at the
     queue, which has the worker look at every partition then (or by a pass already
     under way), not only by its last-resort pass."""
-    monkeypatch.setattr(stretches, "notify_work", lambda _conn, _partition: None)
+    monkeypatch.setattr(work_queue, "notify_work", lambda _conn, _partition: None)
     # The intake's own statement notifies on PostgreSQL (intents.take_intent), on the
     # channel named here; the worker listens on the real one already.
-    monkeypatch.setattr(stretches, "WORK_CHANNEL", "gatehouse_nobody_listens")
+    monkeypatch.setattr(work_queue, "WORK_CHANNEL", "gatehouse_nobody_listens")
     heard = wakes_heard()
     plan = noop_plan(1, objective="untold")
     r = stack.submit({"recipe": "echo", "objective": "untold", "mode": "run-plan", "plan": plan})
