@@ -3,7 +3,7 @@
 SQLite has no ``LISTEN``/``NOTIFY``, but every process that shares a SQLite file
 shares its host. So each worker binds a Unix datagram socket (a ``WakeSocket``) in a
 folder that belongs to the file (``wake_folder``), and whoever queues work for
-workers (``ledger.stretches.notify_work``) sends the queue partition's name to
+workers (``ledger.work_queue.notify_work``) sends the queue partition's name to
 every socket there once its transaction is over: the pool's check-in of the
 connection, which comes after its commit (or rollback: the wake then finds
 nothing new, and costs one claim pass). A send never waits: a socket whose

@@ -1,5 +1,5 @@
 """The approvals queue reads what it shows in a fixed number of statements, however
-many runs wait (``ledger.runs.awaiting_decision``); a walk of a plan's chain of edits
+many runs wait (``ledger.run_views.awaiting_decision``); a walk of a plan's chain of edits
 and forks is made only for a run that has one. Both databases."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A worker told of new work at once: PostgreSQL ``LISTEN``, or on SQLite a socket.
 
-Whoever queues work for workers also tells them (``ledger.stretches.notify_work``):
-on PostgreSQL ``pg_notify(ledger.stretches.WORK_CHANNEL, …)``, delivered when the
+Whoever queues work for workers also tells them (``ledger.work_queue.notify_work``):
+on PostgreSQL ``pg_notify(ledger.work_queue.WORK_CHANNEL, …)``, delivered when the
 transaction commits; on SQLite a datagram to each worker's socket on the host once
 it is over (``ledger._inhost``). That is done by the transaction that queues the
 work (the shim's intent, a decision's hand-off to a run's next stretch, a fork, the
