@@ -156,6 +156,7 @@ class ErrorCode(Enum):
     CONFIG_INVALID = _code("config_invalid", 5005, 500, False, "dbos-config.yaml or the notifications file cannot be read, is not YAML, or has a wrong value.")
     INTERNAL_ERROR = _code("internal_error", 5003, 500, True, "An unexpected error; see the logs.")
     STORAGE_FULL = _code("storage_full", 5006, 507, True, "The disk holding the database, the workspaces or the evidence files is full; nothing was stored; send it again after Retry-After s, once space is freed.")
+    SHIM_UNAVAILABLE = _code("shim_unavailable", 5008, 503, True, "The shim is starting or stopping and serves no request now; send it again in a moment.")
     WORKFLOW_LOST = _code("workflow_lost", 5007, 500, False, "The run's durable workflow ended in an error, or has no record, while the run had not finished; the reaper ended the run failed and recorded the cause as a security event.")
     # fmt: on
 

@@ -35,15 +35,24 @@ __all__ = [
 async def _service(request: Request) -> Service:
     service = getattr(request.app.state, "service", None)
     if not isinstance(service, Service):
-        raise RuntimeError("the shim has not started: there is no service yet")
+        raise _not_serving()
     return service
+
+
+def _not_serving() -> GatehouseError:
+    """A request that reaches the app outside its lifespan: before it has started, or
+    while it stops (a restart's in-flight long poll). Retryable, so a client's wait
+    rides it out as it does a shim that is away."""
+    return GatehouseError(
+        ErrorCode.SHIM_UNAVAILABLE, "the shim is starting or stopping; send it again shortly"
+    )
 
 
 async def _tokens(request: Request) -> TokenStore:
     """The tokens this request is judged by: the tokens file's latest good version."""
     live = getattr(request.app.state, "tokens", None)
     if not isinstance(live, LiveTokens):
-        raise RuntimeError("the shim has not started: there are no tokens yet")
+        raise _not_serving()
     return live.current()
 
 
