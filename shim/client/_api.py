@@ -9,6 +9,7 @@ answer is read) bound to the client it is read from and sent with that client's
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Generic, ParamSpec, Protocol, Self, TypeVar, overload
 
@@ -65,7 +66,7 @@ class Method(Generic[P, T]):
         return bound
 
 
-class Api:
+class Api(ABC):
     """What both clients are: how one is made (``__init__``, ``from_env``; each client
     opens its own kind of connection, ``_open``) and the methods both have."""
 
@@ -87,8 +88,9 @@ class Api:
         self._notice = notice
         self._open(connection(base_url, token, timeout, ca))
 
+    @abstractmethod
     def _open(self, how: Connection) -> None:
-        raise NotImplementedError
+        """Open this client's own kind of connection (blocking, or asyncio) as ``_http``."""
 
     @classmethod
     def from_env(
