@@ -27,7 +27,7 @@ from contracts import (
     ToolPool,
 )
 
-__all__ = ["KindRules", "Said", "Wrong", "require_str", "short", "text_of"]
+__all__ = ["KindRules", "Said", "Wrong", "require_str", "short", "string_into", "text_of"]
 
 _SHOWN = 160  # characters of a prompt or a note shown in a sentence
 
@@ -58,6 +58,15 @@ def text_of(given: JsonObject, key: str, default: str = "") -> str:
     """``given[key]`` when it is a string, else ``default``."""
     value = given.get(key, default)
     return value if isinstance(value, str) else default
+
+
+def string_into(out: JsonObject, given: JsonObject, key: str, wrong: Wrong) -> None:
+    """``given[key]`` into the Cedar context ``out`` when it is a string; else ``wrong``."""
+    value = given.get(key)
+    if isinstance(value, str):
+        out[key] = value
+    else:
+        wrong(key, "a string")
 
 
 def require_str(step: PlanStep, step_input: JsonObject, key: str) -> str:

@@ -9,7 +9,7 @@ from typing import ClassVar
 from contracts import Connector, DriverKind, JsonObject, JsonValue, PlanStep, ToolPool
 from policies.cedar_vocab import as_cedar, attr, mcp_tool_id, typed
 from policies.destinations import is_loopback
-from policies.kinds._base import KindRules, Said, Wrong, short, text_of
+from policies.kinds._base import KindRules, Said, Wrong, short, string_into, text_of
 from policies.mcp import check_call
 
 __all__ = ["McpProxy"]
@@ -57,11 +57,7 @@ class McpProxy(KindRules):
 
     def cedar_context(self, step_input: JsonObject, pool: ToolPool, wrong: Wrong) -> JsonObject:
         out: JsonObject = {}
-        tool = step_input.get("tool")
-        if isinstance(tool, str):
-            out["tool"] = tool
-        else:
-            wrong("tool", "a string")
+        string_into(out, step_input, "tool", wrong)
         args = step_input.get("arguments", {})
         typed_args = _arguments([pool]).get("attributes")
         if not isinstance(args, dict):

@@ -17,7 +17,7 @@ from contracts import (
     ToolPool,
 )
 from policies.cedar_vocab import attr, set_of_strings
-from policies.kinds._base import KindRules, Said, Wrong, require_str, short
+from policies.kinds._base import KindRules, Said, Wrong, require_str, short, string_into
 
 __all__ = ["Opencode"]
 
@@ -45,11 +45,7 @@ class Opencode(KindRules):
 
     def cedar_context(self, step_input: JsonObject, pool: ToolPool, wrong: Wrong) -> JsonObject:
         out: JsonObject = {}
-        prompt = step_input.get("prompt")
-        if isinstance(prompt, str):
-            out["prompt"] = prompt
-        else:
-            wrong("prompt", "a string")
+        string_into(out, step_input, "prompt", wrong)
         goals = step_input.get("subgoals", [])
         if not isinstance(goals, list) or not all(isinstance(g, str) for g in goals):
             wrong("subgoals", "a list of strings")
